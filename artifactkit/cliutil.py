@@ -1,0 +1,32 @@
+"""What every subcommand shares: exit codes, one renderer for human and JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, Final, TextIO
+
+EXIT_OK: Final = 0        #: every check held
+EXIT_FAILED: Final = 1    #: a check failed (mismatches, corrupt store, ...)
+EXIT_SETUP: Final = 2     #: setup, isolation or usage error
+
+
+def emit_json(doc: dict[str, Any], stream: TextIO | None = None) -> None:
+    """One JSON document, sorted keys, on stdout."""
+    out = stream or sys.stdout
+    out.write(json.dumps(doc, sort_keys=True, indent=2) + "\n")
+
+
+def error(message: str) -> None:
+    """A setup/usage error for people, on stderr."""
+    sys.stderr.write(f"artifactkit: error: {message}\n")
+
+
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    """A plain aligned table (no terminal codes), for summaries that also land in logs."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""Exception hierarchy: one base, leaves that also subclass the fitting builtin.
+
+Every exception keeps its context as attributes and pickles cleanly, because the
+diagnostic and the fault suite move them across ``multiprocessing`` boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ArtifactkitError(Exception):
+    """Base class of every error artifactkit raises on purpose."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+        for key, value in context.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only context would be lost by the default BaseException pickling.
+        return (_rebuild, (type(self), self.message, self.context))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[ArtifactkitError], message: str, context: dict[str, Any]) -> ArtifactkitError:
+    return cls(message, **context)
+
+
+class UnsupportedFileType(ArtifactkitError, ValueError):  # noqa: N818 - public name fixed by DESIGN.md
+    """A source entry is a FIFO, socket or device node, which an artifact cannot hold."""
+
+
+class UnsafePathError(ArtifactkitError, ValueError):
+    """A path or link target would escape the tree, or a manifest path is malformed."""
+
+
+class IntegrityError(ArtifactkitError):
+    """Stored content or a manifest does not match its sha256 digest, or is unreadable."""
+
+
+class SourceChangedError(ArtifactkitError):
+    """A source file changed between its capture and the end of its read."""
+
+
+class TimestampNotRepresentable(ArtifactkitError, ValueError):  # noqa: N818 - public name fixed by DESIGN.md
+    """The filesystem stored a different timestamp than the one set (too coarse or out of range)."""
+
+
+class IsolationError(ArtifactkitError):
+    """Implicit atime updates could not be provably switched off for a private tree."""
+
+
+class NotInPrivateTreeError(ArtifactkitError, PermissionError):
+    """A flag change was aimed at a path outside the private tree it is allowed to touch."""
+
+
+class MetadataMismatchError(ArtifactkitError, AssertionError):
+    """Actual metadata differs from what was originally supplied."""

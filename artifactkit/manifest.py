@@ -1,0 +1,124 @@
+"""The per-version manifest: transparent JSON, validated field by field when read back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Final
+
+import attrs
+
+from artifactkit.errors import IntegrityError, UnsafePathError
+from artifactkit.meta import KINDS, MODE_MASK, FileMeta
+from artifactkit.paths import check_artifact_name, check_tree_shape
+
+FORMAT: Final = "artifactkit.manifest/1"
+_SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
+# Timestamps any Linux filesystem could hold fit in 64-bit ns; larger is a forged manifest.
+_NS_LIMIT: Final = 2**63
+
+
+@attrs.frozen
+class Manifest:
+    """One published version: the artifact name, how the source was read, and every entry."""
+
+    name: str
+    entries: tuple[FileMeta, ...]
+    source_read_noatime: bool = True
+
+    def to_bytes(self) -> bytes:
+        """Canonical bytes (sorted keys, entries by path), so equal trees give equal digests."""
+        doc = {
+            "format": FORMAT,
+            "name": self.name,
+            "source_read_noatime": self.source_read_noatime,
+            "entries": [_entry_doc(entry) for entry in sorted(self.entries, key=lambda e: e.path)],
+        }
+        return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+
+    def files(self) -> list[FileMeta]:
+        """The regular-file entries, whose blobs the store must hold."""
+        return [entry for entry in self.entries if entry.kind == "file"]
+
+
+def digest_of(data: bytes) -> str:
+    """sha256 hex of a manifest's bytes: what an :class:`ArtifactRef` pins."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _entry_doc(entry: FileMeta) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "path": entry.path, "kind": entry.kind, "mode": entry.mode,
+        "mtime_ns": entry.mtime_ns, "atime_ns": entry.atime_ns,
+    }
+    if entry.kind == "file":
+        doc["size"] = entry.size
+        doc["sha256"] = entry.sha256
+    if entry.kind == "symlink":
+        doc["target"] = entry.target
+    if entry.ctime_ns is not None:
+        doc["source_ctime_ns"] = entry.ctime_ns  # context for diagnosis; never restored
+    return doc
+
+
+def parse_manifest(data: bytes, *, where: str) -> Manifest:
+    """Parse and validate untrusted manifest bytes; any defect raises a named error, never a KeyError."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise IntegrityError(f"{where}: manifest is not valid JSON ({err})", path=where) from err
+    if not isinstance(doc, dict):
+        raise IntegrityError(f"{where}: manifest is not a JSON object", path=where)
+    if doc.get("format") != FORMAT:
+        raise IntegrityError(f"{where}: unknown manifest format {doc.get('format')!r}, expected {FORMAT!r}",
+                             path=where)
+    raw_entries = doc.get("entries")
+    if not isinstance(raw_entries, list):
+        raise IntegrityError(f"{where}: manifest has no entry list", path=where)
+    entries = tuple(_parse_entry(raw, where=where) for raw in raw_entries)
+    check_tree_shape(entries, where=where)
+    name = doc.get("name")
+    try:
+        check_artifact_name(name)
+    except UnsafePathError as err:
+        raise IntegrityError(f"{where}: {err}", path=where) from err
+    noatime = doc.get("source_read_noatime", True)
+    if not isinstance(noatime, bool):
+        raise IntegrityError(f"{where}: source_read_noatime must be a boolean", path=where)
+    return Manifest(name=str(name), entries=entries, source_read_noatime=noatime)
+
+
+def _int_field(raw: dict[str, Any], key: str, *, where: str, low: int, high: int) -> int:
+    value = raw.get(key)
+    if type(value) is not int or not low <= value < high:
+        raise IntegrityError(f"{where}: entry {raw.get('path')!r} has invalid {key} {value!r}", path=where)
+    return value
+
+
+def _parse_entry(raw: object, *, where: str) -> FileMeta:
+    if not isinstance(raw, dict):
+        raise IntegrityError(f"{where}: manifest entry {raw!r} is not an object", path=where)
+    path = raw.get("path")
+    if not isinstance(path, str):
+        raise UnsafePathError(f"{where}: entry path {path!r} is not a string", path=str(path))
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise IntegrityError(f"{where}: entry {path!r} has unknown kind {kind!r}", path=where)
+    mode = _int_field(raw, "mode", where=where, low=0, high=MODE_MASK + 1)
+    mtime_ns = _int_field(raw, "mtime_ns", where=where, low=-_NS_LIMIT, high=_NS_LIMIT)
+    atime_ns = _int_field(raw, "atime_ns", where=where, low=-_NS_LIMIT, high=_NS_LIMIT)
+    ctime = raw.get("source_ctime_ns")
+    ctime_ns = ctime if type(ctime) is int else None
+    size, sha256, target = 0, None, None
+    if kind == "file":
+        size = _int_field(raw, "size", where=where, low=0, high=2**62)
+        sha256 = raw.get("sha256")
+        if not isinstance(sha256, str) or not _SHA256_RE.fullmatch(sha256):
+            raise IntegrityError(f"{where}: entry {path!r} has a malformed sha256 {sha256!r}", path=where)
+    elif kind == "symlink":
+        target = raw.get("target")
+        if not isinstance(target, str):
+            raise UnsafePathError(f"{where}: symlink {path!r} has no string target", path=path)
+    return FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns, atime_ns=atime_ns,
+                    sha256=sha256, target=target, ctime_ns=ctime_ns)

@@ -1,0 +1,174 @@
+"""Materialize manifest entries with exact metadata into a destination, or leave nothing.
+
+Everything is created under a private staging directory next to ``dest`` through directory fds
+(``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``, ``O_EXCL | O_NOFOLLOW``), so neither
+a forged manifest path nor a symlink planted mid-download can make a write land outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Iterable, Iterator
+
+from artifactkit.blobs import CHUNK
+from artifactkit.check import assert_metadata_equal
+from artifactkit.errors import IntegrityError
+from artifactkit.linux import open_beneath, rename_noreplace
+from artifactkit.meta import FileMeta, check_times_stored, meta_from_stat
+from artifactkit.paths import ROOT, check_tree_shape, parent_of
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str]) -> None:
+    """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order."""
+    by_path = check_tree_shape(entries, where="manifest")
+    parent, name = os.path.split(dest)
+    parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    staging = f".{name}.artifactkit-{secrets.token_hex(6)}"
+    try:
+        os.mkdir(staging, 0o700, dir_fd=parent_fd)
+        try:
+            _materialize(by_path, parent_fd, staging, blob_path)
+            _rename_into_place(parent_fd, staging, name, dest)
+        except BaseException:
+            _remove_staging(parent_fd, staging)
+            raise
+        # The rename changes the root's ctime only; check that, as everything else, for real.
+        assert_metadata_equal(by_path[ROOT], meta_from_stat(ROOT, os.lstat(name, dir_fd=parent_fd)),
+                              stage="download", fields=("kind", "mode", "mtime_ns", "atime_ns"))
+    finally:
+        os.close(parent_fd)
+
+
+def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
+                 blob_path: Callable[[str], str]) -> None:
+    root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        children: dict[str, list[FileMeta]] = {}
+        for path, entry in by_path.items():
+            if path != ROOT:
+                children.setdefault(parent_of(path), []).append(entry)
+        dirs = sorted(p for p, e in by_path.items() if e.kind == "dir")  # parents sort before children
+        for path in dirs:
+            with _dir_fd(root_fd, path) as dir_fd:
+                for entry in children.get(path, ()):
+                    _create(entry, dir_fd, blob_path)
+        # Directory times last, deepest first: creating a child would move its parent's mtime.
+        for path in sorted(dirs, key=lambda p: (-p.count("/"), p) if p != ROOT else (1, "")):
+            with _dir_fd(root_fd, path) as dir_fd:
+                _verify_children(children.get(path, ()), dir_fd)
+                entry = by_path[path]
+                os.fchmod(dir_fd, entry.mode)
+                os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
+                check_times_stored(path, os.fstat(dir_fd), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+                assert_metadata_equal(entry, meta_from_stat(path, os.fstat(dir_fd)), stage="download",
+                                      fields=("kind", "mode", "mtime_ns", "atime_ns"))
+    finally:
+        os.close(root_fd)
+
+
+@contextlib.contextmanager
+def _dir_fd(root_fd: int, path: str) -> Iterator[int]:
+    if path == ROOT:
+        yield root_fd
+        return
+    fd = open_beneath(root_fd, path, _DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> None:
+    name = entry.path.rpartition("/")[2]
+    if entry.kind == "dir":
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    elif entry.kind == "symlink":
+        assert entry.target is not None
+        os.symlink(entry.target, name, dir_fd=dir_fd)
+        os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+        check_times_stored(entry.path, os.lstat(name, dir_fd=dir_fd),
+                           atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+    else:
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=dir_fd)
+        try:
+            _copy_blob(entry, blob_path, out)
+            os.fchmod(out, entry.mode)  # after the writes: a write clears setuid for non-root
+            os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
+            check_times_stored(entry.path, os.fstat(out), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+        finally:
+            os.close(out)
+
+
+def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
+    assert entry.sha256 is not None
+    source = blob_path(entry.sha256)
+    try:
+        blob = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError as err:
+        raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is missing from the store",
+                             path=entry.path, blob=entry.sha256) from err
+    digest = hashlib.sha256()
+    count = 0
+    try:
+        while chunk := os.read(blob, max(CHUNK, entry.size - count + 1)):
+            digest.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+            count += len(chunk)
+    finally:
+        os.close(blob)
+    if digest.hexdigest() != entry.sha256 or count != entry.size:
+        raise IntegrityError(
+            f"blob {entry.sha256} for {entry.path!r} is corrupt: {count} bytes hashing to "
+            f"{digest.hexdigest()}, manifest says {entry.size} bytes",
+            path=entry.path, blob=entry.sha256, actual=digest.hexdigest())
+
+
+def _verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
+    """Re-``lstat`` every child (before its parent's mode may forbid it) and compare exactly."""
+    expected, actual = [], []
+    for entry in entries:
+        st = os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)
+        expected.append(entry)
+        actual.append(meta_from_stat(entry.path, st))
+    assert_metadata_equal(expected, actual, stage="download", fields=("kind", "mode", "size", "mtime_ns", "atime_ns"))
+
+
+def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> None:
+    try:
+        rename_noreplace(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except FileExistsError as err:
+        raise FileExistsError(errno.EEXIST, "download destination appeared during the download", dest) from err
+    except OSError as err:
+        if err.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+        # No RENAME_NOREPLACE here (old kernel or filesystem): a checked plain rename instead.
+        if os.path.lexists(dest):
+            raise FileExistsError(errno.EEXIST, "download destination already exists", dest) from err
+        os.rename(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+
+
+def _remove_staging(parent_fd: int, staging: str) -> None:
+    """Remove a failed download's staging tree, restoring owner rwx on dirs a mode locked."""
+    with contextlib.suppress(FileNotFoundError):
+        try:
+            shutil.rmtree(staging, dir_fd=parent_fd)
+        except PermissionError:
+            os.chmod(staging, 0o700, dir_fd=parent_fd)
+            for top, subdirs, _files, top_fd in os.fwalk(staging, dir_fd=parent_fd):
+                del top
+                for sub in subdirs:
+                    st = os.lstat(sub, dir_fd=top_fd)
+                    if stat.S_ISDIR(st.st_mode):
+                        os.chmod(sub, 0o700, dir_fd=top_fd)
+            shutil.rmtree(staging, dir_fd=parent_fd)

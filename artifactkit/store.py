@@ -1,0 +1,213 @@
+"""A transparent content-addressed store: ``blobs/<sha256>`` files and JSON manifests.
+
+Layout (a person can inspect it and ``sha256sum`` the blobs)::
+
+    ROOT/blobs/<sha256>                       immutable, uncompressed content
+    ROOT/manifests/<name>/<version>.<sha256>.json   one per version; the digest in the name pins it
+    ROOT/staging/<txn>/                       a publish in progress (or a crashed one, for gc)
+    ROOT/locks/                               flock files: store.lock (gc vs publish), <name>.lock
+
+Publish durability: all of a publish's new blobs and its manifest are written into staging,
+then *one* ``syncfs`` barrier flushes them all, then blobs are renamed into place and
+``blobs/`` is fsynced, then the manifest is renamed under the name's lock and its directory is
+fsynced. A visible name therefore always refers to flushed bytes (git's ``fsyncMethod=batch``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+
+import attrs
+
+from artifactkit.blobs import read_source, write_staged
+from artifactkit.errors import IntegrityError
+from artifactkit.linux import fsync_dir, rename_noreplace, syncfs
+from artifactkit.locks import flocked
+from artifactkit.maintenance import GcReport, VerifyReport, collect_garbage, verify_store
+from artifactkit.manifest import Manifest, digest_of, parse_manifest
+from artifactkit.paths import check_artifact_name
+from artifactkit.restore import restore_tree
+from artifactkit.scan import ScannedTree, scan_tree
+
+
+@attrs.frozen(order=True)
+class ArtifactRef:
+    """One published version: name, version (from 1) and the sha256 of its manifest bytes."""
+
+    name: str
+    version: int
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class Store:
+    """Publish trees into, and download them out of, a store rooted at ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.blobs = os.path.join(self.root, "blobs")
+        self.manifests = os.path.join(self.root, "manifests")
+        self.staging = os.path.join(self.root, "staging")
+        self.locks = os.path.join(self.root, "locks")
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    # -- publish ---------------------------------------------------------------------------
+
+    def _ensure_layout(self) -> None:
+        for path in (self.root, self.blobs, self.manifests, self.staging, self.locks):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o755)
+
+    def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
+        """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
+        check_artifact_name(name)
+        tree = scan_tree(src)  # every lstat before any read
+        self._ensure_layout()
+        with flocked(os.path.join(self.locks, "store.lock"), exclusive=False):
+            txn = os.path.join(self.staging, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
+            os.mkdir(txn, 0o700)
+            try:
+                return self._publish_staged(tree, name, txn)
+            finally:
+                shutil.rmtree(txn, ignore_errors=True)
+
+    def _publish_staged(self, tree: ScannedTree, name: str, txn: str) -> ArtifactRef:
+        staged: dict[str, str] = {}  # digest -> staging file name
+        entries = []
+        all_noatime = tree.listed_noatime
+        txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for entry in tree.entries:
+                if entry.kind != "file":
+                    entries.append(entry)
+                    continue
+                source = os.path.join(tree.root, entry.path)
+                stage_name = f"blob-{len(entries)}"
+                sha, noatime, data = read_source(
+                    source, entry, tree.identities[entry.path], stage_fd=txn_fd, stage_name=stage_name)
+                all_noatime = all_noatime and noatime
+                is_new = sha not in staged and not os.path.exists(self._blob(sha))
+                if data is None and not is_new:
+                    os.unlink(stage_name, dir_fd=txn_fd)  # streamed, but the content is already known
+                elif is_new:
+                    if data is not None:
+                        write_staged(txn_fd, stage_name, data)
+                    staged[sha] = stage_name
+                entries.append(attrs.evolve(entry, sha256=sha))
+            manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
+            body = manifest.to_bytes()
+            digest = digest_of(body)
+            write_staged(txn_fd, "manifest.json", body)
+            syncfs(txn_fd)  # the one barrier: every staged blob and the manifest are on disk
+            for sha, stage_name in staged.items():
+                # A concurrent publisher may have committed the same content first: identical bytes.
+                with contextlib.suppress(FileExistsError):
+                    rename_noreplace(os.path.join(txn, stage_name), self._blob(sha))
+            fsync_dir(self.blobs)  # also covers blobs we deduplicated against a concurrent publisher
+            return self._commit_manifest(name, os.path.join(txn, "manifest.json"), digest)
+        finally:
+            os.close(txn_fd)
+
+    def _commit_manifest(self, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
+        name_dir = os.path.join(self.manifests, name)
+        with flocked(os.path.join(self.locks, f"{name}.lock"), exclusive=True):
+            try:
+                os.mkdir(name_dir, 0o755)
+                fsync_dir(self.manifests)
+            except FileExistsError:
+                pass
+            version = max((v for v, _ in self._versions(name)), default=0) + 1
+            rename_noreplace(staged_manifest, os.path.join(name_dir, f"{version}.{digest}.json"))
+            fsync_dir(name_dir)
+        return ArtifactRef(name=name, version=version, digest=digest)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _blob(self, sha: str) -> str:
+        return os.path.join(self.blobs, sha)
+
+    def _versions(self, name: str) -> list[tuple[int, str]]:
+        """(version, digest) pairs of ``name``, from file names alone (no manifest is read)."""
+        try:
+            names = os.listdir(os.path.join(self.manifests, name))
+        except FileNotFoundError:
+            return []
+        found = []
+        for filename in names:
+            parts = filename.split(".")
+            if len(parts) == 3 and parts[0].isdigit() and parts[2] == "json" and len(parts[1]) == 64:
+                found.append((int(parts[0]), parts[1]))
+        return sorted(found)
+
+    def list(self) -> list[ArtifactRef]:
+        """Every visible version, sorted by name then version."""
+        try:
+            names = os.listdir(self.manifests)
+        except FileNotFoundError:
+            return []
+        return sorted(ArtifactRef(name, version, digest)
+                      for name in names for version, digest in self._versions(name))
+
+    def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
+        """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
+        if isinstance(name_or_ref, ArtifactRef):
+            return name_or_ref
+        name = name_or_ref
+        if version is None and "@" in name:
+            name, _, text = name.rpartition("@")
+            if not text.isdigit():
+                raise ValueError(f"version in {name_or_ref!r} must be a positive integer")
+            version = int(text)
+        check_artifact_name(name)
+        versions = self._versions(name)
+        if not versions:
+            raise LookupError(f"no artifact named {name!r} in {self.root}")
+        if version is None:
+            found_version, digest = versions[-1]
+            return ArtifactRef(name, found_version, digest)
+        for found_version, digest in versions:
+            if found_version == version:
+                return ArtifactRef(name, version, digest)
+        raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1][0]})")
+
+    def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
+        """The verified manifest of a version: its bytes must hash to the digest that names it."""
+        ref = self.resolve(ref, version)
+        path = os.path.join(self.manifests, ref.name, f"{ref.version}.{ref.digest}.json")
+        with open(path, "rb") as handle:
+            body = handle.read()
+        if digest_of(body) != ref.digest:
+            raise IntegrityError(
+                f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
+                path=path, expected=ref.digest, actual=digest_of(body))
+        return parse_manifest(body, where=f"manifest of {ref}")
+
+    def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
+                 version: int | None = None) -> ArtifactRef:
+        """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing."""
+        ref = self.resolve(name_or_ref, version)
+        target = os.path.abspath(os.fspath(dest))
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "download destination already exists", target)
+        restore_tree(self.manifest(ref).entries, target, blob_path=self._blob)
+        return ref
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def verify(self) -> VerifyReport:
+        """Check every manifest and blob without changing anything."""
+        return verify_store(self)
+
+    def gc(self) -> GcReport:
+        """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
+        self._ensure_layout()
+        with flocked(os.path.join(self.locks, "store.lock"), exclusive=True):
+            return collect_garbage(self)

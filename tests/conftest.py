@@ -1,0 +1,65 @@
+"""Shared fixtures for artifactkit's own tests: real mounts (root) and a hypothesis profile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.capability import require_mounts
+from tests.mounts import Mounts
+
+settings.register_profile(
+    "artifactkit", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    derandomize=False,
+)
+settings.load_profile("artifactkit")
+
+
+@pytest.fixture(scope="session")
+def mounts() -> Iterator[Mounts]:
+    """A session-wide factory of real filesystems, all unmounted and detached at the end."""
+    require_mounts()
+    with Mounts() as factory:
+        yield factory
+
+
+@pytest.fixture(scope="session")
+def tmpfs_strict(mounts: Mounts) -> Path:
+    """A tmpfs mounted ``strictatime``: every read moves atime, the harshest common case."""
+    return mounts.tmpfs("strictatime")
+
+
+@pytest.fixture(scope="session")
+def tmpfs_relatime(mounts: Mounts) -> Path:
+    return mounts.tmpfs("relatime")
+
+
+@pytest.fixture(scope="session")
+def ext4_whole_seconds(mounts: Mounts) -> Path:
+    """ext4 made with 128-byte inodes: whole-second timestamps, 32-bit range (ends 2038)."""
+    return mounts.ext4("relatime", mkfs_args=("-I", "128"))
+
+
+@pytest.fixture
+def fast_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A private directory on a tmpfs where one exists (the host ext4 is slow to create files).
+
+    For tests where the filesystem is not the point; falls back to ``tmp_path``.
+    """
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="artifactkit-test-", dir=shm))
+    try:
+        yield path
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(path)], check=False, capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
