@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from artifactkit.blobs import CHUNK
 from artifactkit.check import assert_metadata_equal
-from artifactkit.errors import IntegrityError
+from artifactkit.errors import IntegrityError, UnsafePathError
 from artifactkit.linux import open_beneath, rename_noreplace
 from artifactkit.meta import FileMeta, check_times_stored, meta_from_stat
 from artifactkit.paths import ROOT, check_tree_shape, parent_of
@@ -49,6 +49,20 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
 
 def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
                  blob_path: Callable[[str], str]) -> None:
+    try:
+        _materialize_unguarded(by_path, parent_fd, staging, blob_path)
+    except OSError as err:
+        # Only we write in the private staging dir: a link or entry found there was planted.
+        if err.errno not in (errno.ELOOP, errno.EXDEV, errno.EEXIST, errno.ENOTDIR):
+            raise
+        raise UnsafePathError(
+            f"download refused: {err.filename!r} in the staging directory {staging!r} was replaced by a "
+            f"symlink or another entry while restoring ({err.strerror}); nothing was written outside it",
+            path=str(err.filename)) from err
+
+
+def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
+                           blob_path: Callable[[str], str]) -> None:
     root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
     try:
         children: dict[str, list[FileMeta]] = {}

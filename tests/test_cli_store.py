@@ -1,0 +1,42 @@
+"""The store subcommands, from the outside: exit codes and output a person or a script reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from artifactkit.cli import main
+from artifactkit.corpus import materialize
+
+
+def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = str(fast_tmp / "store")
+    assert main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo", "--json"]) == 0
+    published = json.loads(capsys.readouterr().out)
+    assert published["version"] == 1 and len(published["digest"]) == 64
+    assert main(["ls", "--store", store]) == 0
+    assert "demo" in capsys.readouterr().out
+    assert main(["download", "demo@1", str(fast_tmp / "out"), "--store", store]) == 0
+    assert "verified exact" in capsys.readouterr().out
+    assert main(["verify", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clean"] is True
+
+
+def test_exit_codes_separate_usage_errors_from_failed_checks(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = str(fast_tmp / "store")
+    main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo"])
+    assert main(["download", "demo", str(fast_tmp / "src"), "--store", store]) == 2  # dest exists
+    assert main(["download", "nope", str(fast_tmp / "x"), "--store", store]) == 2
+    assert main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "../evil"]) == 2
+    assert main(["bogus"]) == 2
+    blob = next(Path(store, "blobs").iterdir())
+    blob.chmod(0o644)
+    blob.write_bytes(blob.read_bytes() + b"!")
+    assert main(["verify", "--store", store]) == 1
+    assert "NOT OK" in capsys.readouterr().out
+    assert main(["download", "demo", str(fast_tmp / "y"), "--store", store]) == 1
+    assert "corrupt" in capsys.readouterr().err
