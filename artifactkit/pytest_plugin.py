@@ -1,0 +1,178 @@
+"""artifactkit's pytest plugin: a strict private tree where implicit atime updates are provably off.
+
+Loaded by pytest through the ``pytest11`` entry point ``artifactkit`` (disable with
+``-p no:artifactkit``); importing it imports pytest, which only pytest does. Every fixture is a thin
+documented shell over a library function that works outside pytest too.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+import attrs
+import pytest
+
+from artifactkit.check import assert_metadata_equal
+from artifactkit.errors import IsolationError
+from artifactkit.isolation import REMEDY, private_noatime_tree
+from artifactkit.probe import AtimeProbe, probe_atime
+from artifactkit.readers import ReaderHandle, start_readers
+from artifactkit.store import Store
+
+ENV_BASE: Final = "ARTIFACTKIT_BASE"
+BASE_HELP: Final = ("directory on a test filesystem where artifactkit's private noatime trees are made "
+                    f"(default: pytest's basetemp; env {ENV_BASE})")
+
+
+@attrs.frozen
+class PluginSettings:
+    """The plugin's settings, resolved once: command line, then environment, then ini."""
+
+    base: Path | None
+    source: str
+
+
+SETTINGS: Final = pytest.StashKey[PluginSettings]()
+PROBES: Final = pytest.StashKey[dict[str, AtimeProbe | Exception]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("artifactkit", "artifactkit strict atime isolation")
+    group.addoption("--artifactkit-base", dest="artifactkit_base", default=None, metavar="PATH",
+                    help=BASE_HELP)
+    parser.addini("artifactkit_base", BASE_HELP, default="")
+
+
+def resolve_settings(config: pytest.Config) -> PluginSettings:
+    """CLI option, then ``ARTIFACTKIT_BASE``, then ini ``artifactkit_base``, else the default."""
+    option = config.getoption("artifactkit_base", default=None)
+    if option:
+        return PluginSettings(Path(option).absolute(), "--artifactkit-base")
+    if os.environ.get(ENV_BASE):
+        return PluginSettings(Path(os.environ[ENV_BASE]).absolute(), ENV_BASE)
+    ini = str(config.getini("artifactkit_base") or "")
+    if ini:
+        return PluginSettings((config.rootpath / ini).absolute(), "ini artifactkit_base")
+    return PluginSettings(None, "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SETTINGS] = resolve_settings(config)
+    config.stash[PROBES] = {}
+
+
+def _default_base(config: pytest.Config) -> Path:
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own; set by its tmpdir plugin
+    if factory is not None:
+        return Path(factory.getbasetemp())
+    return Path(tempfile.gettempdir())
+
+
+def _base(config: pytest.Config) -> Path:
+    return config.stash[SETTINGS].base or _default_base(config)
+
+
+def _probe(config: pytest.Config, base: Path) -> AtimeProbe:
+    """The probe of ``base``, run at most once per process (each xdist worker probes its own
+    scratch directory, named uniquely, so workers never share state)."""
+    cache = config.stash[PROBES]
+    key = os.path.realpath(base)
+    if key not in cache:
+        try:
+            cache[key] = probe_atime(base)
+        except OSError as err:
+            cache[key] = IsolationError(
+                f"cannot probe atime behaviour at {key} ({config.stash[SETTINGS].source}): {err}; "
+                f"remedy: {REMEDY}", base=key, failed="probe")
+    found = cache[key]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+def isolation_choice(probe: AtimeProbe) -> str:
+    """What :func:`private_noatime_tree` will do on this filesystem, in words."""
+    if not probe.reads_move_atime:
+        return "noatime-mount (no flag needed)"
+    if probe.noatime_flag != "supported":
+        return f"NONE: flag {probe.noatime_flag}, noatime_tree will error"
+    if not probe.flag_inherited:
+        return "NONE: flag not inherited, noatime_tree will error"
+    if probe.flag_effective is False:
+        return "NONE: flag not effective, noatime_tree will error"
+    return "flag (FS_NOATIME_FL on each private tree)"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = config.stash[SETTINGS]
+    base = _base(config)
+    try:
+        probe = _probe(config, base)
+    except Exception as err:  # noqa: BLE001 - the header reports it; the fixtures raise it
+        return [f"artifactkit: base {base} ({settings.source}): probe failed: {err}"]
+    return [f"artifactkit: base {base} ({settings.source}): {probe.summary()} "
+            f"-> isolation {isolation_choice(probe)}"]
+
+
+@pytest.fixture(scope="session")
+def atime_probe(pytestconfig: pytest.Config) -> AtimeProbe:
+    """Session: what the base filesystem does to atime, found once by experiment (`probe_atime`).
+
+    Fields: fs_type, mount_options, atime_policy, reads_move_historical_atime/future_atime,
+    noatime_flag, flag_inherited, flag_effective, granularity_ns, pre_1970_ok, post_2038_ok.
+    The base is --artifactkit-base / ini artifactkit_base, else pytest's basetemp.
+    """
+    return _probe(pytestconfig, _base(pytestconfig))
+
+
+@pytest.fixture
+def noatime_tree(request: pytest.FixtureRequest, atime_probe: AtimeProbe) -> Iterator[Path]:
+    """A fresh private directory (Path) in which reads provably do not move atime.
+
+    On a noatime mount nothing is set; otherwise FS_NOATIME_FL is set on this directory only and
+    verified (read-back, inheritance, effectiveness against an unflagged control, explicit utime).
+    Create outputs inside it: files renamed in keep their old flags. If isolation cannot be
+    proved the test ERRORS with the remedy (a noatime test filesystem, --artifactkit-base=PATH).
+    """
+    # tmp_path only when no base was chosen: its per-test directory would otherwise go unused.
+    base = request.config.stash[SETTINGS].base or request.getfixturevalue("tmp_path")
+    with private_noatime_tree(base, probe=atime_probe) as tree:
+        yield tree.path
+
+
+@pytest.fixture
+def artifact_store(noatime_tree: Path) -> Store:
+    """An empty artifactkit Store rooted inside ``noatime_tree`` (so store files are protected too)."""
+    return Store(noatime_tree / ".artifactkit-store")
+
+
+@pytest.fixture
+def assert_metadata() -> Callable[..., None]:
+    """The shared assertion: ``assert_metadata(expected, actual, stage="publish")``.
+
+    ``expected`` must be the metadata originally supplied (not a re-stat). Raises
+    MetadataMismatchError listing every mismatch with ns values and a diagnosis.
+    """
+    return assert_metadata_equal
+
+
+@pytest.fixture
+def competing_readers() -> Iterator[Callable[..., ReaderHandle]]:
+    """Factory ``competing_readers(root, n=4)``: start n reader threads looping over every file
+    of ``root`` with ordinary reads (no O_NOATIME). The handle's ``reads`` is the running count,
+    ``wait_reads(k)`` blocks until k reads happened; all readers are stopped and joined at teardown.
+    """
+    handles: list[ReaderHandle] = []
+
+    def start(root: str | os.PathLike[str], n: int = 4) -> ReaderHandle:
+        handle = start_readers(root, n)
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.stop()
