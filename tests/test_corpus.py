@@ -44,7 +44,7 @@ def test_materialize_reads_every_time_back_and_refuses_a_coarse_filesystem(ext4_
 
 
 def test_the_wheel_ships_every_corpus_tree(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
                     "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
     wheel = next(tmp_path.glob("artifactkit-*.whl"))
     shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("artifactkit/fixtures/")}
