@@ -11,6 +11,9 @@ from artifactkit.cliutil import error
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``func`` to a
 # callable taking the parsed namespace and returning an exit code.
 SUBCOMMAND_MODULES = (
+    "artifactkit.cli_probe",
+    "artifactkit.cli_diagnose",
+    "artifactkit.cli_conformance",
     "artifactkit.cli_store",
 )
 
