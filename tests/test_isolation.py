@@ -232,3 +232,18 @@ def test_a_bad_atime_in_copied_outputs_is_caught_at_publish_and_download(
         found = {(m.path, m.field, m.diagnosis) for m in info.value.mismatches}
         assert ("a.txt", "atime_ns", how) in found
         assert {field for _, field, _ in found} == {"atime_ns"}
+
+
+def test_a_tree_where_explicit_utime_stops_working_is_refused(tmpfs_strict: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # No real filesystem does this with the flag set: fake an ignored utime on the tree's check file.
+    real_utime = os.utime
+
+    def ignoring_utime(path: object, *args: object, **kwargs: object) -> None:
+        if not str(path).endswith(".artifactkit-file"):
+            real_utime(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "utime", ignoring_utime)
+    with pytest.raises(IsolationError, match=r"explicit utime\(ns=") as info:
+        private_noatime_tree(tmpfs_strict)
+    assert info.value.failed == "explicit-utime"
