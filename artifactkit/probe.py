@@ -200,6 +200,7 @@ def _flag_experiment(scratch: str, moves: bool) -> tuple[FlagSupport, bool | Non
         return "supported", inherited, None  # no positive control can be made here
     control = os.path.join(scratch, "control")
     write_file(control)
+    set_noatime_flag(files[0], private_root=flagged)  # btrfs inherits nothing: test the flag, not inheritance
     flagged_moved = read_moves_atime(files[0], HISTORICAL_NS)
     control_moved = read_moves_atime(control, HISTORICAL_NS)
     effective = (not flagged_moved) if control_moved else None
