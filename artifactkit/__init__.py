@@ -12,14 +12,17 @@ from artifactkit.errors import (
     UnsafePathError,
     UnsupportedFileType,
 )
+from artifactkit.isolation import NoatimeTree, check_tree_flagged, private_noatime_tree
 from artifactkit.maintenance import GcReport, VerifyReport
 from artifactkit.manifest import Manifest
 from artifactkit.meta import FileMeta, capture
+from artifactkit.probe import AtimeProbe, probe_atime
 from artifactkit.store import ArtifactRef, Store
 
 __all__ = [
     "ArtifactRef",
     "ArtifactkitError",
+    "AtimeProbe",
     "FileMeta",
     "GcReport",
     "IntegrityError",
@@ -27,6 +30,7 @@ __all__ = [
     "Manifest",
     "MetadataMismatchError",
     "Mismatch",
+    "NoatimeTree",
     "NotInPrivateTreeError",
     "SourceChangedError",
     "Store",
@@ -36,5 +40,8 @@ __all__ = [
     "VerifyReport",
     "assert_metadata_equal",
     "capture",
+    "check_tree_flagged",
     "compare",
+    "private_noatime_tree",
+    "probe_atime",
 ]
