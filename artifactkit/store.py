@@ -62,9 +62,18 @@ class Store:
     # -- publish ---------------------------------------------------------------------------
 
     def _ensure_layout(self) -> None:
+        """Create missing layout dirs and make each new one durable in its parent.
+
+        A visible manifest is only as durable as every directory above it: without these fsyncs a
+        power cut after the first publish returned could lose ``blobs/`` or the whole store.
+        """
+        created: set[str] = set()
         for path in (self.root, self.blobs, self.manifests, self.staging, self.locks):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
+                created.add(os.path.dirname(path))
+        for parent in sorted(created, key=len, reverse=True):  # the store's own entries first
+            fsync_dir(parent)
 
     def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
@@ -119,14 +128,15 @@ class Store:
     def _commit_manifest(self, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
         name_dir = os.path.join(self.manifests, name)
         with flocked(os.path.join(self.locks, f"{name}.lock"), exclusive=True):
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(name_dir, 0o755)
-                fsync_dir(self.manifests)
-            except FileExistsError:
-                pass
             version = max((v for v, _ in self._versions(name)), default=0) + 1
             rename_noreplace(staged_manifest, os.path.join(name_dir, f"{version}.{digest}.json"))
             fsync_dir(name_dir)
+            if version == 1:
+                # Also when the dir already existed: a publisher killed between its mkdir and this
+                # fsync left a name dir that a power cut could still take with our version in it.
+                fsync_dir(self.manifests)
         return ArtifactRef(name=name, version=version, digest=digest)
 
     # -- reading ---------------------------------------------------------------------------
