@@ -215,3 +215,29 @@ def check_tree_flagged(root: str | os.PathLike[str]) -> None:
             f"inside the tree instead; remedy: {REMEDY}",
             path=os.fspath(root), missing=missing, failed="unflagged",
         )
+
+
+def noatime_subtree(parent: NoatimeTree) -> NoatimeTree:
+    """A fresh private directory inside an already verified tree, checked for what can differ.
+
+    The parent's verification (inheritance by a new dir and file, effectiveness against an
+    unflagged control, explicit ``utime``) is a property of that flagged directory on that
+    filesystem; what a new subdirectory can still get wrong is not inheriting the flag (the parent
+    lost it, or the subtree sits on another mount), so that is read back — one ioctl instead of
+    a dozen inode creations per test. ``close()`` removes only the subtree.
+    """
+    refuse_fake_filesystem(os.fspath(parent.path))  # pyfakefs may have started after the parent was made
+    path = tempfile.mkdtemp(prefix="t-", dir=parent.path)
+    device = os.lstat(path).st_dev
+    if device != parent.probe.device:
+        shutil.rmtree(path, ignore_errors=True)
+        raise _fail(parent.probe.fs_type, os.fspath(parent.path), "device",
+                    "the subtree is on another filesystem than the verified tree (a mount inside it?)")
+    if parent.mode == "flag" and not get_flags(path).noatime:
+        shutil.rmtree(path, ignore_errors=True)
+        raise _fail(parent.probe.fs_type, os.fspath(parent.path), "inheritance",
+                    "a new subtree of the verified tree lacks FS_NOATIME_FL (was the flag cleared on the "
+                    "tree during the session?)")
+    how = f"{parent.verified_how}; this subtree inherited the flag (read back)" if parent.mode == "flag" \
+        else parent.verified_how
+    return NoatimeTree(Path(path), parent.probe, parent.mode, how, Path(path))

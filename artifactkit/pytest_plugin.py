@@ -18,7 +18,7 @@ import pytest
 
 from artifactkit.check import assert_metadata_equal
 from artifactkit.errors import IsolationError
-from artifactkit.isolation import REMEDY, private_noatime_tree
+from artifactkit.isolation import REMEDY, NoatimeTree, noatime_subtree, private_noatime_tree
 from artifactkit.probe import AtimeProbe, probe_atime
 from artifactkit.readers import ReaderHandle, start_readers
 from artifactkit.store import Store
@@ -129,18 +129,26 @@ def atime_probe(pytestconfig: pytest.Config) -> AtimeProbe:
     return _probe(pytestconfig, _base(pytestconfig))
 
 
+@pytest.fixture(scope="session")
+def _artifactkit_verified_tree(pytestconfig: pytest.Config, atime_probe: AtimeProbe,
+                               tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoatimeTree]:
+    """Session: one fully verified private tree per base; each test gets a subtree of it."""
+    base = pytestconfig.stash[SETTINGS].base or tmp_path_factory.mktemp("artifactkit")
+    with private_noatime_tree(base, probe=atime_probe) as tree:
+        yield tree
+
+
 @pytest.fixture
-def noatime_tree(request: pytest.FixtureRequest, atime_probe: AtimeProbe) -> Iterator[Path]:
+def noatime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
     """A fresh private directory (Path) in which reads provably do not move atime.
 
-    On a noatime mount nothing is set; otherwise FS_NOATIME_FL is set on this directory only and
-    verified (read-back, inheritance, effectiveness against an unflagged control, explicit utime).
-    Create outputs inside it: files renamed in keep their old flags. If isolation cannot be
-    proved the test ERRORS with the remedy (a noatime test filesystem, --artifactkit-base=PATH).
+    On a noatime mount nothing is set; otherwise FS_NOATIME_FL is set on a session tree only and
+    verified once (read-back, inheritance, effectiveness against an unflagged control, explicit
+    utime); each test's directory is a new subtree whose inherited flag is read back. Create
+    outputs inside it: files renamed in keep their old flags. If isolation cannot be proved the
+    test ERRORS with the remedy (a noatime test filesystem, --artifactkit-base=PATH).
     """
-    # tmp_path only when no base was chosen: its per-test directory would otherwise go unused.
-    base = request.config.stash[SETTINGS].base or request.getfixturevalue("tmp_path")
-    with private_noatime_tree(base, probe=atime_probe) as tree:
+    with noatime_subtree(_artifactkit_verified_tree) as tree:
         yield tree.path
 
 
