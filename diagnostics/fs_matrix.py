@@ -1,0 +1,186 @@
+"""Run the real filesystem matrix once and keep the evidence (root only).
+
+Builds every filesystem of ``tests/fs_matrix.MATRIX`` on loop images in /dev/shm, and on each
+runs the probe, the strict fixture, a store round trip of every bundled corpus tree and a clamp
+experiment; compares each with what the kernel sources say the filesystem is; writes
+``diagnostics/results/fs-matrix.json`` (sanitized: no absolute paths, user or host names) and
+prints the README's "Filesystem support" table. Everything is unmounted and detached at the end.
+
+    sudo python3 diagnostics/fs_matrix.py                 # run, write the JSON, print the table
+    python3 diagnostics/fs_matrix.py --table-from diagnostics/results/fs-matrix.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # a file-based runner: the tests package holds the matrix
+
+from artifactkit.corpus import corpus_names  # noqa: E402 - after the path set-up above
+from artifactkit.errors import ArtifactkitError  # noqa: E402
+from artifactkit.probe import probe_atime  # noqa: E402
+from tests.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip  # noqa: E402
+from tests.mounts import Mounts  # noqa: E402
+
+SCHEMA: Final = "artifactkit.fs-matrix/1"
+COMMAND: Final = "sudo python3 diagnostics/fs_matrix.py"
+DEFAULT_OUTPUT: Final = REPO / "diagnostics" / "results" / "fs-matrix.json"
+EXIT_OK, EXIT_DIFFERS, EXIT_SETUP = 0, 1, 2
+#: Far enough out that any filesystem with a bounded range clamps it (and 64-bit ones keep it).
+FAR_S: Final = 2**62
+
+
+def _sanitize_options(options: list[str]) -> list[str]:
+    # overlay lists lowerdir=/abs/path...: evidence must not carry paths of the machine it ran on.
+    return [f"{opt.split('=', 1)[0]}=<path>" if "/" in opt else opt for opt in options]
+
+
+def _tool_version(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return "missing"
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return (done.stdout + done.stderr).strip().splitlines()[0]
+
+
+def environment() -> dict[str, Any]:
+    inherit = Path("/proc/sys/fs/xfs/inherit_noatime")
+    return {
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "mkfs.ext4": _tool_version(["mkfs.ext4", "-V"]),
+        "mkfs.xfs": _tool_version(["mkfs.xfs", "-V"]),
+        "mkfs.btrfs": _tool_version(["mkfs.btrfs", "--version"]),
+        "fs.xfs.inherit_noatime": inherit.read_text().strip() if inherit.exists() else None,
+    }
+
+
+def clamp_range(directory: Path) -> list[int] | None:
+    """The seconds range the kernel clamps to, found by setting far-out values; None if it kept them."""
+    path = directory / "clamp"
+    path.write_bytes(b"")
+    edges = []
+    for value in (-FAR_S, FAR_S):
+        os.utime(path, ns=(value * NS_PER_S, value * NS_PER_S))
+        edges.append(os.lstat(path).st_mtime_ns // NS_PER_S)
+    path.unlink()
+    return None if edges == [-FAR_S, FAR_S] else edges
+
+
+def run_one(spec: FsSpec, mounts: Mounts, fallback: Path) -> dict[str, Any]:
+    base = build(spec, mounts)
+    started = time.monotonic()
+    probe = probe_atime(base).to_json()
+    probe["mount_options"] = _sanitize_options(probe["mount_options"])
+    expected = spec.expected_probe()
+    trips: dict[str, str] = {}
+    for corpus in corpus_names():
+        work = Path(tempfile.mkdtemp(prefix="work-", dir=base))
+        try:
+            trips[corpus] = round_trip(corpus, work, fallback)
+        except (ArtifactkitError, AssertionError, OSError) as err:
+            trips[corpus] = type(err).__name__  # the class only: messages carry machine paths
+        finally:
+            shutil.rmtree(work)
+    clamp = clamp_range(base)
+    row = {
+        "name": spec.name, "fs_type": spec.fs_type, "made_with": spec.made_with, "evidence": spec.evidence,
+        "probe": probe,
+        "probe_differs": sorted(k for k, v in expected.items() if probe[k] != v),
+        "fixture": fixture_outcome(base), "fixture_expected": spec.fixture,
+        "round_trip": trips,
+        "round_trip_expected": {corpus: spec.round_trip_outcome(corpus) for corpus in trips},
+        "clamped_to_s": clamp, "clamped_to_s_expected": list(spec.range_s) if spec.range_s else None,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+    row["as_expected"] = (not row["probe_differs"] and row["fixture"] == spec.fixture
+                          and trips == row["round_trip_expected"] and clamp == row["clamped_to_s_expected"])
+    return row
+
+
+def run_matrix() -> dict[str, Any]:
+    started = time.monotonic()
+    with Mounts() as mounts:
+        fallback = mounts.tmpfs("relatime")
+        rows = [run_one(spec, mounts, fallback) for spec in MATRIX]
+    return {
+        "schema": SCHEMA, "command": COMMAND, "environment": environment(),
+        "corpus": corpus_names(), "filesystems": rows,
+        "all_as_expected": all(row["as_expected"] for row in rows),
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _year(seconds: int) -> str:
+    return str((datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=seconds)).date())
+
+
+def _yes(value: object) -> str:
+    return "n/a" if value is None else ("yes" if value else "no")
+
+
+def _round_trips(trips: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for outcome in trips.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    words = {"exact": "exact", "TimestampNotRepresentable": "refused (TimestampNotRepresentable)"}
+    return ", ".join(f"{words.get(k, k)} {n}/{len(trips)}" for k, n in sorted(counts.items()))
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The README's "Filesystem support" table, from a fs-matrix document."""
+    head = ("Filesystem", "Made with", "Reads move atime", "FS_NOATIME_FL", "Inherited", "Effective",
+            "Granularity", "Time range", "Strict fixture", "Corpus round trip", "As kernel sources say")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in doc["filesystems"]:
+        probe = row["probe"]
+        gran = probe["granularity_ns"]
+        clamp = row["clamped_to_s"]
+        fixture = row["fixture"].replace("IsolationError:", "IsolationError (") + (
+            ")" if row["fixture"].startswith("IsolationError") else "")
+        cells = (
+            row["name"], row["made_with"], probe["atime_policy"], probe["noatime_flag"],
+            _yes(probe["flag_inherited"]), _yes(probe["flag_effective"]),
+            "1 s" if gran == NS_PER_S else f"{gran} ns",
+            "64-bit seconds" if clamp is None else f"{_year(clamp[0])} .. {_year(clamp[1])}",
+            fixture, _round_trips(row["round_trip"]),
+            "yes" if row["as_expected"] else "NO: " + ", ".join(row["probe_differs"] or ["see JSON"]),
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    env = doc["environment"]
+    lines += ["", f"Linux {env['kernel']}, {env['mkfs.ext4']}, {env['mkfs.xfs']}, {env['mkfs.btrfs']}; "
+                  f"corpus trees: {', '.join(doc['corpus'])}. Regenerate: `{doc['command']}`."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where to write the JSON evidence")
+    parser.add_argument("--table-from", type=Path, metavar="FILE", help="only re-print the table of a saved run")
+    args = parser.parse_args(argv)
+    if args.table_from is not None:
+        print(table(json.loads(args.table_from.read_text(encoding="utf-8"))))
+        return EXIT_OK
+    if os.geteuid() != 0:
+        print("fs_matrix: needs root to mount test filesystems", file=sys.stderr)
+        return EXIT_SETUP
+    doc = run_matrix()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(table(doc))
+    return EXIT_OK if doc["all_as_expected"] else EXIT_DIFFERS
+
+
+if __name__ == "__main__":
+    sys.exit(main())
