@@ -198,7 +198,12 @@ class Store:
             raise IntegrityError(
                 f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
                 path=path, expected=ref.digest, actual=digest_of(body))
-        return parse_manifest(body, where=f"manifest of {ref}")
+        manifest = parse_manifest(body, where=f"manifest of {ref}")
+        if manifest.name != ref.name:
+            # A manifest copied (and renamed by its digest) from another artifact is not this one.
+            raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
+                                 path=path, expected=ref.name, actual=manifest.name)
+        return manifest
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None) -> ArtifactRef:
