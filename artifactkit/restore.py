@@ -69,7 +69,10 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
         for path, entry in by_path.items():
             if path != ROOT:
                 children.setdefault(parent_of(path), []).append(entry)
-        dirs = sorted(p for p, e in by_path.items() if e.kind == "dir")  # parents sort before children
+        # Shallowest first, so every parent exists before its children. Plain string order is not
+        # enough: a top-level name starting with ' ', '-', '+' ... sorts before the root's ".".
+        dirs = sorted((p for p, e in by_path.items() if e.kind == "dir"),
+                      key=lambda p: (-1 if p == ROOT else p.count("/"), p))
         for path in dirs:
             with _dir_fd(root_fd, path) as dir_fd:
                 for entry in children.get(path, ()):
