@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import attrs
 
-from artifactkit.errors import IntegrityError, UnsafePathError
+from artifactkit.errors import IntegrityError, TimestampNotRepresentable, UnsafePathError
 from artifactkit.meta import KINDS, MODE_MASK, FileMeta
 from artifactkit.paths import check_artifact_name, check_tree_shape
 
@@ -40,6 +40,22 @@ class Manifest:
     def files(self) -> list[FileMeta]:
         """The regular-file entries, whose blobs the store must hold."""
         return [entry for entry in self.entries if entry.kind == "file"]
+
+
+def check_representable(entries: tuple[FileMeta, ...], *, where: str) -> None:
+    """Refuse, before anything is written, a time the manifest format cannot carry back.
+
+    tmpfs stores the kernel's full 64-bit seconds, so a real file can hold a time past 2**63 ns
+    (year 2262); publishing it would make a version that every download then refuses.
+    """
+    for entry in entries:
+        for field in ("mtime_ns", "atime_ns"):
+            value = getattr(entry, field)
+            if not -_NS_LIMIT <= value < _NS_LIMIT:
+                raise TimestampNotRepresentable(
+                    f"{where}: {entry.path!r} has {field}={value}, outside the manifest's range "
+                    f"[-2**63, 2**63) ns; set a time inside it before publishing",
+                    path=entry.path, field=field, actual=value)
 
 
 def digest_of(data: bytes) -> str:

@@ -28,7 +28,7 @@ from artifactkit.errors import IntegrityError
 from artifactkit.linux import fsync_dir, rename_noreplace, syncfs
 from artifactkit.locks import flocked
 from artifactkit.maintenance import GcReport, VerifyReport, collect_garbage, verify_store
-from artifactkit.manifest import Manifest, digest_of, parse_manifest
+from artifactkit.manifest import Manifest, check_representable, digest_of, parse_manifest
 from artifactkit.paths import check_artifact_name
 from artifactkit.restore import restore_tree
 from artifactkit.scan import ScannedTree, scan_tree
@@ -79,6 +79,7 @@ class Store:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
         check_artifact_name(name)
         tree = scan_tree(src)  # every lstat before any read
+        check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
         self._ensure_layout()
         with flocked(os.path.join(self.locks, "store.lock"), exclusive=False):
             txn = os.path.join(self.staging, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
