@@ -31,6 +31,7 @@ class Bugs:
 
     times: Times = _exact_times
     dir_times: bool = True
+    dir_times_first: bool = False
     link_times: bool = True
     follow_symlinks: bool = False
     noatime_reads: bool = True
@@ -68,6 +69,8 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
     """Copy ``src`` to ``dst`` (absent): every ``stat`` before the read it could be moved by."""
     st = os.lstat(src)  # taken before the listing below could move the directory's atime
     os.mkdir(dst, 0o700)
+    if bugs.dir_times_first:
+        _set_times(st, dst, bugs, follow=True)  # creating the children below moves mtime again
     fd = _open_source(src, os.O_RDONLY | os.O_DIRECTORY, bugs)
     try:
         names = sorted(os.listdir(fd))
@@ -90,7 +93,7 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
                 _set_times(child_st, target, bugs, follow=False)
     # Mode and times last: children are in, so nothing later changes this directory's mtime.
     os.chmod(dst, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
-    if bugs.dir_times:
+    if bugs.dir_times and not bugs.dir_times_first:
         _set_times(st, dst, bugs, follow=True)
 
 
@@ -122,6 +125,11 @@ def float_round_trip(src: str, dst: str) -> None:
 def forgets_directory_times(src: str, dst: str) -> None:
     """Never sets directory times (``cp -r`` with ``--preserve`` applied to files only)."""
     copy_tree(src, dst, Bugs(dir_times=False))
+
+
+def sets_directory_times_before_children(src: str, dst: str) -> None:
+    """Sets each directory's times right after ``mkdir`` (a pre-order walk): children move mtime."""
+    copy_tree(src, dst, Bugs(dir_times_first=True))
 
 
 def forgets_symlink_times(src: str, dst: str) -> None:
