@@ -272,3 +272,46 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
         Store(site / "store").publish(site / "src2", "demo")
     assert fired == [True]
     assert snapshot(site / "store") == before
+
+
+def run_verify_cli(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    """``artifactkit verify --store S --json`` through the store subcommands' own parser."""
+    import argparse
+
+    from artifactkit import cli_store
+
+    parser = argparse.ArgumentParser(prog="artifactkit")
+    cli_store.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["verify", "--store", str(store), "--json"])
+    code = int(args.func(args))
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _corrupt_blob(store: Store) -> None:
+    blob = Path(store.blobs, sorted(os.listdir(store.blobs))[0])
+    blob.chmod(0o644)
+    blob.write_bytes(blob.read_bytes() + b"!")
+
+
+VERIFY_FINDINGS: dict[str, tuple[Callable[[Store], object], str]] = {
+    "corrupt-blob": (_corrupt_blob, "corrupt"),
+    "missing-blob": (lambda s: os.unlink(Path(s.blobs, sorted(os.listdir(s.blobs))[0])), "missing"),
+    "orphaned-staging": (lambda s: os.mkdir(Path(s.staging, "publish-1-00000000deadbeef")), "orphaned"),
+    "unreadable-manifest": (lambda s: forge_bytes(s, b'{"format": "artifactkit.manifest/1", "entr'), "unreadable"),
+}
+
+
+@pytest.mark.parametrize("finding", sorted(VERIFY_FINDINGS))
+def test_the_verify_command_reports_each_finding_with_exit_1_and_changes_nothing(
+        site: Path, capsys: pytest.CaptureFixture[str], finding: str) -> None:
+    from tests.test_store import snapshot as times_snapshot
+
+    store = Store(site / "store")
+    assert run_verify_cli(site / "store", capsys)[0] == 0
+    damage, field = VERIFY_FINDINGS[finding]
+    damage(store)
+    before = (snapshot(site / "store"), times_snapshot(site / "store"))
+    code, report = run_verify_cli(site / "store", capsys)
+    assert code == 1 and report["clean"] is False
+    assert len(report[field]) == 1, report
+    assert (snapshot(site / "store"), times_snapshot(site / "store")) == before, "verify never repairs"
