@@ -85,7 +85,7 @@ class AtimeProbe:
         return {
             "schema": SCHEMA,
             "fs_type": self.fs_type,
-            "mount_options": list(self.mount_options),
+            "mount_options": [o.split("=", 1)[0] + "=<path>" if "/" in o else o for o in self.mount_options],
             "reads_move_historical_atime": self.reads_move_historical_atime,
             "reads_move_future_atime": self.reads_move_future_atime,
             "atime_policy": self.atime_policy,
