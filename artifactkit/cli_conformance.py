@@ -50,7 +50,7 @@ def render(report: Report, require: tuple[str, ...]) -> str:
             str(len(item.failures)),
             f"{first.corpus}: {first.path}" if first else "",
         ))
-    verdict = "all required checks hold" if report.passed(require) else "a required check failed"
+    verdict = "all required checks hold" if report.holds(require) else "a required check failed"
     return "\n".join([
         f"copier: {report.copier}",
         f"corpus: {', '.join(report.corpus)}",
@@ -105,4 +105,4 @@ def run(args: argparse.Namespace) -> int:
         emit_json(doc)
     else:
         print(render(report, require))
-    return EXIT_OK if report.passed(require) else EXIT_FAILED
+    return EXIT_OK if report.holds(require) else EXIT_FAILED

@@ -163,7 +163,12 @@ class Report:
         """Names of the checks that failed."""
         return frozenset(item.check for item in self.checks if not item.passed)
 
-    def passed(self, require: Iterable[str] = CHECKS) -> bool:
+    @property
+    def passed(self) -> bool:
+        """Whether every check held (a property, so ``assert report.passed`` means what it says)."""
+        return not self.failed
+
+    def holds(self, require: Iterable[str] = CHECKS) -> bool:
         """Whether every check in ``require`` held."""
         wanted = _validated(require)
         return not (self.failed & set(wanted))
@@ -183,7 +188,7 @@ class Report:
             "copier": self.copier,
             "corpus": list(self.corpus),
             "environment": dict(self.environment),
-            "passed": not self.failed,
+            "passed": self.passed,
             "source_links_moved": self.source_links_moved,
             "checks": [item.to_json() for item in self.checks],
         }
