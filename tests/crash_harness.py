@@ -119,9 +119,10 @@ def child_main(spec: dict[str, Any]) -> int:
     store = Store(os.path.join(work, "store"))
     trace: list[str] | None = [] if spec.get("record") else None
     _install_kill_points(work, spec.get("kill_after"), trace)
-    print("ready", flush=True)  # the parent's clock for random-time kills starts here
+    print("ready", flush=True)
     if spec.get("ready_wait"):
-        sys.stdin.readline()
+        sys.stdin.readline()  # the parent's clock for a random-time kill starts as it sends this line
+    started = time.monotonic_ns()
     scenario = spec["scenario"]
     if scenario == "publish":
         store.publish(os.path.join(spec["base"], "src-demo2"), "demo")
@@ -130,7 +131,7 @@ def child_main(spec: dict[str, Any]) -> int:
         store.download("demo@1", os.path.join(work, "out", "dest"))
     else:
         store.gc()
-    print("done", flush=True)
+    print(f"done {time.monotonic_ns() - started}", flush=True)
     if trace is not None:
         Path(work, "trace.json").write_text(json.dumps(trace))
     return 0
@@ -221,19 +222,20 @@ def run_child(materials: Materials, scenario: str, work: Path, *, kill_after: in
     shutil.copytree(materials.base / f"template-{scenario}", work / "store", symlinks=True)
     (work / "out").mkdir()
     spec = {"scenario": scenario, "work": str(work), "base": str(materials.base), "kill_after": kill_after,
-            "record": record, "ready_wait": False}
-    with subprocess.Popen([sys.executable, __file__, json.dumps(spec)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
+            "record": record, "ready_wait": delay_s is not None}
+    with subprocess.Popen([sys.executable, __file__, json.dumps(spec)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
         ready = proc.stdout.readline()
-        started = time.monotonic_ns()
         if delay_s is not None and ready == "ready\n":
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
             try:
                 proc.wait(timeout=delay_s)
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
         done = proc.stdout.readline()
-        took_ns = time.monotonic_ns() - started if done == "done\n" else 0
+        took_ns = int(done.split()[1]) if done.startswith("done ") else 0
         _out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
     if proc.returncode not in (0, -signal.SIGKILL):
         raise RuntimeError(f"{scenario} child failed ({proc.returncode}), not killed: {err.strip()[-2000:]}")

@@ -142,6 +142,8 @@ def _one_op(role: str, *, index: int, step: int, store: Store, scratch: str, rng
             done["errors"].append(f"verify not ok: {report.corrupt + report.missing + report.unreadable}")
     else:
         # Crash debris for gc to find: it must remove exactly these, never a blob a version needs.
+        if not os.path.isdir(store.staging):
+            return  # no publisher has made the layout yet
         data = f"debris {index}-{step}".encode()
         sha = hashlib.sha256(data).hexdigest()
         with open(os.path.join(store.blobs, sha), "wb") as handle:
@@ -214,7 +216,8 @@ def summarize(store: Store, results: list[dict[str, Any]], *, hung: list[int | N
     report = store.verify()
     same = sum(len(r["downloaded"]) for r in results if r["role"] == "download:same")
     return {"totals": totals, "same_version_downloads": same, "versions": len(listed),
-            "errors": errors, "lost": lost, "duplicated": duplicated, "unexplained": unexplained,
+            "error_count": len(errors), "errors": errors[:20], "lost": lost, "duplicated": duplicated,
+            "unexplained": unexplained,
             "corrupt": corrupt, "gc_removed_needed": gc_took_needed, "final_verify_ok": report.ok}
 
 
