@@ -21,6 +21,8 @@ from typing import Any, Final
 
 import attrs
 
+from artifactkit.linux import opened_dir
+
 
 class InotifyMask(enum.IntFlag):
     """inotify event bits with their kernel names (include/uapi/linux/inotify.h)."""
@@ -130,7 +132,7 @@ class Watcher:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         for root in self._roots:
-            wd = self._add_tree(root)
+            wd = self._add_tree(root, initial=True)
             if wd is not None:
                 self._root_wds.add(wd)
         self._thread = threading.Thread(target=self._run, name="artifactkit-watcher", daemon=True)
@@ -139,8 +141,27 @@ class Watcher:
     def _rel(self, path: str) -> str:
         return os.path.relpath(path, self.base).replace(os.sep, "/")
 
-    def _add_tree(self, top: str) -> int | None:
-        """Watch ``top`` and every directory below it; return ``top``'s watch descriptor."""
+    def _add_tree(self, top: str, *, initial: bool = False) -> int | None:
+        """Watch ``top`` and every directory below it; return ``top``'s watch descriptor.
+
+        A directory that appears while we run is watched *before* it is listed, so nothing created
+        in it meanwhile escapes (that listing is an open we make, traced as ours). The initial
+        trees are quiet: there each directory is listed before it is watched, so the watcher's
+        own start-up raises no events at all.
+        """
+        wd = None if initial else self._watch(top)
+        try:
+            # Listed through an O_NOATIME fd: an ordinary listing would move the directory's atime,
+            # and the watcher would cause the very drift it is there to explain.
+            with opened_dir(top, noatime=True) as fd:
+                subdirs = [entry.name for entry in os.scandir(fd) if entry.is_dir(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return wd
+        for name in subdirs:
+            self._add_tree(os.path.join(top, name), initial=initial)
+        return self._watch(top) if initial else wd
+
+    def _watch(self, top: str) -> int | None:
         try:
             wd: int = self._inotify.add_watch(top, WATCH_MASK)
         except (FileNotFoundError, NotADirectoryError):
@@ -148,13 +169,6 @@ class Watcher:
         if wd not in self._paths:
             self._added += 1
         self._paths[wd] = top
-        try:
-            entries = list(os.scandir(top))
-        except (FileNotFoundError, NotADirectoryError):
-            return wd
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                self._add_tree(entry.path)
         return wd
 
     def _run(self) -> None:
