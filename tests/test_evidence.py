@@ -1,0 +1,95 @@
+"""Evidence is ``artifactkit.diagnose/1`` exactly, and carries no absolute path, user or host name."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+import attrs
+import pytest
+
+from artifactkit.check import Mismatch
+from artifactkit.diagnose import DiagnoseConfig, DiagnoseResult, Finding, run_diagnose
+from artifactkit.evidence import (
+    SCHEMA,
+    TOP_LEVEL_KEYS,
+    aggregate_mismatches,
+    check_schema,
+    sanitize,
+    to_evidence,
+    violations,
+    write_evidence,
+)
+
+
+@pytest.fixture(scope="module")
+def small_result(tmp_path_factory: pytest.TempPathFactory) -> DiagnoseResult:
+    """One real cycle on /dev/shm (tmpfs) or the temp dir, whichever isolates here."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else tmp_path_factory.mktemp("evidence")
+    return run_diagnose(DiagnoseConfig(cycles=1, readers=1, base=str(base)))
+
+
+def test_top_level_keys_are_exactly_the_designed_ones(small_result: DiagnoseResult) -> None:
+    doc = to_evidence(small_result)
+    assert set(doc) == set(TOP_LEVEL_KEYS)
+    assert doc["schema"] == SCHEMA == "artifactkit.diagnose/1"
+    check_schema(doc)
+    assert {"kernel", "fs_type", "mount_options", "python", "isolation"} <= set(doc["environment"])
+    assert {"mode", "verified_how"} <= set(doc["environment"]["isolation"])
+    assert {"self", "readers", "unexplained", "attributed"} <= set(doc["accesses"])
+    json.dumps(doc)  # plain JSON values only
+
+
+def test_check_schema_refuses_extra_or_missing_keys(small_result: DiagnoseResult) -> None:
+    doc = to_evidence(small_result)
+    with pytest.raises(ValueError, match=r"not an artifactkit\.diagnose/1"):
+        check_schema({**doc, "extra": 1})
+    with pytest.raises(ValueError, match=r"not an artifactkit\.diagnose/1"):
+        check_schema({k: v for k, v in doc.items() if k != "inotify"})
+
+
+def test_a_real_run_leaves_nothing_identifying_in_its_evidence(small_result: DiagnoseResult) -> None:
+    doc = to_evidence(small_result)
+    assert violations(doc) == []
+    text = json.dumps(doc)
+    assert str(small_result.config.base) not in text
+
+
+def test_sanitize_replaces_paths_users_and_hosts_everywhere() -> None:
+    user = os.environ.get("USER") or "root"
+    host = platform.node()
+    dirty = {"msg": f"failed at /home/{user}/work/x.bin on {host}",
+             "nested": [{"why": f"see /tmp/artifactkit-abc/tree (by {user})"}],
+             "keep": "data/models/weights.bin relatime 0/1/2 resuid=65534"}
+    clean = sanitize(dirty)
+    assert violations(dirty)
+    assert violations(clean) == []
+    assert clean["keep"] == dirty["keep"]  # relative paths and options are not paths to hide
+    assert user not in json.dumps(clean).replace("<user>", "")
+    assert "<path>" in clean["msg"] or "<home>" in clean["msg"]
+
+
+def test_write_evidence_refuses_an_unsanitized_document(tmp_path: Path) -> None:
+    target = tmp_path / "e.json"
+    with pytest.raises(ValueError, match="unsanitized"):
+        write_evidence({"where": "/etc/passwd"}, target)
+    assert not target.exists()
+    write_evidence({"where": "<path>"}, target)
+    assert json.loads(target.read_text(encoding="utf-8")) == {"where": "<path>"}
+
+
+def test_repeated_mismatches_aggregate_per_path_field_and_diagnosis(small_result: DiagnoseResult) -> None:
+    moved = Mismatch("data/a", "atime_ns", 10, 30, "advanced-by-read", delta_ns=20, stage="download")
+    findings = (Finding(1, "download", "destination", moved),
+                Finding(3, "download", "destination", attrs.evolve(moved, actual=50, delta_ns=40)),
+                Finding(3, "publish", "source", attrs.evolve(moved, stage="publish")))
+    result = attrs.evolve(small_result, findings=findings, failed_checks=2)
+    out = aggregate_mismatches(result)
+    assert [(m["stage"], m["tree"], m["cycles"], m["first_cycle"]) for m in out] == [
+        ("download", "destination", 2, 1), ("publish", "source", 1, 3)]
+    assert out[0]["delta_ns"] == 20
+    doc = to_evidence(result)
+    assert doc["environment"]["run"]["source_atime_moved"] is True
