@@ -140,7 +140,7 @@ def _round_trips(trips: dict[str, str]) -> str:
 
 def table(doc: dict[str, Any]) -> str:
     """The README's "Filesystem support" table, from a fs-matrix document."""
-    head = ("Filesystem", "Made with", "Reads move atime", "FS_NOATIME_FL", "Inherited", "Effective",
+    head = ("Filesystem", "Made with", "atime policy (probed)", "FS_NOATIME_FL", "Inherited", "Effective",
             "Granularity", "Time range", "Strict fixture", "Corpus round trip", "As kernel sources say")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in doc["filesystems"]:
