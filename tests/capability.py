@@ -29,7 +29,7 @@ def skip_or_fail(reason: str) -> None:
 def require_mounts() -> None:
     """Root and the mount(8) tooling are the prerequisites for every real-filesystem test."""
     if os.geteuid() != 0:
-        skip_or_fail("needs root to mount real test filesystems (tmpfs/ext4/ramfs)")
+        skip_or_fail("needs root to mount real test filesystems (tmpfs/ext4/ramfs/xfs/btrfs/overlay)")
     for tool in ("mount", "umount", "losetup", "mkfs.ext4"):
         if shutil.which(tool) is None:
             skip_or_fail(f"needs {tool} (util-linux / e2fsprogs) to create test filesystems")
