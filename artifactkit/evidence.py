@@ -180,6 +180,7 @@ def write_evidence(doc: Any, path: str | os.PathLike[str]) -> None:
     target = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".evidence-", suffix=".json", dir=os.path.dirname(target) or ".")
     try:
+        os.fchmod(fd, 0o644)  # evidence is for sharing; mkstemp's 0600 would hide it from others
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(dumps(doc))
         os.replace(tmp, target)
