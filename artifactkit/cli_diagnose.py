@@ -8,6 +8,7 @@ when setup or isolation is impossible (the message names the remedy).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -89,12 +90,24 @@ def render(result: DiagnoseResult) -> str:
         ("accesses: self", str(acc.self_accesses)),
         ("accesses: readers", str(acc.reader_accesses)),
         ("accesses: unexplained", str(acc.unexplained) + ("" if acc.method == "fanotify" else " (lower bound)")),
-        ("attribution", acc.method if acc.method == "fanotify" else f"{acc.method}; fanotify {env.fanotify}"),
+        ("attribution", acc.method if acc.method == "fanotify" else f"{acc.method}; {env.fanotify}"),
     ]
     rows += [(f"  pid {item.pid}", f"{item.executable}: {item.events} event(s)") for item in acc.attributed]
     rows.append(("duration", f"{result.duration_ns // 1_000_000} ms"))
     verdict = "all checks hold" if result.ok else f"{result.failed_checks} check(s) failed"
     return table(rows, ("figure", "value")) + f"\n\ndiagnose: {verdict}"
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _exit_on_sigterm() -> Any:
+    """Make SIGTERM unwind like Ctrl-C does, so readers are reaped and the work tree removed."""
+    try:
+        return signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         error(str(err))
         return EXIT_SETUP
     progress = _Progress()
+    previous = _exit_on_sigterm()
     try:
         result = run_diagnose(config, progress=progress)
     except (OSError, ArtifactkitError) as err:
@@ -113,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_SETUP
     finally:
         progress.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     doc = to_evidence(result)
     if args.output:
         try:
