@@ -69,7 +69,9 @@ def _referenced(store: Store, unreadable: list[str], corrupt: list[str]) -> dict
         try:
             manifest = store.manifest(ref)
         except IntegrityError as err:
-            (corrupt if "corrupt" in str(err) else unreadable).append(f"manifest {ref}: {err}")
+            # Bytes that exist but do not match their digest (or name) are corrupt; bytes that cannot
+            # be parsed as a manifest are unreadable.
+            (corrupt if getattr(err, "failed", None) == "corrupt" else unreadable).append(f"manifest {ref}: {err}")
             continue
         except (ArtifactkitError, OSError) as err:
             unreadable.append(f"manifest {ref}: {err}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import secrets
@@ -31,10 +32,16 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     by_path = check_tree_shape(entries, where="manifest")
     parent, name = os.path.split(dest)
     parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    staging = f".{name}.artifactkit-{secrets.token_hex(6)}"
+    prefix = f".{name}.artifactkit-"
+    staging = f"{prefix}{secrets.token_hex(6)}"
+    lock_fd = -1
     try:
+        _sweep_abandoned(parent_fd, prefix)
         os.mkdir(staging, 0o700, dir_fd=parent_fd)
         try:
+            # Held until the end: a later download to the same name removes only unlocked staging.
+            lock_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
             _materialize(by_path, parent_fd, staging, blob_path)
             _rename_into_place(parent_fd, staging, name, dest)
         except BaseException:
@@ -44,7 +51,33 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
         assert_metadata_equal(by_path[ROOT], meta_from_stat(ROOT, os.lstat(name, dir_fd=parent_fd)),
                               stage="download", fields=("kind", "mode", "mtime_ns", "atime_ns"))
     finally:
+        if lock_fd >= 0:
+            os.close(lock_fd)
         os.close(parent_fd)
+
+
+def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
+    """Remove staging dirs of killed downloads to the same name: nobody holds their flock.
+
+    A live download holds an exclusive flock on its staging dir from just after creating it to
+    after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
+    """
+    for entry in os.listdir(parent_fd):
+        if not entry.startswith(prefix):
+            continue
+        try:
+            fd = os.open(entry, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+        except OSError:
+            continue  # vanished, or not a directory we made: leave it alone
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            _remove_staging(parent_fd, entry)
+        finally:
+            os.close(fd)
 
 
 def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,

@@ -26,7 +26,7 @@ import attrs
 from artifactkit.blobs import read_source, write_staged
 from artifactkit.errors import IntegrityError
 from artifactkit.linux import fsync_dir, rename_noreplace, syncfs
-from artifactkit.locks import flocked
+from artifactkit.locks import flocked, store_lock
 from artifactkit.maintenance import GcReport, VerifyReport, collect_garbage, verify_store
 from artifactkit.manifest import Manifest, check_representable, digest_of, parse_manifest
 from artifactkit.paths import check_artifact_name
@@ -81,7 +81,7 @@ class Store:
         tree = scan_tree(src)  # every lstat before any read
         check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
         self._ensure_layout()
-        with flocked(os.path.join(self.locks, "store.lock"), exclusive=False):
+        with store_lock(self.locks, exclusive=False):
             txn = os.path.join(self.staging, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
             os.mkdir(txn, 0o700)
             try:
@@ -193,17 +193,24 @@ class Store:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
         ref = self.resolve(ref, version)
         path = os.path.join(self.manifests, ref.name, f"{ref.version}.{ref.digest}.json")
-        with open(path, "rb") as handle:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise IntegrityError(f"manifest of {ref} is a symlink; manifests are plain files", path=path,
+                                 failed="corrupt") from err
+        with open(fd, "rb") as handle:
             body = handle.read()
         if digest_of(body) != ref.digest:
             raise IntegrityError(
                 f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
-                path=path, expected=ref.digest, actual=digest_of(body))
+                path=path, expected=ref.digest, actual=digest_of(body), failed="corrupt")
         manifest = parse_manifest(body, where=f"manifest of {ref}")
         if manifest.name != ref.name:
             # A manifest copied (and renamed by its digest) from another artifact is not this one.
             raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
-                                 path=path, expected=ref.name, actual=manifest.name)
+                                 path=path, expected=ref.name, actual=manifest.name, failed="corrupt")
         return manifest
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
@@ -225,5 +232,5 @@ class Store:
     def gc(self) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
         self._ensure_layout()
-        with flocked(os.path.join(self.locks, "store.lock"), exclusive=True):
+        with store_lock(self.locks, exclusive=True):
             return collect_garbage(self)

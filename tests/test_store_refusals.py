@@ -123,3 +123,26 @@ def test_gc_removes_only_what_no_version_needs(published: tuple[Store, Path]) ->
     assert gc.removed_blobs == ["f" * 64] and gc.removed_staging == ["publish-crashed"]
     assert store.verify().clean
     store.download("demo", tmp / "work" / "dest")
+
+
+def test_a_killed_downloads_staging_is_swept_by_the_next_download_to_that_name(
+        published: tuple[Store, Path]) -> None:
+    import fcntl
+
+    store, tmp = published
+    work = tmp / "work"
+    abandoned = work / ".dest.artifactkit-deadbeef0000"
+    (abandoned / "half").mkdir(parents=True)
+    (abandoned / "half" / "file").write_bytes(b"partial")
+    live = work / ".dest.artifactkit-livelivelive"
+    live.mkdir()
+    other = work / ".other.artifactkit-000000000000"
+    other.mkdir()
+    holder = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # as a download in flight holds it
+        store.download("demo", work / "dest")
+    finally:
+        os.close(holder)
+    assert sorted(os.listdir(work)) == sorted([".dest.artifactkit-livelivelive", ".other.artifactkit-000000000000",
+                                               "dest"])

@@ -1,0 +1,43 @@
+"""The store lock's turnstile: once gc waits, no new publisher may start ahead of it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+from artifactkit.locks import store_lock
+
+
+def turnstile_is_held(locks: Path) -> bool:
+    fd = os.open(locks / "turnstile.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_waiting_gc_holds_the_turnstile_so_new_publishers_queue_behind_it(fast_tmp: Path) -> None:
+    locks = fast_tmp / "locks"
+    locks.mkdir()
+    gc_ran = threading.Event()
+
+    def gc() -> None:
+        with store_lock(str(locks), exclusive=True):
+            gc_ran.set()
+
+    with store_lock(str(locks), exclusive=False):  # a publish in flight
+        assert not turnstile_is_held(locks), "a publisher must not keep the turnstile"
+        thread = threading.Thread(target=gc)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not turnstile_is_held(locks):  # gc is now queued on the store lock
+            assert time.monotonic() < deadline, "gc never reached the turnstile"
+        assert not gc_ran.is_set(), "gc must wait for the publisher in flight"
+    thread.join(timeout=10)
+    assert gc_ran.is_set() and not turnstile_is_held(locks)
