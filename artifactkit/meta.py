@@ -11,10 +11,14 @@ from typing import Literal
 
 import attrs
 
+from artifactkit.diagnosis import CLAMPED, MICROSECOND_TRUNCATED, MILLISECOND_TRUNCATED, SECOND_TRUNCATED, classify_time
 from artifactkit.errors import TimestampNotRepresentable, UnsupportedFileType
 
 Kind = Literal["file", "dir", "symlink"]
 KINDS: tuple[Kind, ...] = ("file", "dir", "symlink")
+
+#: Diagnoses that mean the filesystem itself cannot hold a value (granularity or range).
+UNREPRESENTABLE = frozenset({SECOND_TRUNCATED, MILLISECOND_TRUNCATED, MICROSECOND_TRUNCATED, CLAMPED})
 
 #: Permission bits including setuid, setgid and sticky (the bits a restore must reproduce).
 MODE_MASK = 0o7777
@@ -98,11 +102,28 @@ def set_times_exact(path: str, *, atime_ns: int, mtime_ns: int, dir_fd: int | No
 
 
 def check_times_stored(path: str, st: os.stat_result, *, atime_ns: int, mtime_ns: int) -> None:
-    """Raise :class:`TimestampNotRepresentable` when a stat shows other times than were set."""
+    """Raise when a stat taken right after ``utime`` shows other times than were set.
+
+    A value truncated to a granularity or clamped to a range means the filesystem cannot hold it:
+    :class:`TimestampNotRepresentable`. Anything else moved after being set — typically a concurrent
+    read advancing atime between the ``utime`` and this stat — and is a
+    :class:`MetadataMismatchError` at the ``restore`` stage with its diagnosis, not a claim about
+    the filesystem.
+    """
     for field, wanted, got in (("mtime_ns", mtime_ns, st.st_mtime_ns), ("atime_ns", atime_ns, st.st_atime_ns)):
-        if wanted != got:
+        if wanted == got:
+            continue
+        verdict = classify_time(wanted, got, field=field, ctime_ns=st.st_ctime_ns)
+        if verdict in UNREPRESENTABLE:
             raise TimestampNotRepresentable(
                 f"{path!r}: the filesystem stored {field}={got} after being asked for {wanted} "
-                f"(delta {got - wanted} ns): it cannot hold this value (too coarse or out of range)",
-                path=path, field=field, expected=wanted, actual=got,
+                f"(delta {got - wanted} ns, {verdict}): it cannot hold this value (too coarse or out of range)",
+                path=path, field=field, expected=wanted, actual=got, diagnosis=verdict, ctime_ns=st.st_ctime_ns,
             )
+    # check imports this module for FileMeta, so the assertion is imported where it is needed.
+    from artifactkit.check import assert_metadata_equal  # noqa: PLC0415
+
+    stored = meta_from_stat(path, st)
+    wanted_meta = FileMeta(path=path, kind=stored.kind, mode=stored.mode, size=stored.size,
+                           mtime_ns=mtime_ns, atime_ns=atime_ns)
+    assert_metadata_equal(wanted_meta, stored, stage="restore", fields=("mtime_ns", "atime_ns"))

@@ -61,3 +61,18 @@ def test_a_post_2038_value_is_clamped_by_the_kernel_and_the_restore_reports_it(
     with pytest.raises(TimestampNotRepresentable) as info:
         set_times_exact(str(target), atime_ns=10**9, mtime_ns=4_102_444_800 * 10**9)
     assert info.value.actual == (2**31 - 1) * 10**9  # silently clamped to S32_MAX by the kernel
+
+
+def test_a_time_moved_by_a_read_after_utime_is_a_mismatch_not_an_unrepresentable_value(tmpfs_strict: Path) -> None:
+    from artifactkit import MetadataMismatchError
+    from artifactkit.meta import check_times_stored
+
+    target = tmpfs_strict / "moved-by-read"
+    target.write_bytes(b"data")
+    historical = 1_500_000_000_123_456_789
+    os.utime(target, ns=(historical, historical))
+    target.read_bytes()  # strictatime: this read moves atime, as a competing reader's would
+    st = os.stat(target)
+    with pytest.raises(MetadataMismatchError) as info:
+        check_times_stored(str(target), st, atime_ns=historical, mtime_ns=historical)
+    assert [m.diagnosis for m in info.value.mismatches] == ["advanced-by-read"]
