@@ -1,6 +1,7 @@
 """artifactkit: prove that an artifact store preserves file metadata exactly."""
 
 from artifactkit.check import Mismatch, assert_metadata_equal, compare
+from artifactkit.diagnose import DiagnoseConfig, DiagnoseResult, run_diagnose
 from artifactkit.errors import (
     ArtifactkitError,
     IntegrityError,
@@ -23,6 +24,8 @@ __all__ = [
     "ArtifactRef",
     "ArtifactkitError",
     "AtimeProbe",
+    "DiagnoseConfig",
+    "DiagnoseResult",
     "FileMeta",
     "GcReport",
     "IntegrityError",
@@ -44,4 +47,5 @@ __all__ = [
     "compare",
     "private_noatime_tree",
     "probe_atime",
+    "run_diagnose",
 ]
