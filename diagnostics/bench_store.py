@@ -1,0 +1,451 @@
+"""Paired benchmark of the store against the tools users would otherwise pick (issue 7).
+
+    python3 diagnostics/bench_store.py [--quick] [--repeats N] [--output FILE]
+    python3 diagnostics/bench_store.py --table-from diagnostics/results/bench-store.json
+
+Corpora (deterministic content, historical ns times, built with ``artifactkit.corpus``): ``small``
+128 x 16 KiB in 4 dirs, ``many`` 10,000 x 1 KiB in 100 dirs, ``large`` one 256 MiB file; on the
+default temp filesystem and on a tmpfs mounted here when root. Every measurement is a fresh child
+process (clean peak RSS, no warm Python state shared between operations); the clock runs inside the
+child, after imports, around the operation alone: the library call, or ``subprocess.run`` for
+``cp``/``rsync`` (their fork+exec is part of what a user pays). Page cache is warm (one untimed
+warm-up of every operation first) and ``sync`` runs before each measurement, so no operation pays to
+write back another's dirty pages. Each round runs every operation once; rounds alternate forward and
+reversed order, so every pair runs A-before-B in half the rounds. Ratios are medians of the
+per-round ratios (paired), next to the ratio of medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any, Final
+
+SCHEMA: Final = "artifactkit.bench-store/1"
+MIB: Final = 1 << 20
+DEFAULT_OUTPUT: Final = "diagnostics/results/bench-store.json"
+# (files, bytes per file, directories); quick mode shrinks them so a smoke run takes seconds.
+CORPORA: Final = {"small": (128, 16 << 10, 4), "many": (10_000, 1 << 10, 100), "large": (1, 256 << 20, 0)}
+QUICK_CORPORA: Final = {"small": (32, 16 << 10, 4), "many": (500, 1 << 10, 10), "large": (1, 16 << 20, 0)}
+AK_OPS: Final = ("ak_publish", "ak_republish", "ak_download", "ak_roundtrip")
+PEERS: Final = ("cp_a", "rsync", "copytree", "sha256", "cp_a_sha256")
+LABELS: Final = {
+    "ak_publish": "artifactkit publish (new)", "ak_republish": "artifactkit publish again",
+    "ak_download": "artifactkit download", "ak_roundtrip": "artifactkit round trip", "cp_a": "cp -a",
+    "rsync": "rsync -a --atimes", "copytree": "shutil.copytree", "sha256": "hashlib.sha256 (floor)",
+    "cp_a_sha256": "cp -a + sha256 (floor)",
+}
+# Syscalls the allocator and the scheduler make; they are not per-file work (see the budget test).
+NOISE: Final = frozenset({"mmap", "munmap", "mremap", "brk", "mprotect", "madvise", "futex"})
+FLUSHES: Final = ("fsync", "fdatasync", "syncfs")
+EXTERNAL: Final = frozenset({"cp_a", "rsync", "cp_a_sha256"})
+
+
+# -- the child: one measured operation ---------------------------------------------------------
+
+def _sha256_tree(root: str) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as handle:
+                hashlib.file_digest(handle, "sha256")
+
+
+def _tool(cmd: list[str], rss_file: str | None) -> None:
+    # GNU time's own process is tiny and fresh, so the %M it reports is the tool's peak alone.
+    prefix = ["/usr/bin/time", "-f", "%M", "-o", rss_file] if rss_file else []
+    subprocess.run([*prefix, *cmd], check=True)
+
+
+def _operate(op: str, src: str, dest: str, store_root: str, rss_file: str | None) -> None:
+    from artifactkit.store import Store  # noqa: PLC0415 - imported before the clock starts (see worker)
+
+    if op in ("ak_publish", "ak_republish"):
+        Store(store_root).publish(src, "bench")
+    elif op == "ak_download":
+        Store(store_root).download("bench@1", dest)
+    elif op == "ak_roundtrip":
+        store = Store(store_root)
+        store.download(store.publish(src, "bench"), dest)
+    elif op in ("cp_a", "cp_a_sha256"):
+        _tool(["cp", "-a", src, dest], rss_file)
+        if op == "cp_a_sha256":
+            _sha256_tree(src)
+    elif op == "rsync":
+        _tool(["rsync", "-a", "--atimes", src + "/", dest + "/"], rss_file)
+    elif op == "copytree":
+        shutil.copytree(src, dest, symlinks=True)
+    elif op == "sha256":
+        _sha256_tree(src)
+    elif op != "noop":
+        raise ValueError(f"unknown operation {op!r}")
+
+
+def _profile_top(profile: Any, limit: int = 15) -> list[dict[str, Any]]:
+    import pstats  # noqa: PLC0415 - only the profiling child needs it
+
+    stats = pstats.Stats(profile)
+    rows = []
+    for (filename, line, func), (_cc, calls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{os.path.basename(filename)}:{line}({func})", "calls": calls,
+                     "tottime_ms": round(tottime * 1e3, 2), "cumtime_ms": round(cumtime * 1e3, 2)})
+    return sorted(rows, key=lambda row: -row["tottime_ms"])[:limit]
+
+
+def _vm_hwm_kib() -> int:
+    # VmHWM belongs to this process's own address space, which exec made fresh. ru_maxrss does not:
+    # Linux carries the forking process's high-water mark across fork+exec into the child's.
+    with open("/proc/self/status", encoding="ascii") as handle:
+        return int(next(line for line in handle if line.startswith("VmHWM:")).split()[1])
+
+
+def worker(task: dict[str, Any]) -> dict[str, Any]:
+    import artifactkit.store  # noqa: F401, PLC0415 - the import (ctypes, find_library) stays off the clock
+
+    base_rss = _vm_hwm_kib()  # interpreter + imports: the high-water mark before the op
+    external = task["op"] in EXTERNAL
+    rss_file = os.path.join(task["dest"] + ".rss") if external and task.get("measure_rss") else None
+    profile = None
+    if task.get("profile"):
+        import cProfile  # noqa: PLC0415
+
+        profile = cProfile.Profile()
+        profile.enable()
+    start = time.perf_counter_ns()
+    _operate(task["op"], task["src"], task["dest"], task["store"], rss_file)
+    elapsed = time.perf_counter_ns() - start
+    if profile is not None:
+        profile.disable()
+    peak: int | None = _vm_hwm_kib()
+    if external:  # cp/rsync: their own peak, known only from a GNU time run (untimed: time adds an exec)
+        peak = None
+        if rss_file:
+            with open(rss_file, encoding="ascii") as handle:
+                tool_peak = int(handle.read().split()[-1])
+            os.unlink(rss_file)
+            peak = max(tool_peak, _vm_hwm_kib()) if task["op"] == "cp_a_sha256" else tool_peak
+    result: dict[str, Any] = {"ns": elapsed, "peak_rss_kib": peak, "base_rss_kib": base_rss}
+    if profile is not None:
+        result["profile"] = _profile_top(profile)
+    return result
+
+
+# -- the parent: corpora, locations, rounds ----------------------------------------------------
+
+def build_corpus(dest: str, name: str, files: int, size: int, dirs: int) -> None:
+    from artifactkit.corpus import content, materialize, parse_tree  # noqa: PLC0415
+    from artifactkit.meta import set_times_exact  # noqa: PLC0415
+
+    times = {"mtime_ns": 1_300_000_000_123_456_789, "atime_ns": 1_300_000_100_987_654_321}
+    if size > 64 * MIB:
+        # corpus.content() is random.randbytes, which cannot make 256 MiB at once (a C int of bits):
+        # the same deterministic bytes, 1 MiB per seed, and times set and read back exactly.
+        os.mkdir(dest, 0o755)
+        path = os.path.join(dest, "f00000.bin")
+        with open(path, "wb") as handle:
+            for chunk in range(size // MIB):
+                handle.write(content(1000 + chunk, MIB))
+        set_times_exact(path, **times)
+        set_times_exact(dest, **times)
+        return
+    entries: list[dict[str, Any]] = [{"path": ".", "kind": "dir", "mode": 0o755, **times}]
+    entries += [{"path": f"d{g:03d}", "kind": "dir", "mode": 0o755, **times} for g in range(dirs)]
+    pattern = "d{group:03d}/f{i:05d}.bin" if dirs else "f{i:05d}.bin"
+    generate = {"count": files, "per_dir": max(1, files // max(dirs, 1)), "pattern": pattern, "mode": 0o644,
+                "size": size, "seed": 1000, "step_ns": 1_000_003, **times}
+    materialize(parse_tree(f"bench-{name}", {"entry": entries, "generate": [generate]}), dest)
+
+
+def _run_child(task: dict[str, Any], strace_out: str | None) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(task)]
+    if strace_out is not None:
+        cmd = ["strace", "-f", "-c", "-U", "calls,name", "-o", strace_out, *cmd]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{task['op']} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _strace_counts(path: str) -> dict[str, int]:
+    counts = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) == 2 and fields[0].isdigit() and fields[1] != "total":
+                counts[fields[1]] = int(fields[0])
+    return counts
+
+
+def _clean(*paths: str) -> None:
+    for path in paths:
+        if os.path.lexists(path):
+            shutil.rmtree(path)
+
+
+def _mount_info(path: str) -> dict[str, Any]:
+    out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "-T", path],
+                         capture_output=True, text=True, check=False).stdout.split()
+    return {"fs_type": out[0] if out else "unknown", "mount_options": out[1].split(",") if len(out) > 1 else []}
+
+
+@contextlib.contextmanager
+def locations(want_tmpfs: bool) -> Iterator[list[tuple[str, str | None, str]]]:
+    """(label, directory or None, note): the default temp fs, and a tmpfs mounted here when root."""
+    found: list[tuple[str, str | None, str]] = [("default-tmp", tempfile.gettempdir(), "")]
+    mountpoint = None
+    try:
+        if not want_tmpfs:
+            pass
+        elif os.geteuid() != 0 or shutil.which("mount") is None:
+            found.append(("tmpfs", None, "skipped: mounting a tmpfs needs root and mount(8)"))
+        else:
+            mountpoint = tempfile.mkdtemp(prefix="ak-bench-tmpfs-")
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3g,mode=0700", "ak-bench", mountpoint], check=True)
+            found.insert(0, ("tmpfs", mountpoint, "mounted by this script"))
+        yield found
+    finally:
+        if mountpoint is not None:
+            subprocess.run(["umount", mountpoint], check=False)
+            os.rmdir(mountpoint)
+
+
+def _summary(samples: list[int], files: int, size: int, rss: list[int | None], base: list[int]) -> dict[str, Any]:
+    median_s = statistics.median(samples) / 1e9
+    peaks = [r for r in rss if r is not None]
+    return {"samples_ms": [round(s / 1e6, 3) for s in samples], "median_ms": round(median_s * 1e3, 3),
+            "min_ms": round(min(samples) / 1e6, 3), "max_ms": round(max(samples) / 1e6, 3),
+            "files_per_s": round(files / median_s, 1), "mib_per_s": round(files * size / MIB / median_s, 1),
+            "peak_rss_mib": round(max(peaks) / 1024, 1) if peaks else None,
+            "worker_baseline_rss_mib": round(min(base) / 1024, 1)}
+
+
+def bench_corpus(base: str, name: str, shape: tuple[int, int, int], repeats: int,
+                 profile: bool) -> dict[str, Any]:
+    from artifactkit.store import Store  # noqa: PLC0415
+
+    files, size, dirs = shape
+    src, again = os.path.join(base, f"corpus-{name}"), os.path.join(base, f"store-again-{name}")
+    dest, fresh = os.path.join(base, "out"), os.path.join(base, "store-fresh")
+    build_corpus(src, name, files, size, dirs)
+    Store(again).publish(src, "bench")  # publish again and download both read this one
+    stores = {"ak_publish": fresh, "ak_roundtrip": fresh, "ak_republish": again, "ak_download": again}
+    ops = (*AK_OPS, *PEERS)
+
+    def measure(op: str, strace_out: str | None = None, **extra: Any) -> dict[str, Any]:
+        _clean(dest, fresh)
+        os.sync()
+        return _run_child({"op": op, "src": src, "dest": dest, "store": stores.get(op, fresh), **extra}, strace_out)
+
+    # Warm-up, untimed: page cache, relatime's one atime update per source file, and the peers' RSS.
+    warm = {op: measure(op, measure_rss=shutil.which("time") is not None) for op in ops}
+    raw: dict[str, list[dict[str, Any]]] = {op: [] for op in ops}
+    for round_no in range(repeats):
+        for op in ops if round_no % 2 == 0 else tuple(reversed(ops)):
+            raw[op].append(measure(op))
+    result: dict[str, Any] = {"files": files, "bytes_per_file": size, "dirs": dirs, "ops": {}, "ratios": {}}
+    for op in ops:
+        result["ops"][op] = _summary([r["ns"] for r in raw[op]], files, size,
+                                     [r["peak_rss_kib"] for r in [warm[op], *raw[op]]],
+                                     [r["base_rss_kib"] for r in raw[op]])
+    for op in AK_OPS:
+        result["ratios"][op] = {peer: {
+            "paired_median": round(statistics.median(a["ns"] / b["ns"] for a, b in zip(raw[op], raw[peer],
+                                                                                        strict=True)), 3),
+            "of_medians": round(result["ops"][op]["median_ms"] / result["ops"][peer]["median_ms"], 3),
+        } for peer in PEERS}
+    result["syscalls"] = _syscalls(base, files, measure)
+    if profile:
+        result["profile"] = {op: measure(op, profile=True)["profile"] for op in ("ak_publish", "ak_download")}
+    _clean(dest, fresh, src, again)
+    return result
+
+
+def _syscalls(base: str, files: int, measure: Any) -> dict[str, Any]:
+    """strace -f -c of one publish (new content) and one download, net of an idle child's start-up."""
+    if shutil.which("strace") is None:
+        return {"skipped": "strace not installed"}
+    counts = {}
+    for op in ("noop", "ak_publish", "ak_download"):
+        out = os.path.join(base, f"strace-{op}.txt")
+        measure(op, strace_out=out)
+        counts[op] = _strace_counts(out)
+    found: dict[str, Any] = {}
+    for op in ("ak_publish", "ak_download"):
+        net = {k: counts[op].get(k, 0) - counts["noop"].get(k, 0) for k in set(counts[op]) - NOISE}
+        net = {k: v for k, v in sorted(net.items(), key=lambda kv: -kv[1]) if v}
+        found[op] = {"net_total": sum(net.values()), "per_file": round(sum(net.values()) / files, 2),
+                     "flushes": {k: counts[op].get(k, 0) for k in FLUSHES}, "by_name": net}
+    return found
+
+
+def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
+    def first_line(cmd: list[str]) -> str:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        return (done.stdout or done.stderr).splitlines()[0] if (done.stdout or done.stderr) else "unavailable"
+
+    with open("/proc/meminfo", encoding="utf-8") as handle:
+        mem_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+    rsync_help = subprocess.run(["rsync", "--help"], capture_output=True, text=True, check=False).stdout
+    return {
+        "code_under_test": _code_state(),
+        "nproc": os.cpu_count(), "mem_gib": round(mem_kib / MIB, 1), "kernel": platform.release(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "tools": {"cp": first_line(["cp", "--version"]), "rsync": first_line(["rsync", "--version"]),
+                  "strace": first_line(["strace", "-V"]), "rsync_has_atimes": "--atimes" in rsync_help},
+        "locations": {label: ({**_mount_info(path), "note": note} if path else {"note": note})
+                      for label, path, note in dirs},
+    }
+
+
+def _code_state() -> dict[str, Any]:
+    # Several people work in this tree: record exactly which store code was measured.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "artifactkit").splitlines()
+    return {"commit": git("rev-parse", "HEAD"), "artifactkit_changes_uncommitted": dirty}
+
+
+def _command(argv: list[str]) -> str:
+    # Evidence is sanitized: absolute paths (home, temp dirs) become their base names.
+    args = [os.path.basename(a) if os.path.isabs(a) else a for a in argv]
+    return " ".join(["python3", "diagnostics/bench_store.py", *args])
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _ordered(mapping: dict[str, Any]) -> list[tuple[str, Any]]:
+    # The JSON has sorted keys; tables read best tmpfs first (the stable measure), corpora by size.
+    rank = ["tmpfs", "default-tmp", *CORPORA]
+    return sorted(mapping.items(), key=lambda kv: rank.index(kv[0]) if kv[0] in rank else len(rank))
+
+
+def render_tables(doc: dict[str, Any]) -> str:
+    env = doc["environment"]
+    lines = [f"Machine: {env['nproc']} cores, {env['mem_gib']} GiB, Linux {env['kernel']}, {env['python']}; "
+             f"{env['tools']['cp']}; {env['tools']['rsync']}. Medians of {doc['repeats']} rounds; ratios are "
+             "medians of per-round (paired) ratios; warm page cache; `sync` before each run.", ""]
+    ratio_head = " | ".join(f"x {LABELS[p].split(' (')[0]}" for p in PEERS)
+    for label, by_corpus in _ordered(doc["results"]):
+        where = env["locations"][label]
+        lines += [f"#### {label}: {where.get('fs_type', '?')} ({','.join(where.get('mount_options', []))})", "",
+                  f"| corpus | operation | median ms | min-max ms | files/s | MiB/s | peak RSS MiB | {ratio_head} |",
+                  "|" + "---|" * (7 + len(PEERS))]
+        for corpus, res in _ordered(by_corpus):
+            for op in (*AK_OPS, *PEERS):
+                s = res["ops"][op]
+                ratios = res["ratios"].get(op, {})
+                cells = [f"{ratios[p]['paired_median']:.2f}" if p in ratios else "" for p in PEERS]
+                lines.append(f"| {corpus} | {LABELS[op]} | {_fmt(s['median_ms'])} | {_fmt(s['min_ms'])}-"
+                             f"{_fmt(s['max_ms'])} | {_fmt(s['files_per_s'])} | {_fmt(s['mib_per_s'])} | "
+                             f"{_fmt(s['peak_rss_mib']) if s['peak_rss_mib'] else '?'} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["#### Targets (issue 7)", "", "| fs | corpus | target | measured | limit | met |",
+              "|---|---|---|---|---|---|"]
+    for t in doc["targets"]:
+        lines.append(f"| {t['location']} | {t['corpus']} | {t['target']} | {t['value']:.2f} | {t['limit']} | "
+                     f"{'yes' if t['ok'] else 'no'} |")
+    lines += ["", "#### Syscalls and flushes per publish / download (strace -f -c, net of interpreter start-up)", "",
+              "| fs | corpus | publish syscalls/file | fsync | syncfs | download syscalls/file |",
+              "|---|---|---|---|---|---|"]
+    for label, by_corpus in _ordered(doc["results"]):
+        for corpus, res in _ordered(by_corpus):
+            sc = res.get("syscalls", {})
+            if "ak_publish" in sc:
+                lines.append(f"| {label} | {corpus} | {sc['ak_publish']['per_file']} | "
+                             f"{sc['ak_publish']['flushes']['fsync']} | {sc['ak_publish']['flushes']['syncfs']} | "
+                             f"{sc['ak_download']['per_file']} |")
+    return "\n".join(lines)
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's targets, each as measured value against its limit (ratios of paired medians)."""
+    found = []
+    for label, by_corpus in results.items():
+        for corpus, res in by_corpus.items():
+            r, ops = res["ratios"], res["ops"]
+            rt_cp, rt_rsync = r["ak_roundtrip"]["cp_a"]["paired_median"], r["ak_roundtrip"]["rsync"]["paired_median"]
+            speedup = ops["ak_publish"]["median_ms"] / ops["ak_republish"]["median_ms"]
+            checks = [("round trip / cp -a", rt_cp, "<= 2.0", rt_cp <= 2.0),
+                      ("round trip / rsync -a --atimes", rt_rsync, "< 1.0", rt_rsync < 1.0),
+                      ("publish / publish again", speedup, ">= 3.0", speedup >= 3.0)]
+            for op in ("ak_publish", "ak_download"):
+                floor = r[op]["cp_a_sha256"]["paired_median"]
+                checks.append((f"{op[3:]} / (cp -a + sha256)", floor, "<= 1.25", floor <= 1.25))
+            if corpus == "large":
+                for op, limit in (("ak_publish", 0.90), ("ak_download", 0.75)):
+                    share = 1 / r[op]["sha256"]["paired_median"]
+                    checks.append((f"{op[3:]} MiB/s / sha256 MiB/s", share, f">= {limit}", share >= limit))
+            found += [{"location": label, "corpus": corpus, "target": target, "value": round(value, 3),
+                       "limit": limit_text, "ok": ok} for target, value, limit_text, ok in checks]
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: small corpora, 2 rounds, no profile")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds (pairs) per corpus (default 7)")
+    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="evidence JSON (default: %(default)s)")
+    parser.add_argument("--table-from", metavar="FILE", help="print the Markdown tables of an existing JSON")
+    parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="only these (repeatable)")
+    parser.add_argument("--no-tmpfs", action="store_true", help="only the default temp filesystem")
+    parser.add_argument("--no-profile", action="store_true", help="skip the cProfile runs")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.table_from:
+        with open(args.table_from, encoding="utf-8") as handle:
+            print(render_tables(json.load(handle)))
+        return 0
+    shapes = QUICK_CORPORA if args.quick else CORPORA
+    repeats = args.repeats or (2 if args.quick else 7)
+    started = time.monotonic()
+    load_before = os.getloadavg()  # other work on a shared 2-core machine shows up as noise
+    with locations(not args.no_tmpfs) as dirs:
+        results: dict[str, dict[str, Any]] = {}
+        for label, path, _note in dirs:
+            if path is None:
+                continue
+            base = tempfile.mkdtemp(prefix="ak-bench-", dir=path)
+            try:
+                results[label] = {}
+                for name in args.corpus or list(shapes):
+                    print(f"[{time.monotonic() - started:6.0f}s] {label}/{name}", file=sys.stderr)
+                    profile = not (args.quick or args.no_profile) and label == "tmpfs" and name != "small"
+                    results[label][name] = bench_corpus(base, name, shapes[name], repeats, profile)
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
+        doc = {"schema": SCHEMA, "command": _command(sys.argv[1:] if argv is None else argv),
+               "quick": args.quick, "repeats": repeats, "environment": environment(dirs),
+               "method": __doc__.split("\n\n", 2)[2].strip(), "duration_s": round(time.monotonic() - started, 1),
+               "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
+               "results": results, "targets": targets(results)}
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    print(render_tables(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
