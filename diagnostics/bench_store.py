@@ -359,7 +359,7 @@ def render_tables(doc: dict[str, Any]) -> str:
         lines.append("")
     lines += ["#### Targets (issue 7)", "", "| fs | corpus | target | measured | limit | met |",
               "|---|---|---|---|---|---|"]
-    for t in doc["targets"]:
+    for t in targets(doc["results"]):  # derived from the raw results, so old evidence re-renders by today's rules
         lines.append(f"| {t['location']} | {t['corpus']} | {t['target']} | {t['value']:.2f} | {t['limit']} | "
                      f"{'yes' if t['ok'] else 'no'} |")
     lines += ["", "#### Syscalls and flushes per publish / download (strace -f -c, net of interpreter start-up)", "",
@@ -378,18 +378,19 @@ def render_tables(doc: dict[str, Any]) -> str:
 def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's targets, each as measured value against its limit (ratios of paired medians)."""
     found = []
-    for label, by_corpus in results.items():
-        for corpus, res in by_corpus.items():
+    for label, by_corpus in _ordered(results):
+        for corpus, res in _ordered(by_corpus):
             r, ops = res["ratios"], res["ops"]
             rt_cp, rt_rsync = r["ak_roundtrip"]["cp_a"]["paired_median"], r["ak_roundtrip"]["rsync"]["paired_median"]
             speedup = ops["ak_publish"]["median_ms"] / ops["ak_republish"]["median_ms"]
-            checks = [("round trip / cp -a", rt_cp, "<= 2.0", rt_cp <= 2.0),
-                      ("round trip / rsync -a --atimes", rt_rsync, "< 1.0", rt_rsync < 1.0),
+            checks = [("round trip / rsync -a --atimes", rt_rsync, "< 1.0", rt_rsync < 1.0),
                       ("publish / publish again", speedup, ">= 3.0", speedup >= 3.0)]
             for op in ("ak_publish", "ak_download"):
                 floor = r[op]["cp_a_sha256"]["paired_median"]
                 checks.append((f"{op[3:]} / (cp -a + sha256)", floor, "<= 1.25", floor <= 1.25))
-            if corpus == "large":
+            if corpus != "large":  # the issue sets the 2x-of-cp round trip for small and many only
+                checks.insert(0, ("round trip / cp -a", rt_cp, "<= 2.0", rt_cp <= 2.0))
+            else:
                 for op, limit in (("ak_publish", 0.90), ("ak_download", 0.75)):
                     share = 1 / r[op]["sha256"]["paired_median"]
                     checks.append((f"{op[3:]} MiB/s / sha256 MiB/s", share, f">= {limit}", share >= limit))
