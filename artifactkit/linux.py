@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 from collections.abc import Iterator
@@ -21,8 +20,10 @@ AT_FDCWD: Final = -100
 
 _libc: ctypes.CDLL | None
 try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-except OSError:  # pragma: no cover - non-glibc platforms: import still succeeds
+    # dlopen(NULL): the C library the interpreter already links, without find_library's ldconfig
+    # subprocess (8 ms at every import, paid by each CLI run and each spawned reader).
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - statically linked or exotic platforms: import still succeeds
     _libc = None
 
 
@@ -149,3 +150,31 @@ def _open_walk(dir_fd: int, relpath: str, flags: int, mode: int) -> int:
     finally:
         if current != dir_fd:
             os.close(current)
+
+
+def copy_range(src_fd: int, dst_fd: int, count: int) -> int:
+    """Copy ``count`` bytes from offset 0 of ``src_fd`` to offset 0 of ``dst_fd`` inside the kernel.
+
+    ``copy_file_range`` (a reflink on filesystems that can) first; ``sendfile`` where the kernel
+    refuses a cross-filesystem copy (``EXDEV`` since 5.19) or the call is missing. Explicit offsets
+    leave both file positions alone, so another thread may hash the source meanwhile. Returns the
+    bytes copied (fewer than ``count`` only if the source ended early).
+    """
+    done = 0
+    use_cfr = True
+    while done < count:
+        if use_cfr:
+            try:
+                n = os.copy_file_range(src_fd, dst_fd, count - done, done, done)
+            except OSError as err:
+                if err.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                use_cfr = False
+                continue
+        else:
+            os.lseek(dst_fd, done, os.SEEK_SET)
+            n = os.sendfile(dst_fd, src_fd, done, count - done)
+        if n == 0:
+            break
+        done += n
+    return done

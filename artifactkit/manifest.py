@@ -28,14 +28,14 @@ class Manifest:
     source_read_noatime: bool = True
 
     def to_bytes(self) -> bytes:
-        """Canonical bytes (sorted keys, entries by path), so equal trees give equal digests."""
-        doc = {
-            "format": FORMAT,
-            "name": self.name,
-            "source_read_noatime": self.source_read_noatime,
-            "entries": [_entry_doc(entry) for entry in sorted(self.entries, key=lambda e: e.path)],
-        }
-        return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+        """Canonical bytes (sorted keys, entries by path, one per line), so equal trees hash equal.
+
+        Each entry is encoded compactly by the C encoder and the lines are joined by hand:
+        ``indent=`` would force json's pure-Python encoder (a quarter of a 10,000-file publish).
+        """
+        entries = ",\n".join(_dumps(_entry_doc(entry)) for entry in sorted(self.entries, key=_path_key))
+        head = _dumps({"format": FORMAT, "name": self.name, "source_read_noatime": self.source_read_noatime})
+        return f"{head[:-1]},\n\"entries\": [\n{entries}\n]}}\n".encode()
 
     def files(self) -> list[FileMeta]:
         """The regular-file entries, whose blobs the store must hold."""
@@ -56,6 +56,13 @@ def check_representable(entries: tuple[FileMeta, ...], *, where: str) -> None:
                     f"{where}: {entry.path!r} has {field}={value}, outside the manifest's range "
                     f"[-2**63, 2**63) ns; set a time inside it before publishing",
                     path=entry.path, field=field, actual=value)
+
+
+_dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": ")).encode
+
+
+def _path_key(entry: FileMeta) -> str:
+    return entry.path
 
 
 def digest_of(data: bytes) -> str:

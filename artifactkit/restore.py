@@ -17,7 +17,7 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
-from artifactkit.blobs import CHUNK
+from artifactkit.blobs import IN_MEMORY_LIMIT, hash_while_copying, read_small, write_all
 from artifactkit.check import assert_metadata_equal
 from artifactkit.errors import IntegrityError, UnsafePathError
 from artifactkit.linux import open_beneath, rename_noreplace
@@ -48,8 +48,7 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
             _remove_staging(parent_fd, staging)
             raise
         # The rename changes the root's ctime only; check that, as everything else, for real.
-        assert_metadata_equal(by_path[ROOT], meta_from_stat(ROOT, os.lstat(name, dir_fd=parent_fd)),
-                              stage="download", fields=("kind", "mode", "mtime_ns", "atime_ns"))
+        verify_entry(by_path[ROOT], os.lstat(name, dir_fd=parent_fd))
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
@@ -117,9 +116,7 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
                 entry = by_path[path]
                 os.fchmod(dir_fd, entry.mode)
                 os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
-                check_times_stored(path, os.fstat(dir_fd), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
-                assert_metadata_equal(entry, meta_from_stat(path, os.fstat(dir_fd)), stage="download",
-                                      fields=("kind", "mode", "mtime_ns", "atime_ns"))
+                verify_entry(entry, os.fstat(dir_fd))
     finally:
         os.close(root_fd)
 
@@ -144,8 +141,6 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
         assert entry.target is not None
         os.symlink(entry.target, name, dir_fd=dir_fd)
         os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-        check_times_stored(entry.path, os.lstat(name, dir_fd=dir_fd),
-                           atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
     else:
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                       dir_fd=dir_fd)
@@ -153,45 +148,64 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
             _copy_blob(entry, blob_path, out)
             os.fchmod(out, entry.mode)  # after the writes: a write clears setuid for non-root
             os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
-            check_times_stored(entry.path, os.fstat(out), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+            # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)
 
 
 def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
+    """Copy a blob into ``out`` and prove it is the content the manifest names."""
     assert entry.sha256 is not None
-    source = blob_path(entry.sha256)
     try:
-        blob = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        blob = os.open(blob_path(entry.sha256), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError as err:
         raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is missing from the store",
                              path=entry.path, blob=entry.sha256) from err
-    digest = hashlib.sha256()
-    count = 0
     try:
-        while chunk := os.read(blob, max(CHUNK, entry.size - count + 1)):
-            digest.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(out, view):]
-            count += len(chunk)
+        if entry.size <= IN_MEMORY_LIMIT:
+            data = read_small(blob, entry.size)
+            sha, count = hashlib.sha256(data).hexdigest(), len(data)
+            if sha == entry.sha256:  # never write bytes that are not the named content
+                write_all(out, data)
+        else:
+            before = os.fstat(blob)
+            sha, count, copied = hash_while_copying(blob, out, entry.size)
+            after = os.fstat(blob)
+            # The hash and the copy read the blob separately: it must not change in between.
+            if copied != count or (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
+                sha = "changed while copied"
     finally:
         os.close(blob)
-    if digest.hexdigest() != entry.sha256 or count != entry.size:
+    if sha != entry.sha256 or count != entry.size:
         raise IntegrityError(
             f"blob {entry.sha256} for {entry.path!r} is corrupt: {count} bytes hashing to "
-            f"{digest.hexdigest()}, manifest says {entry.size} bytes",
-            path=entry.path, blob=entry.sha256, actual=digest.hexdigest())
+            f"{sha}, manifest says {entry.size} bytes",
+            path=entry.path, blob=entry.sha256, actual=sha)
+
+
+_IFMT = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
+
+
+def verify_entry(entry: FileMeta, st: os.stat_result) -> None:
+    """Exact equality of kind, mode, size and both times, or the error that explains the difference.
+
+    The common case is one tuple comparison; only a difference builds metadata objects, so that a
+    value the filesystem cannot hold raises :class:`TimestampNotRepresentable` and anything else
+    the shared assertion with its diagnosis.
+    """
+    if (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
+            and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
+            and (entry.kind != "file" or st.st_size == entry.size)):
+        return
+    check_times_stored(entry.path, st, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+    assert_metadata_equal(entry, meta_from_stat(entry.path, st), stage="download",
+                          fields=("kind", "mode", "size", "mtime_ns", "atime_ns"))
 
 
 def _verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
     """Re-``lstat`` every child (before its parent's mode may forbid it) and compare exactly."""
-    expected, actual = [], []
     for entry in entries:
-        st = os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)
-        expected.append(entry)
-        actual.append(meta_from_stat(entry.path, st))
-    assert_metadata_equal(expected, actual, stage="download", fields=("kind", "mode", "size", "mtime_ns", "atime_ns"))
+        verify_entry(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd))
 
 
 def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> None:

@@ -29,6 +29,7 @@ from artifactkit.linux import fsync_dir, rename_noreplace, syncfs
 from artifactkit.locks import flocked, store_lock
 from artifactkit.maintenance import GcReport, VerifyReport, collect_garbage, verify_store
 from artifactkit.manifest import Manifest, check_representable, digest_of, parse_manifest
+from artifactkit.meta import FileMeta
 from artifactkit.paths import check_artifact_name
 from artifactkit.restore import restore_tree
 from artifactkit.scan import ScannedTree, scan_tree
@@ -44,6 +45,21 @@ class ArtifactRef:
 
     def __str__(self) -> str:
         return f"{self.name}@{self.version}"
+
+
+def _exists_at(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def with_sha256(entry: FileMeta, sha: str) -> FileMeta:
+    """``entry`` with its digest filled in (direct construction: ``attrs.evolve`` costs 6 us a file)."""
+    return FileMeta(path=entry.path, kind=entry.kind, mode=entry.mode, mtime_ns=entry.mtime_ns,
+                    atime_ns=entry.atime_ns, size=entry.size, sha256=sha, target=entry.target,
+                    ctime_ns=entry.ctime_ns)
 
 
 class Store:
@@ -94,36 +110,38 @@ class Store:
         entries = []
         all_noatime = tree.listed_noatime
         txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        blobs_fd = os.open(self.blobs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for entry in tree.entries:
                 if entry.kind != "file":
                     entries.append(entry)
                     continue
-                source = os.path.join(tree.root, entry.path)
                 stage_name = f"blob-{len(entries)}"
                 sha, noatime, data = read_source(
-                    source, entry, tree.identities[entry.path], stage_fd=txn_fd, stage_name=stage_name)
+                    f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
+                    stage_fd=txn_fd, stage_name=stage_name)
                 all_noatime = all_noatime and noatime
-                is_new = sha not in staged and not os.path.exists(self._blob(sha))
+                is_new = sha not in staged and not _exists_at(blobs_fd, sha)
                 if data is None and not is_new:
-                    os.unlink(stage_name, dir_fd=txn_fd)  # streamed, but the content is already known
+                    os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
                 elif is_new:
                     if data is not None:
                         write_staged(txn_fd, stage_name, data)
                     staged[sha] = stage_name
-                entries.append(attrs.evolve(entry, sha256=sha))
+                entries.append(with_sha256(entry, sha))
             manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
             body = manifest.to_bytes()
             digest = digest_of(body)
             write_staged(txn_fd, "manifest.json", body)
             syncfs(txn_fd)  # the one barrier: every staged blob and the manifest are on disk
             for sha, stage_name in staged.items():
-                # A concurrent publisher may have committed the same content first: identical bytes.
-                with contextlib.suppress(FileExistsError):
-                    rename_noreplace(os.path.join(txn, stage_name), self._blob(sha))
+                # Plain rename: if a concurrent publisher committed the same content first, this
+                # atomically swaps in identical, already flushed bytes (and costs no ctypes call).
+                os.rename(stage_name, sha, src_dir_fd=txn_fd, dst_dir_fd=blobs_fd)
             fsync_dir(self.blobs)  # also covers blobs we deduplicated against a concurrent publisher
             return self._commit_manifest(name, os.path.join(txn, "manifest.json"), digest)
         finally:
+            os.close(blobs_fd)
             os.close(txn_fd)
 
     def _commit_manifest(self, name: str, staged_manifest: str, digest: str) -> ArtifactRef:

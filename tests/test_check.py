@@ -60,7 +60,7 @@ def _published(tmp: Path, corpus: str = "edge-times") -> tuple[list[FileMeta], S
 
 def test_a_capture_that_truncates_atime_is_caught_at_the_publish_stage(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import artifactkit.scan as scan
+    from artifactkit import scan
 
     real = scan.meta_from_stat
 

@@ -25,7 +25,8 @@ def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.Ca
     assert json.loads(capsys.readouterr().out)["clean"] is True
 
 
-def test_exit_codes_separate_usage_errors_from_failed_checks(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exit_codes_separate_usage_errors_from_failed_checks(
+        fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     materialize("basic", fast_tmp / "src")
     store = str(fast_tmp / "store")
     main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo"])

@@ -23,7 +23,8 @@ def test_an_exact_value_is_never_a_mismatch(value: int) -> None:
 
 
 @given(timestamps_ns, st.sampled_from(range(len(UNITS))), st.booleans())
-def test_truncation_is_named_by_the_coarsest_unit_that_explains_it(value: int, unit_index: int, toward_zero: bool) -> None:
+def test_truncation_is_named_by_the_coarsest_unit_that_explains_it(
+        value: int, unit_index: int, toward_zero: bool) -> None:
     unit, name = UNITS[unit_index]
     truncated = (-((-value) // unit) * unit) if (toward_zero and value < 0) else (value // unit) * unit
     assume(truncated != value)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-import artifactkit.blobs as blobs_module
 import artifactkit.restore as restore_module
 from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathError, UnsupportedFileType
 from artifactkit.corpus import materialize
@@ -253,7 +252,7 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
         else:
             os.truncate(victim, size // 2)
 
-    real_read, real_write_all = os.read, blobs_module._write_all
+    real_read, real_preadv = os.read, os.preadv
 
     def read_then_mutate(fd: int, n: int) -> bytes:
         data = real_read(fd, n)
@@ -261,12 +260,15 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
             mutate()
         return data
 
-    def stream_then_mutate(fd: int, data: bytes | memoryview) -> None:
-        real_write_all(fd, data)
-        mutate()
+    def hash_chunk_then_mutate(fd: int, buffers: list[bytearray], offset: int) -> int:
+        # A large file is hashed with preadv while the kernel copies it: change it mid-hash.
+        n = real_preadv(fd, buffers, offset)
+        if os.readlink(f"/proc/self/fd/{fd}") == str(victim):
+            mutate()
+        return n
 
     monkeypatch.setattr(os, "read", read_then_mutate)
-    monkeypatch.setattr(blobs_module, "_write_all", stream_then_mutate)
+    monkeypatch.setattr(os, "preadv", hash_chunk_then_mutate)
     before = snapshot(site / "store")
     with pytest.raises(SourceChangedError, match=r"victim\.bin"):
         Store(site / "store").publish(site / "src2", "demo")

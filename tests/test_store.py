@@ -159,7 +159,7 @@ def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, mon
 
     monkeypatch.setattr(store_module, "scan_tree", scan_then_modify)
     store = Store(fast_tmp / "store")
-    with pytest.raises(SourceChangedError, match="README.txt"):
+    with pytest.raises(SourceChangedError, match=r"README\.txt"):
         store.publish(fast_tmp / "src", "demo")
     assert store.list() == [] and os.listdir(store.staging) == []
 

@@ -13,7 +13,8 @@ from artifactkit.scan import capture_tree
 
 WHOLE_SECONDS = parse_tree("whole-seconds", {
     "entry": [
-        {"path": ".", "kind": "dir", "mode": 0o755, "mtime_ns": 1_500_000_000 * 10**9, "atime_ns": 1_500_000_001 * 10**9},
+        {"path": ".", "kind": "dir", "mode": 0o755,
+         "mtime_ns": 1_500_000_000 * 10**9, "atime_ns": 1_500_000_001 * 10**9},
         {"path": "a", "kind": "file", "mode": 0o640, "size": 10, "seed": 1,
          "mtime_ns": 1_400_000_000 * 10**9, "atime_ns": 1_400_000_002 * 10**9},
         {"path": "old", "kind": "file", "mode": 0o600, "size": 1, "seed": 2,
