@@ -104,6 +104,6 @@ def test_the_guard_resolves_a_symlinked_private_root_too(layout: dict[str, Path]
 
 def test_not_in_private_tree_error_pickles_with_its_context() -> None:
     err = NotInPrivateTreeError("refused", path="a", resolved="/b", private_root="/c")
-    copy = pickle.loads(pickle.dumps(err))  # noqa: S301 - bytes we just made
+    copy = pickle.loads(pickle.dumps(err))
     assert (type(copy), str(copy), copy.resolved, copy.private_root) == (NotInPrivateTreeError, "refused", "/b", "/c")
     assert isinstance(copy, PermissionError)
