@@ -38,11 +38,20 @@ def test_a_foreign_reader_is_named_by_pid_and_executable(fast_tmp: Path) -> None
     (traced / "file").write_bytes(b"data")
     (other / "file").write_bytes(b"data")
     tracer = start_tracer([traced])
-    inside = subprocess.Popen(["cat", str(traced / "file")], stdout=subprocess.DEVNULL)
-    inside.wait()
-    outside = subprocess.Popen(["cat", str(other / "file")], stdout=subprocess.DEVNULL)
-    outside.wait()
-    report = tracer.stop()
+    # Each cat reads its file, then blocks on stdin ("-"), so it is still alive (its /proc/PID/exe
+    # readable) when the tracer attributes the event; a reaped process can only be "unknown (exited)".
+    inside = subprocess.Popen(["cat", str(traced / "file"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    outside = subprocess.Popen(["cat", str(other / "file"), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        for process in (inside, outside):
+            assert process.stdout is not None
+            assert process.stdout.read(4) == b"data"  # the file has been read: its event is queued
+        report = tracer.stop()
+    finally:
+        for process in (inside, outside):
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait()
     by_pid = {item.pid: item for item in report.by_pid}
     assert inside.pid in by_pid
     assert by_pid[inside.pid].executable == "cat"
