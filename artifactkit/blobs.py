@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 import threading
 from typing import Final
 
-from artifactkit.errors import SourceChangedError
+from artifactkit.errors import IntegrityError, SourceChangedError
 from artifactkit.linux import copy_range, open_noatime
 from artifactkit.meta import FileMeta
 
@@ -38,52 +39,119 @@ def _changed(path: str, captured: FileMeta, identity: tuple[int, int], st: os.st
 
 
 def read_small(fd: int, size: int) -> bytes:
-    """Read a whole regular file expected to hold ``size`` bytes, asking one byte more.
+    """Read a regular file expected to hold ``size`` bytes: one ``read`` of ``size + 1`` in the usual case.
 
-    A short read of a regular file is its end, so the usual case costs one ``read`` instead of two;
-    a file longer than ``size`` comes back longer, and the caller's size check refuses it.
+    Reading stops once ``size`` bytes are in (or at the end): a short read is never taken for the
+    end before ``size`` bytes arrived (FUSE, 9p and NFS may return less than asked). Whether the
+    file is *longer* is not this function's proof: the caller's digest of exactly these bytes, or
+    its ``fstat`` after the read, is.
     """
     data = os.read(fd, size + 1)
-    if len(data) <= size:
+    if len(data) >= size:
         return data
     chunks = [data]
-    while chunk := os.read(fd, CHUNK):
+    total = len(data)
+    while total < size and (chunk := os.read(fd, size + 1 - total)):
         chunks.append(chunk)
+        total += len(chunk)
     return b"".join(chunks)
 
 
-def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int, int]:
-    """Hash ``src_fd`` on this thread while the kernel copies it to ``dst_fd`` on another.
+def sha256_of_fd(fd: int) -> tuple[str, int]:
+    """sha256 and length of everything in ``fd`` from offset 0 (``pread``: the position is left alone)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    total = 0
+    while n := os.preadv(fd, [buffer], total):
+        digest.update(view[:n])
+        total += n
+    return digest.hexdigest(), total
 
-    hashlib releases the GIL on large buffers and ``copy_file_range``/``sendfile`` copy without
-    entering user space, so on two cores a large file costs about one sha256 pass instead of a
-    hash plus a copy. Returns ``(sha256, bytes hashed, bytes copied)``; the caller compares both
-    counts with the size it expects and checks the source did not change meanwhile.
+
+def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True) -> int:
+    """Open a stored blob for reading: a regular file, or an :class:`IntegrityError` saying what it is.
+
+    ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink or a FIFO is corruption of the store
+    (reported as such), never something to follow or to hang on. A download skips the ``fstat``
+    (``check_regular=False``): the digest of what it reads proves the content anyway.
     """
-    copied: list[int] = []
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError as err:
+        raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
+                             failed="missing") from err
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=path, blob=sha,
+                             failed="corrupt") from err
+    if check_regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha, failed="corrupt")
+    return fd
+
+
+COPY_CHUNK: Final = 8 << 20
+
+
+def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
+    """Copy up to ``size + 1`` bytes in the kernel on one thread while hashing what *was written*.
+
+    The hash reads the destination back behind the copier, so the digest always names the bytes
+    that were stored, even if the source changed in a way no timestamp shows (an ``mmap`` write).
+    hashlib releases the GIL on large buffers and ``copy_file_range``/``sendfile`` never enter user
+    space, so on two cores a large file costs about one sha256 pass rather than a copy plus a hash.
+    Returns ``(sha256, bytes)``; more than ``size`` bytes means the source is longer than expected.
+    ``dst_fd`` must be open for reading too. The copier works on its own duplicated fds, so an
+    interrupt here cannot leave it writing through an fd number the caller has closed and reused.
+    """
+    src, dst = os.dup(src_fd), os.dup(dst_fd)
+    progress = threading.Condition()
+    state: dict[str, int] = {"copied": 0, "done": 0}
     failure: list[BaseException] = []
 
     def copy() -> None:
         try:
-            copied.append(copy_range(src_fd, dst_fd, size))
+            while state["copied"] <= size:
+                n = copy_range(src, dst, min(COPY_CHUNK, size + 1 - state["copied"]), offset=state["copied"])
+                with progress:
+                    state["copied"] += n
+                    progress.notify_all()
+                if n == 0:
+                    break
         except BaseException as err:  # noqa: BLE001 - re-raised on the calling thread below
             failure.append(err)
+        finally:
+            os.close(src)
+            os.close(dst)
+            with progress:
+                state["done"] = 1
+                progress.notify_all()
 
-    worker = threading.Thread(target=copy, name="artifactkit-copy")
+    worker = threading.Thread(target=copy, name="artifactkit-copy", daemon=True)
     worker.start()
     digest = hashlib.sha256()
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     hashed = 0
-    try:
-        while n := os.preadv(src_fd, [buffer], hashed):
+    while True:
+        with progress:
+            while state["copied"] <= hashed and not state["done"]:
+                progress.wait()
+            available, finished = state["copied"], state["done"]
+        while hashed < available:
+            n = os.preadv(dst_fd, [view[:min(CHUNK, available - hashed)]], hashed)
+            if n == 0:
+                break
             digest.update(view[:n])
             hashed += n
-    finally:
-        worker.join()
+        if finished and hashed >= available:
+            break
+    worker.join()
     if failure:
         raise failure[0]
-    return digest.hexdigest(), hashed, copied[0]
+    return digest.hexdigest(), hashed
 
 
 def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
@@ -95,7 +163,8 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
     digest until it is read, so it is copied into ``stage_name`` under ``stage_fd`` while it is
     hashed, and ``data`` is ``None``. The file must not change between capture and end of read.
     """
-    fd, noatime = open_noatime(path)
+    # O_NONBLOCK: a file swapped for a FIFO after the scan must be refused, not hang the open.
+    fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         _changed(path, captured, identity, os.fstat(fd), "between capture and read")
         data: bytes | None = None
@@ -103,15 +172,12 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
             data = read_small(fd, captured.size)
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
         else:
-            out = os.open(stage_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
+            # O_RDWR: the digest is taken from what was written to staging, read back.
+            out = os.open(stage_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
             try:
-                sha, count, copied = hash_while_copying(fd, out, captured.size)
+                sha, count = hash_while_copying(fd, out, captured.size)
             finally:
                 os.close(out)
-            if copied != count:
-                raise SourceChangedError(
-                    f"source {path!r} changed while read: {count} bytes hashed but {copied} copied",
-                    path=path)
         if count != captured.size:
             raise SourceChangedError(
                 f"source {path!r} changed while read: {count} bytes read, {captured.size} captured",
@@ -123,6 +189,7 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data`` (``os.write`` may write less than asked)."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

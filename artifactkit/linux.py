@@ -152,28 +152,28 @@ def _open_walk(dir_fd: int, relpath: str, flags: int, mode: int) -> int:
             os.close(current)
 
 
-def copy_range(src_fd: int, dst_fd: int, count: int) -> int:
-    """Copy ``count`` bytes from offset 0 of ``src_fd`` to offset 0 of ``dst_fd`` inside the kernel.
+def copy_range(src_fd: int, dst_fd: int, count: int, *, offset: int = 0) -> int:
+    """Copy up to ``count`` bytes at ``offset`` of ``src_fd`` to the same offset of ``dst_fd`` in the kernel.
 
     ``copy_file_range`` (a reflink on filesystems that can) first; ``sendfile`` where the kernel
     refuses a cross-filesystem copy (``EXDEV`` since 5.19) or the call is missing. Explicit offsets
-    leave both file positions alone, so another thread may hash the source meanwhile. Returns the
-    bytes copied (fewer than ``count`` only if the source ended early).
+    leave the source's file position alone. Returns the bytes copied: fewer than ``count`` only
+    when the source ended.
     """
     done = 0
     use_cfr = True
     while done < count:
         if use_cfr:
             try:
-                n = os.copy_file_range(src_fd, dst_fd, count - done, done, done)
+                n = os.copy_file_range(src_fd, dst_fd, count - done, offset + done, offset + done)
             except OSError as err:
                 if err.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                     raise
                 use_cfr = False
                 continue
         else:
-            os.lseek(dst_fd, done, os.SEEK_SET)
-            n = os.sendfile(dst_fd, src_fd, done, count - done)
+            os.lseek(dst_fd, offset + done, os.SEEK_SET)
+            n = os.sendfile(dst_fd, src_fd, offset + done, count - done)
         if n == 0:
             break
         done += n

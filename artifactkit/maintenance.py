@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
-from artifactkit.blobs import CHUNK
+from artifactkit.blobs import open_blob, sha256_of_fd
 from artifactkit.errors import ArtifactkitError, IntegrityError
 from artifactkit.linux import fsync_dir
 
 if TYPE_CHECKING:
-    from artifactkit.store import Store
+    from artifactkit.store import ArtifactRef, Store
 
 
 
@@ -54,18 +54,20 @@ class GcReport:
     freed_bytes: int
 
 
-def _hash_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _hash_blob(path: str, sha: str) -> str:
+    """The digest of a stored blob's bytes (a symlink, FIFO or directory there is an IntegrityError)."""
+    fd = open_blob(path, sha, where="in the store")
+    try:
+        return sha256_of_fd(fd)[0]
+    finally:
+        os.close(fd)
 
 
-def _referenced(store: Store, unreadable: list[str], corrupt: list[str]) -> dict[str, list[str]]:
+def _referenced(store: Store, unreadable: list[str], corrupt: list[str],
+                refs: list[ArtifactRef] | None = None) -> dict[str, list[str]]:
     """blob digest -> the versions that need it, reading every manifest."""
     needed: dict[str, list[str]] = {}
-    for ref in store.list():
+    for ref in store.list() if refs is None else refs:
         try:
             manifest = store.manifest(ref)
         except IntegrityError as err:
@@ -109,27 +111,35 @@ def _listdir(path: str) -> list[str]:
 
 
 def verify_store(store: Store) -> VerifyReport:
-    """Check every manifest digest and every referenced blob's bytes; change nothing."""
+    """Check every manifest digest and every referenced blob's bytes; change nothing.
+
+    The store lock is held (exclusively, and only if free) just long enough to read the manifests
+    and list the store, so leftovers can be called orphaned with confidence; hashing the blobs then
+    runs without it, so a long verify never stops publishers.
+    """
+    unreadable: list[str] = []
+    corrupt: list[str] = []
     with _try_exclusive(store) as quiescent:
-        unreadable: list[str] = []
-        corrupt: list[str] = []
-        needed = _referenced(store, unreadable, corrupt)
-        missing: list[str] = []
-        for sha, users in sorted(needed.items()):
-            path = os.path.join(store.blobs, sha)
-            try:
-                actual = _hash_file(path)
-            except FileNotFoundError:
-                missing.append(f"blob {sha} (needed by {', '.join(users)})")
-                continue
-            if actual != sha:
-                corrupt.append(f"blob {sha}: content hashes to {actual} (needed by {', '.join(users)})")
+        refs = store.list()
+        needed = _referenced(store, unreadable, corrupt, refs)
         leftovers = [f"blobs/{name}" for name in _listdir(store.blobs) if name not in needed]
         leftovers += [f"staging/{name}" for name in _listdir(store.staging)]
-        return VerifyReport(
-            ok=not (corrupt or missing or unreadable), versions=len(store.list()), blobs_checked=len(needed),
-            corrupt=corrupt, missing=missing, unreadable=unreadable,
-            orphaned=leftovers if quiescent else [], in_progress=[] if quiescent else leftovers)
+    missing: list[str] = []
+    for sha, users in sorted(needed.items()):
+        try:
+            actual = _hash_blob(os.path.join(store.blobs, sha), sha)
+        except IntegrityError as err:
+            if getattr(err, "failed", None) != "missing":
+                corrupt.append(f"blob {sha}: {err} (needed by {', '.join(users)})")
+                continue
+            missing.append(f"blob {sha} (needed by {', '.join(users)})")
+            continue
+        if actual != sha:
+            corrupt.append(f"blob {sha}: content hashes to {actual} (needed by {', '.join(users)})")
+    return VerifyReport(
+        ok=not (corrupt or missing or unreadable), versions=len(refs), blobs_checked=len(needed),
+        corrupt=corrupt, missing=missing, unreadable=unreadable,
+        orphaned=leftovers if quiescent else [], in_progress=[] if quiescent else leftovers)
 
 
 def collect_garbage(store: Store) -> GcReport:
@@ -139,7 +149,11 @@ def collect_garbage(store: Store) -> GcReport:
     """
     removed_staging = []
     for name in _listdir(store.staging):
-        shutil.rmtree(os.path.join(store.staging, name), ignore_errors=False)
+        path = os.path.join(store.staging, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)  # a stray file or link in staging/ is a leftover too
         removed_staging.append(name)
     unreadable: list[str] = []
     needed = _referenced(store, unreadable, unreadable)
@@ -151,8 +165,12 @@ def collect_garbage(store: Store) -> GcReport:
         if name in needed:
             continue
         path = os.path.join(store.blobs, name)
-        freed += os.lstat(path).st_size
-        os.unlink(path)
+        st = os.lstat(path)
+        freed += st.st_size
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path)  # not a blob at all: blobs are files
+        else:
+            os.unlink(path)
         removed_blobs.append(name)
     if removed_blobs:
         fsync_dir(store.blobs)

@@ -28,7 +28,7 @@ class Manifest:
     source_read_noatime: bool = True
 
     def to_bytes(self) -> bytes:
-        """Canonical bytes (sorted keys, entries by path, one per line), so equal trees hash equal.
+        """Canonical bytes (entries by path, one per line, keys sorted within each), so equal trees hash equal.
 
         Each entry is encoded compactly by the C encoder and the lines are joined by hand:
         ``indent=`` would force json's pure-Python encoder (a quarter of a 10,000-file publish).
@@ -140,6 +140,9 @@ def _parse_entry(raw: object, *, where: str) -> FileMeta:
         if not isinstance(sha256, str) or not _SHA256_RE.fullmatch(sha256):
             raise IntegrityError(f"{where}: entry {path!r} has a malformed sha256 {sha256!r}", path=where)
     elif kind == "symlink":
+        if mode != 0o777:
+            # Linux symlinks always have mode 0o777: no download could ever restore another one.
+            raise IntegrityError(f"{where}: symlink {path!r} has mode {mode:#o}; Linux links are 0o777", path=where)
         target = raw.get("target")
         if not isinstance(target, str):
             raise UnsafePathError(f"{where}: symlink {path!r} has no string target", path=path)

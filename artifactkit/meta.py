@@ -101,6 +101,36 @@ def set_times_exact(path: str, *, atime_ns: int, mtime_ns: int, dir_fd: int | No
     check_times_stored(path, st, atime_ns=atime_ns, mtime_ns=mtime_ns)
 
 
+# Granularities filesystems really have (ns): ntfs3 100 ns, exFAT 10 ms, FAT 2 s and a day for atime,
+# besides the 1 us / 1 ms / 1 s the diagnosis names. A value truncated to one of these was not held.
+_GRANULARITIES_NS = (100, 1_000, 1_000_000, 10_000_000, 1_000_000_000, 2_000_000_000, 86_400_000_000_000)
+
+
+def unrepresentable(wanted: int, got: int, *, field: str, ctime_ns: int | None) -> str | None:
+    """Why the filesystem could not hold ``wanted`` (``got`` is what it stored), or ``None``."""
+    if wanted == got:
+        return None
+    verdict = classify_time(wanted, got, field=field, ctime_ns=ctime_ns)
+    if verdict in UNREPRESENTABLE:
+        return verdict
+    for unit in _GRANULARITIES_NS:
+        if got in (wanted // unit * unit, -((-wanted) // unit) * unit):
+            return f"truncated to a {unit} ns granularity"
+    return None
+
+
+def raise_if_unrepresentable(path: str, st: os.stat_result, *, atime_ns: int, mtime_ns: int) -> None:
+    """:class:`TimestampNotRepresentable` when ``st`` shows a time truncated or clamped by the filesystem."""
+    for field, wanted, got in (("mtime_ns", mtime_ns, st.st_mtime_ns), ("atime_ns", atime_ns, st.st_atime_ns)):
+        why = unrepresentable(wanted, got, field=field, ctime_ns=st.st_ctime_ns)
+        if why is not None:
+            raise TimestampNotRepresentable(
+                f"{path!r}: the filesystem stored {field}={got} after being asked for {wanted} "
+                f"(delta {got - wanted} ns, {why}): it cannot hold this value (too coarse or out of range)",
+                path=path, field=field, expected=wanted, actual=got, diagnosis=why, ctime_ns=st.st_ctime_ns,
+            )
+
+
 def check_times_stored(path: str, st: os.stat_result, *, atime_ns: int, mtime_ns: int) -> None:
     """Raise when a stat taken right after ``utime`` shows other times than were set.
 
@@ -110,16 +140,9 @@ def check_times_stored(path: str, st: os.stat_result, *, atime_ns: int, mtime_ns
     :class:`MetadataMismatchError` at the ``restore`` stage with its diagnosis, not a claim about
     the filesystem.
     """
-    for field, wanted, got in (("mtime_ns", mtime_ns, st.st_mtime_ns), ("atime_ns", atime_ns, st.st_atime_ns)):
-        if wanted == got:
-            continue
-        verdict = classify_time(wanted, got, field=field, ctime_ns=st.st_ctime_ns)
-        if verdict in UNREPRESENTABLE:
-            raise TimestampNotRepresentable(
-                f"{path!r}: the filesystem stored {field}={got} after being asked for {wanted} "
-                f"(delta {got - wanted} ns, {verdict}): it cannot hold this value (too coarse or out of range)",
-                path=path, field=field, expected=wanted, actual=got, diagnosis=verdict, ctime_ns=st.st_ctime_ns,
-            )
+    if (st.st_atime_ns, st.st_mtime_ns) == (atime_ns, mtime_ns):
+        return
+    raise_if_unrepresentable(path, st, atime_ns=atime_ns, mtime_ns=mtime_ns)
     # check imports this module for FileMeta, so the assertion is imported where it is needed.
     from artifactkit.check import assert_metadata_equal  # noqa: PLC0415
 

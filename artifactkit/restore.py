@@ -12,27 +12,32 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
-from artifactkit.blobs import IN_MEMORY_LIMIT, hash_while_copying, read_small, write_all
+from artifactkit.blobs import IN_MEMORY_LIMIT, hash_while_copying, open_blob, read_small, write_all
 from artifactkit.check import assert_metadata_equal
 from artifactkit.errors import IntegrityError, UnsafePathError
 from artifactkit.linux import open_beneath, rename_noreplace
-from artifactkit.meta import FileMeta, check_times_stored, meta_from_stat
+from artifactkit.meta import FileMeta, meta_from_stat, raise_if_unrepresentable
 from artifactkit.paths import ROOT, check_tree_shape, parent_of
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str]) -> None:
-    """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order."""
-    by_path = check_tree_shape(entries, where="manifest")
+def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
+                 shape_checked: bool = False) -> None:
+    """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order.
+
+    ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
+    """
+    by_path = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
     parent, name = os.path.split(dest)
     parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    prefix = f".{name}.artifactkit-"
+    prefix = _staging_prefix(name)
     staging = f"{prefix}{secrets.token_hex(6)}"
     lock_fd = -1
     try:
@@ -42,17 +47,35 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
             # Held until the end: a later download to the same name removes only unlocked staging.
             lock_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            _check_still_ours(parent_fd, staging, lock_fd, dest)
             _materialize(by_path, parent_fd, staging, blob_path)
+            # Every entry, the root included, was verified exact above; the rename moves no time.
             _rename_into_place(parent_fd, staging, name, dest)
         except BaseException:
             _remove_staging(parent_fd, staging)
             raise
-        # The rename changes the root's ctime only; check that, as everything else, for real.
-        verify_entry(by_path[ROOT], os.lstat(name, dir_fd=parent_fd))
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
         os.close(parent_fd)
+
+
+def _staging_prefix(name: str) -> str:
+    """``.NAME.artifactkit-``; a name too long to extend within 255 bytes is replaced by its digest."""
+    if len(os.fsencode(name)) > 200:
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:40]
+    return f".{name}.artifactkit-"
+
+
+def _check_still_ours(parent_fd: int, staging: str, lock_fd: int, dest: str) -> None:
+    """Between our mkdir and our flock a concurrent download to the same name may have swept it."""
+    held = os.fstat(lock_fd)
+    try:
+        now = os.lstat(staging, dir_fd=parent_fd)
+    except FileNotFoundError:
+        now = None
+    if held.st_nlink == 0 or now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        raise FileExistsError(errno.EEXIST, "another download to this destination is running", dest)
 
 
 def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
@@ -60,9 +83,11 @@ def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
 
     A live download holds an exclusive flock on its staging dir from just after creating it to
     after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
+    Only exact ``PREFIX<12 hex>`` names count; anything the sweep cannot remove is left alone.
     """
+    pattern = re.compile(re.escape(prefix) + "[0-9a-f]{12}")
     for entry in os.listdir(parent_fd):
-        if not entry.startswith(prefix):
+        if not pattern.fullmatch(entry):
             continue
         try:
             fd = os.open(entry, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
@@ -70,11 +95,9 @@ def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
             continue  # vanished, or not a directory we made: leave it alone
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
             _remove_staging(parent_fd, entry)
+        except OSError:
+            continue  # alive (locked), or not ours to remove (another user's): not this download's business
         finally:
             os.close(fd)
 
@@ -116,7 +139,7 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
                 entry = by_path[path]
                 os.fchmod(dir_fd, entry.mode)
                 os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
-                verify_entry(entry, os.fstat(dir_fd))
+                verify_entries([(entry, os.fstat(dir_fd))])
     finally:
         os.close(root_fd)
 
@@ -142,7 +165,7 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
         os.symlink(entry.target, name, dir_fd=dir_fd)
         os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
     else:
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+        out = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                       dir_fd=dir_fd)
         try:
             _copy_blob(entry, blob_path, out)
@@ -154,58 +177,59 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
 
 
 def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
-    """Copy a blob into ``out`` and prove it is the content the manifest names."""
+    """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
     assert entry.sha256 is not None
-    try:
-        blob = os.open(blob_path(entry.sha256), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError as err:
-        raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is missing from the store",
-                             path=entry.path, blob=entry.sha256) from err
+    blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
     try:
         if entry.size <= IN_MEMORY_LIMIT:
-            data = read_small(blob, entry.size)
+            try:
+                data = read_small(blob, entry.size)
+            except IsADirectoryError as err:
+                raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is a directory, not stored content",
+                                     path=entry.path, blob=entry.sha256, failed="corrupt") from err
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
             if sha == entry.sha256:  # never write bytes that are not the named content
                 write_all(out, data)
         else:
-            before = os.fstat(blob)
-            sha, count, copied = hash_while_copying(blob, out, entry.size)
-            after = os.fstat(blob)
-            # The hash and the copy read the blob separately: it must not change in between.
-            if copied != count or (before.st_mtime_ns, before.st_ctime_ns) != (after.st_mtime_ns, after.st_ctime_ns):
-                sha = "changed while copied"
+            # The digest is of the bytes written to ``out``, read back: what lands is what is proven.
+            sha, count = hash_while_copying(blob, out, entry.size)
     finally:
         os.close(blob)
     if sha != entry.sha256 or count != entry.size:
         raise IntegrityError(
             f"blob {entry.sha256} for {entry.path!r} is corrupt: {count} bytes hashing to "
             f"{sha}, manifest says {entry.size} bytes",
-            path=entry.path, blob=entry.sha256, actual=sha)
+            path=entry.path, blob=entry.sha256, actual=sha, failed="corrupt")
 
 
 _IFMT = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
 
 
-def verify_entry(entry: FileMeta, st: os.stat_result) -> None:
-    """Exact equality of kind, mode, size and both times, or the error that explains the difference.
-
-    The common case is one tuple comparison; only a difference builds metadata objects, so that a
-    value the filesystem cannot hold raises :class:`TimestampNotRepresentable` and anything else
-    the shared assertion with its diagnosis.
-    """
-    if (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
+def _exact(entry: FileMeta, st: os.stat_result) -> bool:
+    return (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
             and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
-            and (entry.kind != "file" or st.st_size == entry.size)):
+            and (entry.kind != "file" or st.st_size == entry.size))
+
+
+def verify_entries(pairs: Iterable[tuple[FileMeta, os.stat_result]]) -> None:
+    """Exact equality of kind, mode, size and both times for every pair, or the error explaining it.
+
+    The common case is one tuple comparison per entry. Only differences build metadata objects: a
+    value the filesystem cannot hold raises :class:`TimestampNotRepresentable`; anything else is
+    reported by one shared assertion listing *every* differing entry and field.
+    """
+    wrong = [(entry, st) for entry, st in pairs if not _exact(entry, st)]
+    if not wrong:
         return
-    check_times_stored(entry.path, st, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
-    assert_metadata_equal(entry, meta_from_stat(entry.path, st), stage="download",
-                          fields=("kind", "mode", "size", "mtime_ns", "atime_ns"))
+    for entry, st in wrong:
+        raise_if_unrepresentable(entry.path, st, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+    assert_metadata_equal([entry for entry, _ in wrong], [meta_from_stat(entry.path, st) for entry, st in wrong],
+                          stage="download", fields=("kind", "mode", "size", "mtime_ns", "atime_ns"))
 
 
 def _verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
     """Re-``lstat`` every child (before its parent's mode may forbid it) and compare exactly."""
-    for entry in entries:
-        verify_entry(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd))
+    verify_entries([(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)) for entry in entries])
 
 
 def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> None:

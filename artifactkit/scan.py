@@ -8,12 +8,14 @@ tree is captured read link targets (and, in the store, file contents).
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import os
 import stat
 
 import attrs
 
+from artifactkit.blobs import sha256_of_fd
+from artifactkit.errors import SourceChangedError
 from artifactkit.linux import open_noatime
 from artifactkit.meta import FileMeta, meta_from_stat
 from artifactkit.paths import ROOT, check_symlink_target
@@ -34,7 +36,7 @@ def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
     root = os.fspath(src)
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(20, "publish source must be a directory (not a link to one)", root)
+        raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
     metas: list[FileMeta] = [meta_from_stat(ROOT, st)]
     identities = {ROOT: (st.st_dev, st.st_ino)}
     all_noatime = _scan_dir(root, "", metas, identities)
@@ -53,6 +55,13 @@ def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
 def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> bool:
     fd, noatime = open_noatime(os.path.join(root, rel) if rel else root, os.O_RDONLY | os.O_DIRECTORY)
     try:
+        # The path is opened by name, following any link in its components: it must still be the
+        # directory captured from its parent's listing, or the scan would wander outside the tree.
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != identities[rel or ROOT]:
+            raise SourceChangedError(
+                f"source directory {rel or ROOT!r} under {root!r} was replaced while it was scanned; "
+                "publish again once it is stable", path=rel or ROOT)
         names = sorted(os.listdir(fd))
         subdirs = []
         for name in names:
@@ -83,12 +92,10 @@ def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True) -> l
         if entry.kind != "file":
             result.append(entry)
             continue
-        fd, _ = open_noatime(os.path.join(tree.root, entry.path))
+        fd, _ = open_noatime(os.path.join(tree.root, entry.path), os.O_RDONLY | os.O_NONBLOCK)
         try:
-            digest = hashlib.sha256()
-            while chunk := os.read(fd, 1 << 20):
-                digest.update(chunk)
+            sha = sha256_of_fd(fd)[0]
         finally:
             os.close(fd)
-        result.append(attrs.evolve(entry, sha256=digest.hexdigest()))
+        result.append(attrs.evolve(entry, sha256=sha))
     return result

@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
+import stat
 
 import attrs
 
@@ -47,6 +49,24 @@ class ArtifactRef:
         return f"{self.name}@{self.version}"
 
 
+# "<version>.<sha256>.json": ASCII digits without a leading zero, so "01." and "1." or "²" never
+# name a version, and a stray file in a name's directory is simply not one.
+_VERSION_FILE = re.compile(r"([1-9][0-9]*)\.([0-9a-f]{64})\.json", re.ASCII)
+
+
+def _commit_name(staged: str, final: str) -> None:
+    """Make ``final`` appear atomically, never replacing anything (the name lock is held too)."""
+    try:
+        rename_noreplace(staged, final)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOSYS):
+            raise
+        # NFS and some FUSE filesystems lack RENAME_NOREPLACE; link(2) fails on an existing name
+        # just as atomically, and the staged name is then dropped.
+        os.link(staged, final)
+        os.unlink(staged)
+
+
 def _exists_at(dir_fd: int, name: str) -> bool:
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -71,6 +91,7 @@ class Store:
         self.manifests = os.path.join(self.root, "manifests")
         self.staging = os.path.join(self.root, "staging")
         self.locks = os.path.join(self.root, "locks")
+        self._layout_durable = False
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -83,13 +104,16 @@ class Store:
         A visible manifest is only as durable as every directory above it: without these fsyncs a
         power cut after the first publish returned could lose ``blobs/`` or the whole store.
         """
-        created: set[str] = set()
+        if self._layout_durable:
+            return
         for path in (self.root, self.blobs, self.manifests, self.staging, self.locks):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
-                created.add(os.path.dirname(path))
-        for parent in sorted(created, key=len, reverse=True):  # the store's own entries first
-            fsync_dir(parent)
+        # Once per Store, whoever created them: a publisher killed between its mkdir and its fsync
+        # would otherwise leave layout dirs that no later publisher ever makes durable.
+        fsync_dir(self.root)
+        fsync_dir(os.path.dirname(self.root) or "/")
+        self._layout_durable = True
 
     def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
@@ -146,11 +170,16 @@ class Store:
 
     def _commit_manifest(self, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
         name_dir = os.path.join(self.manifests, name)
-        with flocked(os.path.join(self.locks, f"{name}.lock"), exclusive=True):
+        # Name locks live apart from store.lock and turnstile.lock: an artifact named "store" must not
+        # lock the store lock it already holds shared (a self-deadlock), nor one named "turnstile" gc's.
+        names = os.path.join(self.locks, "names")
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(names, 0o755)
+        with flocked(os.path.join(names, f"{name}.lock"), exclusive=True):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name_dir, 0o755)
             version = max((v for v, _ in self._versions(name)), default=0) + 1
-            rename_noreplace(staged_manifest, os.path.join(name_dir, f"{version}.{digest}.json"))
+            _commit_name(staged_manifest, os.path.join(name_dir, f"{version}.{digest}.json"))
             fsync_dir(name_dir)
             if version == 1:
                 # Also when the dir already existed: a publisher killed between its mkdir and this
@@ -167,13 +196,13 @@ class Store:
         """(version, digest) pairs of ``name``, from file names alone (no manifest is read)."""
         try:
             names = os.listdir(os.path.join(self.manifests, name))
-        except FileNotFoundError:
-            return []
+        except (FileNotFoundError, NotADirectoryError):
+            return []  # no such name, or a stray file in manifests/: not a version either way
         found = []
         for filename in names:
-            parts = filename.split(".")
-            if len(parts) == 3 and parts[0].isdigit() and parts[2] == "json" and len(parts[1]) == 64:
-                found.append((int(parts[0]), parts[1]))
+            match = _VERSION_FILE.fullmatch(filename)
+            if match:
+                found.append((int(match[1]), match[2]))
         return sorted(found)
 
     def list(self) -> list[ArtifactRef]:
@@ -212,13 +241,16 @@ class Store:
         ref = self.resolve(ref, version)
         path = os.path.join(self.manifests, ref.name, f"{ref.version}.{ref.digest}.json")
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO planted as a manifest is refused below rather than hanging the open.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as err:
             if err.errno != errno.ELOOP:
                 raise
             raise IntegrityError(f"manifest of {ref} is a symlink; manifests are plain files", path=path,
                                  failed="corrupt") from err
         with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise IntegrityError(f"manifest of {ref} is not a regular file", path=path, failed="corrupt")
             body = handle.read()
         if digest_of(body) != ref.digest:
             raise IntegrityError(
@@ -238,7 +270,7 @@ class Store:
         target = os.path.abspath(os.fspath(dest))
         if os.path.lexists(target):
             raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-        restore_tree(self.manifest(ref).entries, target, blob_path=self._blob)
+        restore_tree(self.manifest(ref).entries, target, blob_path=self._blob, shape_checked=True)
         return ref
 
     # -- maintenance -----------------------------------------------------------------------
@@ -249,6 +281,9 @@ class Store:
 
     def gc(self) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
+        if not os.path.isdir(self.manifests):
+            # Never create a store here: a mistyped path should not grow an empty one.
+            raise FileNotFoundError(errno.ENOENT, "no artifactkit store here (no manifests/ directory)", self.root)
         self._ensure_layout()
         with store_lock(self.locks, exclusive=True):
             return collect_garbage(self)

@@ -63,3 +63,18 @@ def fast_tmp(tmp_path: Path) -> Iterator[Path]:
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(path)], check=False, capture_output=True)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ext4_relatime(mounts: Mounts) -> Path:
+    """A loop ext4 with default options (relatime): another filesystem than the tmpfs tests use."""
+    return mounts.ext4("relatime")
+
+
+@pytest.fixture
+def ext4_relatime_dir(ext4_relatime: Path) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="t-", dir=ext4_relatime))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

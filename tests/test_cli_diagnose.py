@@ -21,11 +21,6 @@ from tests.mounts import Mounts
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def ext4_relatime(mounts: Mounts) -> Path:
-    return mounts.ext4("relatime")
-
-
 def _run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
     code = main(["diagnose", *argv, "--json"])
     out = capsys.readouterr().out

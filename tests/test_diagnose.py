@@ -35,12 +35,6 @@ while True:
 """
 
 
-@pytest.fixture(scope="module")
-def ext4_relatime(mounts: Mounts) -> Path:
-    """A loop ext4 mounted relatime: reads move a restored historical atime (the common default)."""
-    return mounts.ext4("relatime")
-
-
 def test_isolated_cycles_on_ext4_relatime_hold_every_check(ext4_relatime: Path) -> None:
     result = run_diagnose(DiagnoseConfig(cycles=3, base=str(ext4_relatime)))
     assert result.environment.isolation_mode == "flag"

@@ -41,3 +41,35 @@ def test_a_waiting_gc_holds_the_turnstile_so_new_publishers_queue_behind_it(fast
         assert not gc_ran.is_set(), "gc must wait for the publisher in flight"
     thread.join(timeout=10)
     assert gc_ran.is_set() and not turnstile_is_held(locks)
+
+
+def test_a_publisher_arriving_while_gc_waits_goes_after_gc(fast_tmp: Path) -> None:
+    locks = fast_tmp / "locks"
+    locks.mkdir()
+    order: list[str] = []
+    late_publisher_in = threading.Event()
+
+    def gc() -> None:
+        with store_lock(str(locks), exclusive=True):
+            order.append("gc")
+
+    def late_publisher() -> None:
+        with store_lock(str(locks), exclusive=False):
+            late_publisher_in.set()
+            order.append("late publisher")
+
+    with store_lock(str(locks), exclusive=False):  # a publish in flight
+        gc_thread = threading.Thread(target=gc)
+        gc_thread.start()
+        deadline = time.monotonic() + 10
+        while not turnstile_is_held(locks):
+            assert time.monotonic() < deadline, "gc never reached the turnstile"
+        late = threading.Thread(target=late_publisher)
+        late.start()
+        # Without the publishers' pass through the turnstile the late publisher would share the
+        # store lock at once (flock does not queue it behind the waiting gc) and get in first;
+        # 0.5 s is ample for that to happen, and passing does not depend on it being short.
+        assert not late_publisher_in.wait(0.5), "a new publisher overtook the waiting gc"
+    gc_thread.join(timeout=10)
+    late.join(timeout=10)
+    assert order == ["gc", "late publisher"]

@@ -1,0 +1,174 @@
+"""Edges found in review: lock names, large blobs, every mismatch reported, blobs that are links."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from artifactkit import IntegrityError, MetadataMismatchError, Store, assert_metadata_equal
+from artifactkit.corpus import materialize, parse_tree
+from artifactkit.meta import FileMeta
+from artifactkit.restore import verify_entries
+from artifactkit.scan import capture_tree
+
+BIG = (8 << 20) + 4099  # above the in-memory limit: the kernel-copy path
+
+
+def big_tree() -> object:
+    times = {"mtime_ns": 1_600_000_000_123_456_789, "atime_ns": 1_600_000_001_987_654_321}
+    return parse_tree("big", {"entry": [{"path": ".", "kind": "dir", "mode": 0o755, **times},
+                                        {"path": "big.bin", "kind": "file", "mode": 0o640, "size": BIG, "seed": 7,
+                                         **times}]})
+
+
+@pytest.mark.parametrize("name", ["store", "turnstile", "names"])
+def test_an_artifact_may_be_named_like_the_stores_own_lock_files(fast_tmp: Path, name: str) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(store.publish(fast_tmp / "src", name)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)  # a self-deadlock never returns: the bound turns it into a failure
+    assert done and store.resolve(name).version == 1
+    store.gc()
+
+
+def test_a_large_file_round_trips_exactly_and_its_blob_matches_its_name(fast_tmp: Path) -> None:
+    supplied = materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "big")
+    assert store.verify().clean
+    store.download(ref, fast_tmp / "out")
+    assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="download")
+
+
+def test_a_large_download_to_another_filesystem_falls_back_to_sendfile_and_stays_exact(
+        fast_tmp: Path, ext4_relatime_dir: Path) -> None:
+    supplied = materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
+    store = Store(fast_tmp / "store")  # tmpfs -> ext4: copy_file_range says EXDEV
+    store.download(store.publish(fast_tmp / "src", "big"), ext4_relatime_dir / "out")
+    assert_metadata_equal(supplied, capture_tree(ext4_relatime_dir / "out"), stage="download")
+
+
+def test_a_copy_that_fails_over_midway_to_sendfile_still_copies_every_byte(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    supplied = materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
+    real = os.copy_file_range
+    calls: list[int] = []
+
+    def partial_then_exdev(src: int, dst: int, count: int, offset_src: int, offset_dst: int) -> int:
+        calls.append(count)
+        if len(calls) == 1:
+            return real(src, dst, min(count, 12345), offset_src, offset_dst)
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(os, "copy_file_range", partial_then_exdev)
+    store = Store(fast_tmp / "store")
+    store.download(store.publish(fast_tmp / "src", "big"), fast_tmp / "out")
+    assert len(calls) >= 2
+    assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="download")
+
+
+def test_a_corrupt_large_blob_fails_the_download_and_leaves_nothing(fast_tmp: Path) -> None:
+    materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "big")
+    entry = next(e for e in store.manifest(ref).entries if e.kind == "file")
+    assert entry.sha256 is not None
+    blob = Path(store.blobs, entry.sha256)
+    blob.chmod(0o644)
+    with blob.open("r+b") as handle:
+        handle.seek(BIG - 10)
+        handle.write(b"X")
+    (fast_tmp / "work").mkdir()
+    with pytest.raises(IntegrityError, match=entry.sha256):
+        store.download(ref, fast_tmp / "work" / "dest")
+    assert os.listdir(fast_tmp / "work") == []
+
+
+def test_a_source_changed_in_place_while_copied_never_leaves_a_blob_that_mismatches_its_name(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
+    source = fast_tmp / "src" / "big.bin"
+    real_preadv = os.preadv
+    fired: list[bool] = []
+
+    def hash_then_scribble(fd: int, buffers: list[bytearray], offset: int) -> int:
+        n = real_preadv(fd, buffers, offset)
+        if not fired:
+            fired.append(True)
+            with source.open("r+b") as handle:  # same size: only the times can tell
+                handle.seek(BIG // 2)
+                handle.write(b"scribble")
+        return n
+
+    monkeypatch.setattr(os, "preadv", hash_then_scribble)
+    store = Store(fast_tmp / "store")
+    try:
+        store.publish(fast_tmp / "src", "big")
+    except Exception as err:  # noqa: BLE001 - refusing the publish is one of the two right outcomes
+        assert type(err).__name__ == "SourceChangedError", err
+    monkeypatch.setattr(os, "preadv", real_preadv)
+    assert fired
+    report = store.verify()
+    assert report.corrupt == [] and report.ok  # whatever was stored is exactly what its name says
+
+
+def test_a_failed_verification_lists_every_wrong_entry_not_just_the_first() -> None:
+    a = FileMeta(path="a", kind="file", mode=0o644, size=1, mtime_ns=5, atime_ns=6)
+    b = FileMeta(path="b", kind="file", mode=0o600, size=1, mtime_ns=7, atime_ns=8)
+    st_a = os.stat_result((0o100600, 1, 1, 1, 0, 0, 1, 6, 5, 9, 6, 5, 9, 6_000_000_000, 5_000_000_000, 9))
+    st_b = os.stat_result((0o100644, 2, 1, 1, 0, 0, 1, 8, 7, 9, 8, 7, 9, 8_000_000_000, 7_000_000_000, 9))
+    with pytest.raises(MetadataMismatchError) as info:
+        verify_entries([(a, st_a), (b, st_b)])
+    assert sorted((m.path, m.field) for m in info.value.mismatches) == [
+        ("a", "atime_ns"), ("a", "mode"), ("a", "mtime_ns"), ("b", "atime_ns"), ("b", "mode"), ("b", "mtime_ns")]
+
+
+def test_a_blob_replaced_by_a_symlink_is_corruption_for_download_and_verify(fast_tmp: Path) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "demo")
+    entry = next(e for e in store.manifest(ref).entries if e.path == "README.txt")
+    assert entry.sha256 is not None
+    blob = Path(store.blobs, entry.sha256)
+    copy = fast_tmp / "elsewhere"
+    copy.write_bytes(blob.read_bytes())
+    blob.unlink()
+    blob.symlink_to(copy)
+    with pytest.raises(IntegrityError, match="symlink"):
+        store.download(ref, fast_tmp / "out")
+    report = store.verify()
+    assert not report.ok and any(entry.sha256 in item for item in report.corrupt)
+
+
+def test_a_fifo_planted_as_a_blob_is_refused_without_hanging(fast_tmp: Path) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "demo")
+    entry = next(e for e in store.manifest(ref).entries if e.path == "README.txt")
+    assert entry.sha256 is not None
+    blob = Path(store.blobs, entry.sha256)
+    blob.unlink()
+    os.mkfifo(blob)
+    with pytest.raises(IntegrityError):
+        store.download(ref, fast_tmp / "out")
+    assert not store.verify().ok
+
+
+def test_gc_never_creates_a_store_where_there_is_none(fast_tmp: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        Store(fast_tmp / "typo").gc()
+    assert not (fast_tmp / "typo").exists()
+
+
+def test_a_very_long_destination_name_still_gets_a_staging_directory(fast_tmp: Path) -> None:
+    supplied = materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    dest = fast_tmp / ("d" * 250)
+    store.download(store.publish(fast_tmp / "src", "demo"), dest)
+    assert_metadata_equal(supplied, capture_tree(dest), stage="download")
