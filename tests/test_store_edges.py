@@ -129,34 +129,34 @@ def test_a_failed_verification_lists_every_wrong_entry_not_just_the_first() -> N
         ("a", "atime_ns"), ("a", "mode"), ("a", "mtime_ns"), ("b", "atime_ns"), ("b", "mode"), ("b", "mtime_ns")]
 
 
-def test_a_blob_replaced_by_a_symlink_is_corruption_for_download_and_verify(fast_tmp: Path) -> None:
-    materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
-    ref = store.publish(fast_tmp / "src", "demo")
+def published_blob(tmp: Path) -> tuple[Store, object, str, Path]:
+    """A store holding ``basic``, and the digest and blob path of its README.txt."""
+    materialize("basic", tmp / "src")
+    store = Store(tmp / "store")
+    ref = store.publish(tmp / "src", "demo")
     entry = next(e for e in store.manifest(ref).entries if e.path == "README.txt")
     assert entry.sha256 is not None
-    blob = Path(store.blobs, entry.sha256)
+    return store, ref, entry.sha256, Path(store.blobs, entry.sha256)
+
+
+def test_a_blob_replaced_by_a_symlink_is_corruption_for_download_and_verify(fast_tmp: Path) -> None:
+    store, ref, sha, blob = published_blob(fast_tmp)
     copy = fast_tmp / "elsewhere"
     copy.write_bytes(blob.read_bytes())
     blob.unlink()
     blob.symlink_to(copy)
     with pytest.raises(IntegrityError, match="symlink"):
-        store.download(ref, fast_tmp / "out")
+        store.download(ref, fast_tmp / "out")  # type: ignore[arg-type]
     report = store.verify()
-    assert not report.ok and any(entry.sha256 in item for item in report.corrupt)
+    assert not report.ok and any(sha in item for item in report.corrupt)
 
 
 def test_a_fifo_planted_as_a_blob_is_refused_without_hanging(fast_tmp: Path) -> None:
-    materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
-    ref = store.publish(fast_tmp / "src", "demo")
-    entry = next(e for e in store.manifest(ref).entries if e.path == "README.txt")
-    assert entry.sha256 is not None
-    blob = Path(store.blobs, entry.sha256)
+    store, ref, _, blob = published_blob(fast_tmp)
     blob.unlink()
     os.mkfifo(blob)
     with pytest.raises(IntegrityError):
-        store.download(ref, fast_tmp / "out")
+        store.download(ref, fast_tmp / "out")  # type: ignore[arg-type]
     assert not store.verify().ok
 
 
