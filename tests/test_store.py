@@ -22,6 +22,7 @@ from artifactkit import (
 from artifactkit.corpus import corpus_names, materialize
 from artifactkit.scan import capture_tree
 from tests import workers
+from tests.capability import skip_or_fail
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -130,7 +131,7 @@ def test_publish_refuses_special_files_and_changes_nothing(fast_tmp: Path, kind:
         sock.close()
     else:
         if os.geteuid() != 0:
-            pytest.skip("creating a device node needs root")
+            skip_or_fail("creating a device node needs root")
         os.mknod(special, 0o600 | 0o020000, os.makedev(1, 3))
     with pytest.raises(UnsupportedFileType, match="special"):
         store.publish(fast_tmp / "src", "demo")
