@@ -1,24 +1,72 @@
-"""artifactkit: prove that an artifact store preserves file metadata exactly."""
+"""artifactkit: prove that an artifact store preserves file metadata exactly.
 
-from artifactkit.check import Mismatch, assert_metadata_equal, compare
-from artifactkit.diagnose import DiagnoseConfig, DiagnoseResult, run_diagnose
-from artifactkit.errors import (
-    ArtifactkitError,
-    IntegrityError,
-    IsolationError,
-    MetadataMismatchError,
-    NotInPrivateTreeError,
-    SourceChangedError,
-    TimestampNotRepresentable,
-    UnsafePathError,
-    UnsupportedFileType,
-)
-from artifactkit.isolation import NoatimeTree, check_tree_flagged, private_noatime_tree
-from artifactkit.maintenance import GcReport, VerifyReport
-from artifactkit.manifest import Manifest
-from artifactkit.meta import FileMeta, capture
-from artifactkit.probe import AtimeProbe, probe_atime
-from artifactkit.store import ArtifactRef, Store
+The public face only: every name is imported from its module on first use (PEP 562), so
+``import artifactkit`` — paid by every pytest session of every project that installs the
+plugin — loads no store, tracing, multiprocessing or inotify machinery.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below imports on use
+    from artifactkit import conformance
+    from artifactkit.conformance.corpus import materialize
+    from artifactkit.errors import (
+        ArtifactkitError,
+        IntegrityError,
+        IsolationError,
+        MetadataMismatchError,
+        NotInPrivateTreeError,
+        SourceChangedError,
+        TimestampNotRepresentable,
+        UnsafePathError,
+        UnsupportedFileType,
+    )
+    from artifactkit.isolation.probe import AtimeProbe, probe_atime
+    from artifactkit.isolation.tree import NoatimeTree, check_tree_flagged, private_noatime_tree
+    from artifactkit.metadata.compare import Mismatch, assert_metadata_equal, compare
+    from artifactkit.metadata.model import FileMeta, capture
+    from artifactkit.store.gc import GcReport
+    from artifactkit.store.layout import ArtifactRef
+    from artifactkit.store.manifest import Manifest
+    from artifactkit.store.scan import capture_tree
+    from artifactkit.store.store import Store
+    from artifactkit.store.verify import VerifyReport
+    from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, run_diagnose
+
+_HOME = {
+    "ArtifactRef": "artifactkit.store.layout",
+    "ArtifactkitError": "artifactkit.errors",
+    "AtimeProbe": "artifactkit.isolation.probe",
+    "DiagnoseConfig": "artifactkit.trace.engine",
+    "DiagnoseResult": "artifactkit.trace.engine",
+    "FileMeta": "artifactkit.metadata.model",
+    "GcReport": "artifactkit.store.gc",
+    "IntegrityError": "artifactkit.errors",
+    "IsolationError": "artifactkit.errors",
+    "Manifest": "artifactkit.store.manifest",
+    "MetadataMismatchError": "artifactkit.errors",
+    "Mismatch": "artifactkit.metadata.compare",
+    "NoatimeTree": "artifactkit.isolation.tree",
+    "NotInPrivateTreeError": "artifactkit.errors",
+    "SourceChangedError": "artifactkit.errors",
+    "Store": "artifactkit.store.store",
+    "TimestampNotRepresentable": "artifactkit.errors",
+    "UnsafePathError": "artifactkit.errors",
+    "UnsupportedFileType": "artifactkit.errors",
+    "VerifyReport": "artifactkit.store.verify",
+    "assert_metadata_equal": "artifactkit.metadata.compare",
+    "capture": "artifactkit.metadata.model",
+    "capture_tree": "artifactkit.store.scan",
+    "check_tree_flagged": "artifactkit.isolation.tree",
+    "compare": "artifactkit.metadata.compare",
+    "materialize": "artifactkit.conformance.corpus",
+    "private_noatime_tree": "artifactkit.isolation.tree",
+    "probe_atime": "artifactkit.isolation.probe",
+    "run_diagnose": "artifactkit.trace.engine",
+}
 
 __all__ = [
     "ArtifactRef",
@@ -43,9 +91,27 @@ __all__ = [
     "VerifyReport",
     "assert_metadata_equal",
     "capture",
+    "capture_tree",
     "check_tree_flagged",
     "compare",
+    "conformance",
+    "materialize",
     "private_noatime_tree",
     "probe_atime",
     "run_diagnose",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "conformance":
+        return importlib.import_module("artifactkit.conformance")
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'artifactkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -6,6 +6,7 @@ diagnostic and the fault suite move them across ``multiprocessing`` boundaries.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 
@@ -37,6 +38,13 @@ class UnsupportedFileType(ArtifactkitError, ValueError):  # noqa: N818 - public 
 
 class UnsafePathError(ArtifactkitError, ValueError):
     """A path or link target would escape the tree, or a manifest path is malformed."""
+
+
+class IntegrityFailure(enum.StrEnum):
+    """What an :class:`IntegrityError` found (its ``failed`` attribute): ``verify`` sorts by it."""
+
+    CORRUPT = "corrupt"
+    MISSING = "missing"
 
 
 class IntegrityError(ArtifactkitError):

@@ -16,12 +16,12 @@ from typing import Final
 import attrs
 import pytest
 
-from artifactkit.check import assert_metadata_equal
 from artifactkit.errors import IsolationError
-from artifactkit.isolation import REMEDY, NoatimeTree, noatime_subtree, private_noatime_tree
-from artifactkit.probe import AtimeProbe, probe_atime
-from artifactkit.readers import ReaderHandle, start_readers
-from artifactkit.store import Store
+from artifactkit.isolation.probe import AtimeProbe, probe_atime
+from artifactkit.isolation.readers import ReaderHandle, start_readers
+from artifactkit.isolation.tree import REMEDY, NoatimeTree, noatime_subtree, private_noatime_tree
+from artifactkit.metadata.compare import assert_metadata_equal
+from artifactkit.store.store import Store
 
 ENV_BASE: Final = "ARTIFACTKIT_BASE"
 BASE_HELP: Final = ("directory on a test filesystem where artifactkit's private noatime trees are made "

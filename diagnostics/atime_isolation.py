@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from artifactkit.cliutil import table
-from artifactkit.diagnose import Copier, DiagnoseConfig, Isolation, run_diagnose
-from artifactkit.evidence import to_evidence, write_evidence
+from artifactkit.cli.common import table
+from artifactkit.trace.engine import Copier, DiagnoseConfig, Isolation, run_diagnose
+from artifactkit.trace.evidence import to_evidence, write_evidence
 
 RESULTS = Path(__file__).resolve().parent / "results" / "artifact-atime-isolation.json"
 MATRIX: tuple[tuple[Isolation, Copier], ...] = (("flag", "store"), ("flag", "shutil"),

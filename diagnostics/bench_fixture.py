@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from artifactkit.isolation import private_noatime_tree
-from artifactkit.probe import probe_atime
+from artifactkit.isolation.probe import probe_atime
+from artifactkit.isolation.tree import private_noatime_tree
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench-fixture.json"
 PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly"]

@@ -3,7 +3,7 @@
     python3 diagnostics/bench_store.py [--quick] [--repeats N] [--output FILE]
     python3 diagnostics/bench_store.py --table-from diagnostics/results/bench-store.json
 
-Corpora (deterministic content, historical ns times, built with ``artifactkit.corpus``): ``small``
+Corpora (deterministic content, historical ns times, built with ``artifactkit.conformance.corpus``): ``small``
 128 x 16 KiB in 4 dirs, ``many`` 10,000 x 1 KiB in 100 dirs, ``large`` one 256 MiB file; on the
 default temp filesystem and on a tmpfs mounted here when root. Every measurement is a fresh child
 process (clean peak RSS, no warm Python state shared between operations); the clock runs inside the
@@ -68,7 +68,7 @@ def _tool(cmd: list[str], rss_file: str | None) -> None:
 
 
 def _operate(op: str, src: str, dest: str, store_root: str, rss_file: str | None) -> None:
-    from artifactkit.store import Store  # noqa: PLC0415 - imported before the clock starts (see worker)
+    from artifactkit.store.store import Store  # noqa: PLC0415 - imported before the clock starts (see worker)
 
     if op in ("ak_publish", "ak_republish"):
         Store(store_root).publish(src, "bench")
@@ -110,7 +110,7 @@ def _vm_hwm_kib() -> int:
 
 
 def worker(task: dict[str, Any]) -> dict[str, Any]:
-    import artifactkit.store  # noqa: F401, PLC0415 - the import (ctypes, find_library) stays off the clock
+    import artifactkit.store.store  # noqa: F401, PLC0415 - the import (ctypes, find_library) stays off the clock
 
     base_rss = _vm_hwm_kib()  # interpreter + imports: the high-water mark before the op
     external = task["op"] in EXTERNAL
@@ -143,8 +143,8 @@ def worker(task: dict[str, Any]) -> dict[str, Any]:
 # -- the parent: corpora, locations, rounds ----------------------------------------------------
 
 def build_corpus(dest: str, name: str, files: int, size: int, dirs: int) -> None:
-    from artifactkit.corpus import content, materialize, parse_tree  # noqa: PLC0415
-    from artifactkit.meta import set_times_exact  # noqa: PLC0415
+    from artifactkit.conformance.corpus import content, materialize, parse_tree  # noqa: PLC0415
+    from artifactkit.metadata.times import set_times_exact  # noqa: PLC0415
 
     times = {"mtime_ns": 1_300_000_000_123_456_789, "atime_ns": 1_300_000_100_987_654_321}
     if size > 64 * MIB:
@@ -232,7 +232,7 @@ def _summary(samples: list[int], files: int, size: int, rss: list[int | None], b
 
 def bench_corpus(base: str, name: str, shape: tuple[int, int, int], repeats: int,
                  profile: bool) -> dict[str, Any]:
-    from artifactkit.store import Store  # noqa: PLC0415
+    from artifactkit.store.store import Store  # noqa: PLC0415
 
     files, size, dirs = shape
     src, again = os.path.join(base, f"corpus-{name}"), os.path.join(base, f"store-again-{name}")

@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from artifactkit.conformance import CHECKS, Report, check
-from artifactkit.copiers import ARTIFACTKIT, CopyFailedError, NamedCopier, argv_copier, resolve_copier
+from artifactkit.conformance.checks import CHECKS, Report, check
+from artifactkit.conformance.copiers import ARTIFACTKIT, CopyFailedError, NamedCopier, argv_copier, resolve_copier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conformance.json"
 SCHEMA = "artifactkit.conformance-run/1"

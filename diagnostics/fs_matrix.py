@@ -28,9 +28,9 @@ from typing import Any, Final
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # a file-based runner: the tests package holds the matrix
 
-from artifactkit.corpus import corpus_names  # noqa: E402 - after the path set-up above
+from artifactkit.conformance.corpus import corpus_names  # noqa: E402 - after the path set-up above
 from artifactkit.errors import ArtifactkitError  # noqa: E402
-from artifactkit.probe import probe_atime  # noqa: E402
+from artifactkit.isolation.probe import probe_atime  # noqa: E402
 from tests.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip  # noqa: E402
 from tests.mounts import Mounts  # noqa: E402
 

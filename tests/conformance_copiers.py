@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import attrs
 
-from artifactkit.linux import open_noatime
+from artifactkit._syscalls import open_noatime
 
 NS = 1_000_000_000
 Times = Callable[[os.stat_result, str], tuple[int, int]]

@@ -31,11 +31,12 @@ from typing import Any
 
 import attrs
 
-import artifactkit.restore as restore_module
-import artifactkit.store as store_module
+import artifactkit.store.download as restore_module
+import artifactkit.store.layout as layout_module
+import artifactkit.store.publish as store_module
 from artifactkit import ArtifactkitError, FileMeta, Store, assert_metadata_equal
-from artifactkit.corpus import TreeSpec, content, load_tree, materialize
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import TreeSpec, content, load_tree, materialize
+from artifactkit.store.scan import capture_tree
 
 SCENARIOS = ("publish", "download", "gc")
 #: Points whose order carries the durability argument: every one of them is a kill target.
@@ -106,7 +107,7 @@ def _install_kill_points(work: str, kill_after: int | None, trace: list[str] | N
         os.kill(os.getpid(), signal.SIGKILL)
     for owner, attr, kind in (
         (os, "write", "write"), (os, "fsync", "fsync"), (store_module, "syncfs", "syncfs"),
-        (store_module, "rename_noreplace", "rename"), (restore_module, "rename_noreplace", "rename"),
+        (layout_module, "rename_noreplace", "rename"), (restore_module, "rename_noreplace", "rename"),
         (os, "rename", "rename"), (os, "mkdir", "mkdir"), (os, "unlink", "unlink"), (os, "rmdir", "rmdir"),
         (os, "symlink", "symlink"), (os, "fchmod", "chmod"), (os, "chmod", "chmod"), (os, "utime", "utime"),
     ):
@@ -206,8 +207,8 @@ def _plant_debris(store: Store) -> None:
     """What crashed publishes leave: unreferenced blobs and staging dirs with files (for gc to remove)."""
     for index in range(3):
         data = f"orphan {index}".encode()
-        Path(store.blobs, hashlib.sha256(data).hexdigest()).write_bytes(data)
-        txn = Path(store.staging, f"publish-1-{index:016x}")
+        Path(store.layout.blobs_dir, hashlib.sha256(data).hexdigest()).write_bytes(data)
+        txn = Path(store.layout.staging_dir, f"publish-1-{index:016x}")
         txn.mkdir()
         (txn / "blob-0").write_bytes(data * 10)
         (txn / "manifest.json").write_bytes(b"{")
@@ -300,7 +301,7 @@ def check_trial(materials: Materials, scenario: str, work: Path) -> tuple[list[s
     try:
         store.gc()
         after = store.verify()
-        if not after.clean or os.listdir(store.staging):
+        if not after.clean or os.listdir(store.layout.staging_dir):
             problems.append(f"gc did not leave a clean store: {attrs.asdict(after)}")
     except (ArtifactkitError, OSError) as err:
         problems.append(f"gc failed after the kill: {type(err).__name__}: {err}")

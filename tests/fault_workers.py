@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import artifactkit.store as store_module
-from artifactkit.corpus import TreeSpec, content, materialize
-from artifactkit.meta import FileMeta
-from artifactkit.scan import capture_tree
-from artifactkit.store import ArtifactRef, Store
+import artifactkit.store.publish as store_module
+from artifactkit.conformance.corpus import TreeSpec, content, materialize
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.layout import StoreLayout
+from artifactkit.store.scan import capture_tree
+from artifactkit.store.store import ArtifactRef, Store
 
 #: Touched (as a failing stat) right after publish returns: the "before publish returns" line in a trace.
 RETURN_MARKER = "/nonexistent-artifactkit-publish-returned"
@@ -33,8 +34,8 @@ RETURN_MARKER = "/nonexistent-artifactkit-publish-returned"
 class RenameBeforeFlushStore(Store):
     """Broken on purpose: blobs and manifest become visible first, and are flushed only afterwards."""
 
-    def _commit_manifest(self, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
-        ref = super()._commit_manifest(name, staged_manifest, digest)
+    def _commit_manifest(self, layout: StoreLayout, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
+        ref = super()._commit_manifest(layout, name, staged_manifest, digest)
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
             REAL_SYNCFS(fd)
@@ -142,13 +143,13 @@ def _one_op(role: str, *, index: int, step: int, store: Store, scratch: str, rng
             done["errors"].append(f"verify not ok: {report.corrupt + report.missing + report.unreadable}")
     else:
         # Crash debris for gc to find: it must remove exactly these, never a blob a version needs.
-        if not os.path.isdir(store.staging):
+        if not os.path.isdir(store.layout.staging_dir):
             return  # no publisher has made the layout yet
         data = f"debris {index}-{step}".encode()
         sha = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(store.blobs, sha), "wb") as handle:
+        with open(os.path.join(store.layout.blobs_dir, sha), "wb") as handle:
             handle.write(data)
-        os.mkdir(os.path.join(store.staging, f"publish-0-{step:016x}"))
+        os.mkdir(os.path.join(store.layout.staging_dir, f"publish-0-{step:016x}"))
         done["planted"] += [sha, f"publish-0-{step:016x}"]
         report = store.gc()
         done["gc_removed"] += report.removed_blobs + report.removed_staging

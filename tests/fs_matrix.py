@@ -22,12 +22,12 @@ from typing import Final, Literal
 
 import attrs
 
-from artifactkit.check import assert_metadata_equal
-from artifactkit.corpus import load_tree, materialize
+from artifactkit.conformance.corpus import load_tree, materialize
 from artifactkit.errors import IsolationError, TimestampNotRepresentable
-from artifactkit.isolation import private_noatime_tree
-from artifactkit.scan import capture_tree
-from artifactkit.store import Store
+from artifactkit.isolation.tree import private_noatime_tree
+from artifactkit.metadata.compare import assert_metadata_equal
+from artifactkit.store.scan import capture_tree
+from artifactkit.store.store import Store
 from tests.mounts import Mounts
 
 NS_PER_S: Final = 1_000_000_000
@@ -37,7 +37,7 @@ S32_MAX: Final = 2**31 - 1
 EXT4_EXTRA_MAX: Final = (1 << 34) - 1 + S32_MIN
 #: xfs bigtime (default since xfsprogs 5.15): fs/xfs/libxfs/xfs_format.h XFS_BIGTIME_TIME_MAX, 2486-07-02.
 XFS_BIGTIME_MAX: Final = 16_299_260_424
-#: What the probe tries (artifactkit.probe PRE_1970_NS / POST_2038_NS), in seconds.
+#: What the probe tries (artifactkit.isolation.probe PRE_1970_NS / POST_2038_NS), in seconds.
 PROBE_PRE_1970_S: Final = -315_619_200
 PROBE_POST_2038_S: Final = 4_102_444_800
 

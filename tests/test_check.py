@@ -9,9 +9,9 @@ import attrs
 import pytest
 
 from artifactkit import FileMeta, MetadataMismatchError, Store, assert_metadata_equal, compare
-from artifactkit import diagnosis as dx
-from artifactkit.corpus import materialize
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import materialize
+from artifactkit.metadata import drift as dx
+from artifactkit.store.scan import capture_tree
 from tests import faulty
 
 ENTRY = FileMeta(path="a.txt", kind="file", mode=0o644, size=3, mtime_ns=1_500_000_000_123_456_789,
@@ -60,7 +60,7 @@ def _published(tmp: Path, corpus: str = "edge-times") -> tuple[list[FileMeta], S
 
 def test_a_capture_that_truncates_atime_is_caught_at_the_publish_stage(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from artifactkit import scan
+    from artifactkit.store import scan
 
     real = scan.meta_from_stat
 
@@ -83,7 +83,7 @@ def test_a_capture_that_truncates_atime_is_caught_at_the_publish_stage(
 ])
 def test_a_faulty_restore_is_caught_at_the_download_stage_with_its_diagnosis(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, restore: object, diagnosis: str) -> None:
-    import artifactkit.store as store_module
+    import artifactkit.store.store as store_module
 
     supplied, store, ref = _published(fast_tmp, "basic")
     assert_metadata_equal(supplied, store.manifest(ref).entries, stage="publish")  # publish was fine

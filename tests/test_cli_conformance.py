@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.cli import main
-from artifactkit.conformance import CHECKS
+from artifactkit.cli.main import main
+from artifactkit.conformance.checks import CHECKS
 from tests.mounts import Mounts
 
 DROPS_ATIME = "tests.conformance_copiers:drops_atime"
@@ -83,7 +83,7 @@ def test_the_installed_command_is_quiet_in_a_pipe_and_finds_project_copiers(tmpf
     # -P keeps the current directory off sys.path, as for the console script: module:function
     # must still resolve from it.
     done = subprocess.run(
-        [sys.executable, "-P", "-c", "from artifactkit.cli import main; raise SystemExit(main())", "conformance",
+        [sys.executable, "-P", "-c", "from artifactkit.cli.main import main; raise SystemExit(main())", "conformance",
          "--copier", "tests.conformance_copiers:exact", "--corpus", "basic", "--base", str(tmpfs_strict)],
         capture_output=True, text=True, check=False, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr

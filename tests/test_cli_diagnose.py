@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.cli import build_parser, main
-from artifactkit.evidence import TOP_LEVEL_KEYS, violations
+from artifactkit.cli.main import build_parser, main
+from artifactkit.trace.evidence import TOP_LEVEL_KEYS, violations
 from tests.mounts import Mounts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def _restore_sigint() -> None:
 
 def test_sigint_stops_readers_and_watcher_and_leaves_no_process(ext4_relatime: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "artifactkit.cli", "diagnose", "--cycles", "100000", "--readers", "4",
+        [sys.executable, "-m", "artifactkit.cli.main", "diagnose", "--cycles", "100000", "--readers", "4",
          "--base", str(ext4_relatime), "--json"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_restore_sigint)  # noqa: PLW1509 - only signal() runs between fork and exec

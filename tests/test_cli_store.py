@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.cli import main
-from artifactkit.corpus import materialize
+from artifactkit.cli.main import main
+from artifactkit.conformance.corpus import materialize
 
 
 def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:

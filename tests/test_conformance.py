@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import conformance
-from artifactkit.copiers import CopierError, NamedCopier, argv_copier, resolve_copier
+from artifactkit.conformance import checks as conformance
+from artifactkit.conformance.copiers import CopierError, NamedCopier, argv_copier, resolve_copier
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from tests import conformance_copiers as faulty
 from tests.mounts import Mounts
@@ -161,6 +161,6 @@ def test_unusable_copier_specs_are_usage_errors(spec: str) -> None:
 
 @pytest.mark.parametrize("tree", ["basic", "links"])
 def test_documented_pytest_pattern(tree: str, tmpfs_strict: Path) -> None:
-    # The pattern from artifactkit.conformance's docstring, as a project would write it.
+    # The pattern from artifactkit.conformance.checks's docstring, as a project would write it.
     report = conformance.check(faulty.exact, corpus=[tree], base=tmpfs_strict)
     report.raise_for_failures()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import TimestampNotRepresentable, UnsafePathError, assert_metadata_equal
-from artifactkit.corpus import corpus_names, load_tree, materialize, parse_tree
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import corpus_names, load_tree, materialize, parse_tree
+from artifactkit.store.scan import capture_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.diagnose import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
 from artifactkit.errors import IsolationError
-from artifactkit.scan import capture_tree
+from artifactkit.store.scan import capture_tree
+from artifactkit.trace.engine import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
 from tests.mounts import Mounts
 
 # A reader that is not one of ours: walks everything under argv[1] and reads every file, and after
@@ -73,7 +73,7 @@ def test_shutil_copy2_drifts_without_isolation_and_the_source_atime_moved(ext4_r
 def test_copy2_copies_the_atime_its_own_read_moved(ext4_relatime: Path, tmp_path: Path) -> None:
     # No readers at all: copy2 alone moves the source's atime (relatime, atime <= ctime after
     # utime) and then copies that moved value, because it stats the source after reading it.
-    from artifactkit.corpus import materialize
+    from artifactkit.conformance.corpus import materialize
 
     work = ext4_relatime / "copy2-alone"
     work.mkdir()

@@ -7,7 +7,7 @@ import math
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from artifactkit import diagnosis as dx
+from artifactkit.metadata import drift as dx
 from tests.strategies import NS_PER_S, fractional_recent_ns, timestamps_ns
 
 UNITS = [(NS_PER_S, dx.SECOND_TRUNCATED), (1_000_000, dx.MILLISECOND_TRUNCATED), (1_000, dx.MICROSECOND_TRUNCATED)]

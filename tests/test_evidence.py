@@ -10,9 +10,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from artifactkit.check import Mismatch
-from artifactkit.diagnose import DiagnoseConfig, DiagnoseResult, Finding, run_diagnose
-from artifactkit.evidence import (
+from artifactkit.metadata.compare import Mismatch
+from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, Finding, run_diagnose
+from artifactkit.trace.evidence import (
     SCHEMA,
     TOP_LEVEL_KEYS,
     aggregate_mismatches,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.fanotify import FanMask, FanotifyUnavailable, start_tracer
+from artifactkit.trace.fanotify import FanMask, FanotifyUnavailable, start_tracer
 from tests.capability import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def _drop_cap_sys_admin() -> None:
 
 @pytest.mark.usefixtures("as_root")
 def test_without_cap_sys_admin_fanotify_says_it_is_unavailable_and_why(fast_tmp: Path) -> None:
-    code = ("from artifactkit.fanotify import FanotifyUnavailable, start_tracer\n"
+    code = ("from artifactkit.trace.fanotify import FanotifyUnavailable, start_tracer\n"
             "try:\n    start_tracer([__import__('sys').argv[1]])\n"
             "except FanotifyUnavailable as err:\n    print(err.strerror)\n")
     result = subprocess.run([sys.executable, "-c", code, str(fast_tmp)], cwd=REPO, capture_output=True,

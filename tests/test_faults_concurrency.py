@@ -28,7 +28,7 @@ def test_eight_processes_publish_download_verify_and_gc_without_losing_or_corrup
 def test_the_summary_reports_a_lost_a_duplicated_and_a_corrupt_version(fast_tmp: Path) -> None:
     # The checks' own control: forged worker reports that no correct store run could produce.
     from artifactkit import Store
-    from artifactkit.corpus import materialize
+    from artifactkit.conformance.corpus import materialize
 
     store = Store(fast_tmp / "store")
     supplied = materialize("basic", fast_tmp / "src")

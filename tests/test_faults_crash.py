@@ -78,7 +78,7 @@ def test_the_checker_reports_a_visible_version_whose_blob_never_arrived(material
     store = Store(work / "store")
     demo2 = next(e for e in store.manifest("demo@2").entries if e.path == "data/big.bin")
     assert demo2.sha256 is not None
-    os.unlink(Path(store.blobs, demo2.sha256))
+    os.unlink(Path(store.layout.blobs_dir, demo2.sha256))
     problems, _ = harness.check_trial(materials, "publish", work)
     assert any("verify not ok" in p for p in problems)
     assert any("demo@2 does not download exactly" in p for p in problems)

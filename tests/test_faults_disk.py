@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store, assert_metadata_equal
-from artifactkit.corpus import TreeSpec, content, load_tree, materialize
-from artifactkit.meta import FileMeta
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import TreeSpec, content, load_tree, materialize
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.scan import capture_tree
 from tests.crash_harness import snapshot
 from tests.mounts import Mounts
 
@@ -61,7 +61,7 @@ def test_a_publish_that_fills_the_store_fails_with_enospc_and_leaves_earlier_ver
         store.publish(fast_tmp / "src2", "demo")
     assert errno_of(caught.value) == errno.ENOSPC, caught.value
     assert [str(ref) for ref in store.list()] == ["demo@1"]
-    assert os.listdir(store.staging) == [], "the failed publish removed its own staging"
+    assert os.listdir(store.layout.staging_dir) == [], "the failed publish removed its own staging"
     store.gc()
     assert store.verify().clean
     store.download("demo", fast_tmp / "out")

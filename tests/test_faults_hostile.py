@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-import artifactkit.restore as restore_module
+import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathError, UnsupportedFileType
-from artifactkit.corpus import materialize
-from artifactkit.manifest import digest_of
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import materialize
+from artifactkit.store.manifest import digest_of
+from artifactkit.store.scan import capture_tree
 from tests.crash_harness import snapshot
 
 Doc = dict[str, Any]
@@ -44,9 +44,9 @@ def entry(doc: Doc, path: str) -> Doc:
 def forge_bytes(store: Store, body: bytes) -> None:
     """Replace the only manifest by ``body``, named by its own digest (an attacker who knows the scheme)."""
     ref = store.list()[-1]
-    old = Path(store.manifests, ref.name, f"{ref.version}.{ref.digest}.json")
+    old = Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
     old.unlink()
-    Path(store.manifests, ref.name, f"{ref.version}.{digest_of(body)}.json").write_bytes(body)
+    Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{digest_of(body)}.json").write_bytes(body)
 
 
 def edited(store: Store, edit: Callable[[Doc], object]) -> bytes:
@@ -280,7 +280,7 @@ def run_verify_cli(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int
     """``artifactkit verify --store S --json`` through the store subcommands' own parser."""
     import argparse
 
-    from artifactkit import cli_store
+    from artifactkit.cli import store as cli_store
 
     parser = argparse.ArgumentParser(prog="artifactkit")
     cli_store.register(parser.add_subparsers(dest="command", required=True))
@@ -290,15 +290,15 @@ def run_verify_cli(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int
 
 
 def _corrupt_blob(store: Store) -> None:
-    blob = Path(store.blobs, sorted(os.listdir(store.blobs))[0])
+    blob = Path(store.layout.blobs_dir, sorted(os.listdir(store.layout.blobs_dir))[0])
     blob.chmod(0o644)
     blob.write_bytes(blob.read_bytes() + b"!")
 
 
 VERIFY_FINDINGS: dict[str, tuple[Callable[[Store], object], str]] = {
     "corrupt-blob": (_corrupt_blob, "corrupt"),
-    "missing-blob": (lambda s: os.unlink(Path(s.blobs, sorted(os.listdir(s.blobs))[0])), "missing"),
-    "orphaned-staging": (lambda s: os.mkdir(Path(s.staging, "publish-1-00000000deadbeef")), "orphaned"),
+    "missing-blob": (lambda s: os.unlink(s.layout.blob_path(sorted(os.listdir(s.layout.blobs_dir))[0])), "missing"),
+    "orphaned-staging": (lambda s: os.mkdir(Path(s.layout.staging_dir, "publish-1-00000000deadbeef")), "orphaned"),
     "unreadable-manifest": (lambda s: forge_bytes(s, b'{"format": "artifactkit.manifest/1", "entr'), "unreadable"),
 }
 

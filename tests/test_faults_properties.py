@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from artifactkit import ArtifactkitError, Store, TimestampNotRepresentable, assert_metadata_equal
-from artifactkit.corpus import TreeSpec, content, materialize
-from artifactkit.manifest import digest_of
-from artifactkit.meta import FileMeta
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import TreeSpec, content, materialize
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.manifest import digest_of
+from artifactkit.store.scan import capture_tree
 from tests.mounts import Mounts
 from tests.strategies import NS_PER_S, modes
 
@@ -142,9 +142,9 @@ def test_a_randomly_mutated_manifest_is_refused_or_restores_exactly_what_it_says
         doc = json.loads(store.manifest(ref).to_bytes())
         mutate(doc, changes)
         body = json.dumps(doc).encode()
-        old = Path(store.manifests, "demo", f"1.{ref.digest}.json")
+        old = Path(store.layout.manifests_dir, "demo", f"1.{ref.digest}.json")
         old.unlink()
-        Path(store.manifests, "demo", f"1.{digest_of(body)}.json").write_bytes(body)
+        Path(store.layout.manifests_dir, "demo", f"1.{digest_of(body)}.json").write_bytes(body)
         try:
             store.download("demo", work / "dests" / "dest")
         except (ArtifactkitError, OSError):

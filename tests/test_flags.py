@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import flags
 from artifactkit.errors import IsolationError, NotInPrivateTreeError
-from artifactkit.flags import FS_NOATIME_FL, FlagResult, InodeFlag, get_flags, set_noatime_flag
+from artifactkit.isolation import flags
+from artifactkit.isolation.flags import FS_NOATIME_FL, FlagResult, InodeFlag, get_flags, set_noatime_flag
 from tests.mounts import Mounts
 
 

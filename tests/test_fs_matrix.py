@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.corpus import corpus_names
+from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import IsolationError
-from artifactkit.flags import get_flags, set_noatime_flag
-from artifactkit.isolation import private_noatime_tree
-from artifactkit.probe import HISTORICAL_NS, probe_atime, read_moves_atime, write_file
+from artifactkit.isolation.flags import get_flags, set_noatime_flag
+from artifactkit.isolation.probe import HISTORICAL_NS, probe_atime, read_moves_atime, write_file
+from artifactkit.isolation.tree import private_noatime_tree
 from tests.capability import require_mounts, require_tool
 from tests.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
 from tests.mounts import Mounts, loops_under, mounts_under, sweep_stale

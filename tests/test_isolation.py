@@ -12,16 +12,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from artifactkit import isolation
-from artifactkit.check import assert_metadata_equal
 from artifactkit.errors import IsolationError, MetadataMismatchError
-from artifactkit.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
-from artifactkit.isolation import check_tree_flagged, private_noatime_tree
-from artifactkit.meta import FileMeta
-from artifactkit.probe import probe_atime, read_all
-from artifactkit.readers import competing_readers
-from artifactkit.scan import scan_tree
-from artifactkit.store import Store
+from artifactkit.isolation import tree as isolation
+from artifactkit.isolation.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
+from artifactkit.isolation.probe import probe_atime, read_all
+from artifactkit.isolation.readers import competing_readers
+from artifactkit.isolation.tree import check_tree_flagged, private_noatime_tree
+from artifactkit.metadata.compare import assert_metadata_equal
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.scan import scan_tree
+from artifactkit.store.store import Store
 from tests.capability import require_tool
 from tests.mounts import Mounts
 

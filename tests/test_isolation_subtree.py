@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from artifactkit.errors import IsolationError
-from artifactkit.flags import get_flags, set_noatime_flag
-from artifactkit.isolation import noatime_subtree, private_noatime_tree
-from artifactkit.probe import read_moves_atime
+from artifactkit.isolation.flags import get_flags, set_noatime_flag
+from artifactkit.isolation.probe import read_moves_atime
+from artifactkit.isolation.tree import noatime_subtree, private_noatime_tree
 
 OLD_NS = 1_000_000_000_123_456_789
 

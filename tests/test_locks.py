@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from artifactkit.locks import store_lock
+from artifactkit.store.locks import store_lock
 
 
 def turnstile_is_held(locks: Path) -> bool:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from artifactkit import FileMeta, IntegrityError, UnsafePathError
-from artifactkit.manifest import FORMAT, Manifest, parse_manifest
-from artifactkit.paths import check_relpath, check_symlink_target
+from artifactkit.store.manifest import FORMAT, Manifest, parse_manifest
+from artifactkit.store.paths import check_relpath, check_symlink_target
 
 ROOT = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)
 FILE = FileMeta(path="a", kind="file", mode=0o644, size=1, mtime_ns=-5, atime_ns=2**40, sha256="ab" * 32,

@@ -9,7 +9,7 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
 from artifactkit import UnsupportedFileType, capture
-from artifactkit.meta import kind_of
+from artifactkit.metadata.model import kind_of
 
 
 def test_capture_records_ns_integers_and_a_relative_posix_path(fs: FakeFilesystem) -> None:

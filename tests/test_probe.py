@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import cli_probe
-from artifactkit.probe import SCHEMA, mount_info, probe_atime
+from artifactkit.cli import probe as cli_probe
+from artifactkit.isolation.probe import SCHEMA, mount_info, probe_atime
 from tests.mounts import Mounts
 
 PROBE_KEYS = {"schema", "fs_type", "mount_options", "reads_move_historical_atime", "reads_move_future_atime",

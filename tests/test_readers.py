@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import readers
-from artifactkit.readers import ReaderHandle, competing_readers, start_readers
+from artifactkit.isolation import readers
+from artifactkit.isolation.readers import ReaderHandle, competing_readers, start_readers
 
 OLD_NS = 1_000_000_000_123_456_789
 

@@ -19,8 +19,8 @@ from artifactkit import (
     assert_metadata_equal,
     compare,
 )
-from artifactkit.corpus import corpus_names, materialize
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import corpus_names, materialize
+from artifactkit.store.scan import capture_tree
 from tests import workers
 from tests.capability import skip_or_fail
 
@@ -73,11 +73,11 @@ def test_identical_content_is_stored_once_and_a_republish_adds_no_blob(fast_tmp:
     materialize("basic", fast_tmp / "src")
     store = Store(fast_tmp / "store")
     first = store.publish(fast_tmp / "src", "demo")
-    blobs = sorted(os.listdir(store.blobs))
+    blobs = sorted(os.listdir(store.layout.blobs_dir))
     files = [e for e in store.manifest(first).entries if e.kind == "file"]
     assert len(blobs) == len({e.sha256 for e in files}) < len(files)
     second = store.publish(fast_tmp / "src", "demo")
-    assert sorted(os.listdir(store.blobs)) == blobs
+    assert sorted(os.listdir(store.layout.blobs_dir)) == blobs
     assert (first.version, second.version) == (1, 2) and first.digest == second.digest
 
 
@@ -87,8 +87,8 @@ def test_blobs_are_plain_files_named_by_their_sha256(fast_tmp: Path) -> None:
     materialize("basic", fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(fast_tmp / "src", "demo")
-    for name in os.listdir(store.blobs):
-        assert hashlib.sha256(Path(store.blobs, name).read_bytes()).hexdigest() == name
+    for name in os.listdir(store.layout.blobs_dir):
+        assert hashlib.sha256(Path(store.layout.blobs_dir, name).read_bytes()).hexdigest() == name
 
 
 def test_list_is_sorted_by_name_then_version_and_resolves_name_at_version(fast_tmp: Path) -> None:
@@ -147,7 +147,7 @@ def test_publish_refuses_symlinks_that_can_leave_the_tree(fast_tmp: Path, target
 
 
 def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import artifactkit.store as store_module
+    import artifactkit.store.publish as store_module
 
     materialize("basic", fast_tmp / "src")
     real_scan = store_module.scan_tree
@@ -162,7 +162,7 @@ def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, mon
     store = Store(fast_tmp / "store")
     with pytest.raises(SourceChangedError, match=r"README\.txt"):
         store.publish(fast_tmp / "src", "demo")
-    assert store.list() == [] and os.listdir(store.staging) == []
+    assert store.list() == [] and os.listdir(store.layout.staging_dir) == []
 
 
 def test_four_spawn_processes_publishing_one_name_get_100_distinct_versions(fast_tmp: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store, TimestampNotRepresentable, assert_metadata_equal
-from artifactkit.corpus import materialize, parse_tree
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import materialize, parse_tree
+from artifactkit.store.scan import capture_tree
 
 WHOLE_SECONDS = parse_tree("whole-seconds", {
     "entry": [
@@ -55,7 +55,7 @@ def test_a_value_ext4_with_128_byte_inodes_cannot_hold_raises_and_leaves_nothing
 
 def test_a_post_2038_value_is_clamped_by_the_kernel_and_the_restore_reports_it(
         ext4_whole_seconds: Path) -> None:
-    from artifactkit.meta import set_times_exact
+    from artifactkit.metadata.times import set_times_exact
 
     target = ext4_whole_seconds / "clamp-probe"
     target.write_bytes(b"")
@@ -66,7 +66,7 @@ def test_a_post_2038_value_is_clamped_by_the_kernel_and_the_restore_reports_it(
 
 def test_a_time_moved_by_a_read_after_utime_is_a_mismatch_not_an_unrepresentable_value(tmpfs_strict: Path) -> None:
     from artifactkit import MetadataMismatchError
-    from artifactkit.meta import check_times_stored
+    from artifactkit.metadata.times import check_times_stored
 
     target = tmpfs_strict / "moved-by-read"
     target.write_bytes(b"data")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from artifactkit import IntegrityError, MetadataMismatchError, Store, assert_metadata_equal
-from artifactkit.corpus import materialize, parse_tree
-from artifactkit.meta import FileMeta
-from artifactkit.restore import verify_entries
-from artifactkit.scan import capture_tree
+from artifactkit.conformance.corpus import materialize, parse_tree
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.download import verify_entries
+from artifactkit.store.scan import capture_tree
 
 BIG = (8 << 20) + 4099  # above the in-memory limit: the kernel-copy path
 
@@ -79,7 +79,7 @@ def test_a_corrupt_large_blob_fails_the_download_and_leaves_nothing(fast_tmp: Pa
     ref = store.publish(fast_tmp / "src", "big")
     entry = next(e for e in store.manifest(ref).entries if e.kind == "file")
     assert entry.sha256 is not None
-    blob = Path(store.blobs, entry.sha256)
+    blob = Path(store.layout.blobs_dir, entry.sha256)
     blob.chmod(0o644)
     with blob.open("r+b") as handle:
         handle.seek(BIG - 10)
@@ -136,7 +136,7 @@ def published_blob(tmp: Path) -> tuple[Store, object, str, Path]:
     ref = store.publish(tmp / "src", "demo")
     entry = next(e for e in store.manifest(ref).entries if e.path == "README.txt")
     assert entry.sha256 is not None
-    return store, ref, entry.sha256, Path(store.blobs, entry.sha256)
+    return store, ref, entry.sha256, Path(store.layout.blobs_dir, entry.sha256)
 
 
 def test_a_blob_replaced_by_a_symlink_is_corruption_for_download_and_verify(fast_tmp: Path) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import artifactkit.restore as restore_module
+import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
-from artifactkit.corpus import materialize
-from artifactkit.manifest import digest_of
+from artifactkit.conformance.corpus import materialize
+from artifactkit.store.manifest import digest_of
 from tests.test_store import snapshot
 
 
@@ -27,7 +27,7 @@ def published(fast_tmp: Path) -> tuple[Store, Path]:
 def forge(store: Store, edit: object, *, rename: bool = True) -> None:
     """Edit the only manifest; with ``rename`` also re-name it by its new digest (a careful attacker)."""
     ref = store.list()[-1]
-    path = Path(store.manifests, ref.name, f"{ref.version}.{ref.digest}.json")
+    path = Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
     doc = json.loads(path.read_bytes())
     edit(doc)  # type: ignore[operator]
     body = json.dumps(doc).encode()
@@ -88,7 +88,7 @@ def test_a_flipped_byte_in_a_blob_fails_download_and_verify_names_the_blob(publi
     manifest = store.manifest("demo")
     victim = next(e for e in manifest.entries if e.path == "bin/tool")
     assert victim.sha256 is not None
-    blob = Path(store.blobs, victim.sha256)
+    blob = Path(store.layout.blobs_dir, victim.sha256)
     os.chmod(blob, 0o644)
     data = bytearray(blob.read_bytes())
     data[100] ^= 0x01
@@ -106,7 +106,7 @@ def test_a_missing_blob_fails_download_and_verify_lists_it(published: tuple[Stor
     store, tmp = published
     victim = next(e for e in store.manifest("demo").entries if e.path == "README.txt")
     assert victim.sha256 is not None
-    os.unlink(Path(store.blobs, victim.sha256))
+    os.unlink(Path(store.layout.blobs_dir, victim.sha256))
     with pytest.raises(IntegrityError, match="missing"):
         store.download("demo", tmp / "work" / "dest")
     assert os.listdir(tmp / "work") == []
@@ -115,8 +115,8 @@ def test_a_missing_blob_fails_download_and_verify_lists_it(published: tuple[Stor
 
 def test_gc_removes_only_what_no_version_needs(published: tuple[Store, Path]) -> None:
     store, tmp = published
-    Path(store.blobs, "f" * 64).write_bytes(b"orphan")
-    os.mkdir(Path(store.staging, "publish-crashed"))
+    Path(store.layout.blobs_dir, "f" * 64).write_bytes(b"orphan")
+    os.mkdir(Path(store.layout.staging_dir, "publish-crashed"))
     report = store.verify()
     assert report.ok and not report.clean and len(report.orphaned) == 2
     gc = store.gc()

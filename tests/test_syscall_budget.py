@@ -17,7 +17,7 @@ from typing import Final
 
 import pytest
 
-from artifactkit.corpus import materialize, parse_tree
+from artifactkit.conformance.corpus import materialize, parse_tree
 from tests.capability import require_tool
 
 # Measured on tmpfs, Linux 6.18, Python 3.11, 1 KiB files, 25 per directory, when this guard was
@@ -51,10 +51,12 @@ _FLUSHES: Final = frozenset({"fsync", "fdatasync", "syncfs", "sync_file_range", 
 # blob). The names patched here are internal; if they move, update the sabotage, not the budget.
 _CHILD: Final = r"""
 import os, sys
-from artifactkit import restore, store
+from artifactkit.store import download as restore
+from artifactkit.store import publish
+from artifactkit.store.store import Store
 op, root, path, double = sys.argv[1:]
 if double == "1":
-    read_source, copy_blob = store.read_source, restore._copy_blob
+    read_source, copy_blob = publish.read_source, restore._copy_blob
     def read_twice(*args, **kwargs):
         read_source(*args, **kwargs)
         return read_source(*args, **kwargs)
@@ -65,8 +67,8 @@ if double == "1":
         finally:
             os.close(null)
         copy_blob(entry, blob_path, out)
-    store.read_source, restore._copy_blob = read_twice, copy_twice
-s = store.Store(root)
+    publish.read_source, restore._copy_blob = read_twice, copy_twice
+s = Store(root)
 if op == "publish":
     s.publish(path, "bench")
 else:

@@ -9,7 +9,7 @@ import attrs
 import inotify_simple
 import pytest
 
-from artifactkit.watcher import InotifyMask, SelfOpenTracer, Watcher, WatchEvent, mask_names, split_accesses
+from artifactkit.trace.watcher import InotifyMask, SelfOpenTracer, Watcher, WatchEvent, mask_names, split_accesses
 
 
 def _read(path: Path) -> None:

@@ -1,0 +1,56 @@
+"""``artifactkit probe [DIR] [--json]``: what a filesystem does to atime, found by experiment."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from artifactkit.cli.common import EXIT_OK, EXIT_SETUP, emit_json, error, table
+from artifactkit.errors import ArtifactkitError
+from artifactkit.isolation.probe import AtimeProbe, probe_atime
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``probe`` subcommand to the top-level parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "probe", help="find out by experiment what a directory's filesystem does to atime",
+        description="Probe DIR's filesystem with scratch files (removed afterwards): whether reads move "
+                    "historical and future atimes, FS_NOATIME_FL support, inheritance and effect, "
+                    "timestamp granularity and range. Exit 0, or 2 on a setup error.")
+    parser.add_argument("directory", nargs="?", default=".", metavar="DIR",
+                        help="a writable directory on the filesystem to probe (default: .)")
+    parser.add_argument("--json", action="store_true", help="print the artifactkit.probe/1 JSON document")
+    parser.set_defaults(func=run)
+
+
+def render(probe: AtimeProbe) -> str:
+    """The human summary: one row per finding, units spelled out."""
+    doc = probe.to_json()
+    doc["granularity_ns"] = f"{probe.granularity_ns} ns"
+    rows = [(key, _show(doc[key])) for key in (
+        "fs_type", "mount_options", "atime_policy", "reads_move_historical_atime", "reads_move_future_atime",
+        "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok")]
+    return table(rows, ("finding", "value"))
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        probe = probe_atime(args.directory)
+    except (OSError, ArtifactkitError) as err:
+        error(f"cannot probe {args.directory!r}: {err}")
+        return EXIT_SETUP
+    if args.json:
+        emit_json(probe.to_json())
+    else:
+        print(render(probe))
+    return EXIT_OK

@@ -1,0 +1,362 @@
+"""Hold any copy step (cp, rsync, tar, shutil, your store) to the exact-metadata rules.
+
+For each corpus tree, :func:`check` materializes the tree as a *source* outside any flagged tree,
+on a filesystem where reads provably move atime (so the copier's own reads show), runs the copier
+into a *destination* inside a verified private noatime tree (so nothing after the copy moves
+anything), and sorts every difference the shared comparison finds into exactly one check:
+
+===========================  ==================================================================
+``content``                  presence, kind, size, sha256, symlink target; a failed copier run
+``mode``                     permission bits ``0o777`` of every entry
+``special_bits``             setuid, setgid, sticky (``0o7000``)
+``mtime_ns`` / ``atime_ns``  the times of regular files
+``dir_times``                both times of directories (they must be set after their children)
+``symlink_times``            both times of symlinks (set with ``follow_symlinks=False``)
+``survives_read``            one later read of everything in the destination moves no time
+``source_atime_untouched``   the source's file and directory atimes equal the values supplied
+===========================  ==================================================================
+
+Symlink atimes of the *source* are outside ``source_atime_untouched``: ``readlink`` moves a link's
+atime under relatime and strictatime and nothing but the inode flag prevents it, so every copier
+that copies a link moves it (``Report.source_links_moved`` counts them, for the record).
+
+Use it in a project's own tests, one test per corpus tree::
+
+    import pytest
+    from artifactkit import conformance
+
+    @pytest.mark.parametrize("tree", conformance.corpus_names())
+    def test_deploy_copy_preserves_metadata(tree, tmp_path):
+        report = conformance.check(my_project.copy_tree, corpus=[tree], base=tmp_path)
+        report.raise_for_failures()  # or: require=("content", "mode", "mtime_ns")
+
+``my_project.copy_tree(src, dst)`` may equally be an argv template such as
+``["rsync", "-a", "--atimes", "{src}/", "{dst}"]``. ``base`` must be on a filesystem where reads
+move atime and ``FS_NOATIME_FL`` works (ext4, tmpfs, xfs); otherwise ``IsolationError`` says why.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import attrs
+
+from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, resolve_copier
+from artifactkit.conformance.corpus import corpus_names, materialize
+from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.isolation.probe import AtimeProbe, probe_atime
+from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
+from artifactkit.metadata import drift as dx
+from artifactkit.metadata.compare import Mismatch, compare, format_mismatches
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.scan import capture_tree
+
+SCHEMA: Final = "artifactkit.conformance/1"
+CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
+                 "survives_read", "source_atime_untouched")
+COPIER_FAILED: Final = "copier-failed"
+_SPECIAL_BITS: Final = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+_SHORT: Final = {"mtime_ns": "mtime", "atime_ns": "atime"}
+
+__all__ = ["CHECKS", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
+
+
+@attrs.frozen
+class Failure:
+    """One difference attributed to one check: where, which field, both values and the diagnosis."""
+
+    check: str
+    corpus: str
+    path: str
+    field: str
+    expected: int | str | None
+    actual: int | str | None
+    diagnosis: str
+    delta_ns: int | None = None
+
+    def headline(self) -> str:
+        """The short diagnosis a table cell shows (``atime: advanced-by-read, source atime moved ...``)."""
+        field = _SHORT.get(self.field, self.field)
+        if self.field == "mode":
+            head = f"{'special bits' if self.check == 'special_bits' else 'mode'}: {self.diagnosis} " \
+                   f"({_octal(self.expected)} -> {_octal(self.actual)})"
+        elif self.field == "copier":
+            head = f"{self.diagnosis} ({self.actual})"
+        else:
+            head = f"{field}: {self.diagnosis}"
+        if self.check == "source_atime_untouched":
+            return head + (", source entry removed by the copy" if self.diagnosis == dx.MISSING
+                           else ", source atime moved by the copy")
+        if self.check == "survives_read":
+            return head + ", moved by a read after the copy"
+        return head
+
+    def to_mismatch(self) -> Mismatch:
+        """The shared assertion's record of this failure (stage = ``conformance:<corpus>:<check>``)."""
+        return Mismatch(self.path, self.field, self.expected, self.actual, self.diagnosis,
+                        self.delta_ns, stage=f"conformance:{self.corpus}:{self.check}")
+
+
+def _octal(value: int | str | None) -> str:
+    return f"0o{value:04o}" if isinstance(value, int) else str(value)
+
+
+@attrs.frozen
+class CheckResult:
+    """One row of the report: a check and every failure attributed to it (none means it held)."""
+
+    check: str
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def diagnosis(self) -> str | None:
+        """The first failure's headline, or ``None`` when the check held."""
+        return self.failures[0].headline() if self.failures else None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"check", "passed", "diagnosis", "failures"}``; failures grouped by corpus, field and
+        diagnosis (a 1,000-file tree must not make a 1,000-entry list), each with its first case."""
+        groups: dict[tuple[str, str, str], list[Failure]] = {}
+        for failure in self.failures:
+            groups.setdefault((failure.corpus, failure.field, failure.diagnosis), []).append(failure)
+        return {
+            "check": self.check,
+            "passed": self.passed,
+            "diagnosis": self.diagnosis,
+            "failures": [
+                {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
+                 "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
+                 "delta_ns": items[0].delta_ns}
+                for (corpus, field, diagnosis), items in groups.items()
+            ],
+        }
+
+
+@attrs.frozen
+class Report:
+    """The outcome of :func:`check`: one :class:`CheckResult` per name in :data:`CHECKS`, in order."""
+
+    copier: str
+    corpus: tuple[str, ...]
+    checks: tuple[CheckResult, ...]
+    environment: dict[str, str] = attrs.field(eq=False)
+    source_links_moved: int = 0
+
+    def result(self, name: str) -> CheckResult:
+        for item in self.checks:
+            if item.check == name:
+                return item
+        raise KeyError(f"no check {name!r}; checks: {', '.join(CHECKS)}")
+
+    @property
+    def failed(self) -> frozenset[str]:
+        """Names of the checks that failed."""
+        return frozenset(item.check for item in self.checks if not item.passed)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check held (a property, so ``assert report.passed`` means what it says)."""
+        return not self.failed
+
+    def holds(self, require: Iterable[str] = CHECKS) -> bool:
+        """Whether every check in ``require`` held."""
+        wanted = _validated(require)
+        return not (self.failed & set(wanted))
+
+    def raise_for_failures(self, require: Iterable[str] = CHECKS) -> None:
+        """Raise the shared :class:`MetadataMismatchError` listing every failure of a required check."""
+        wanted = set(_validated(require))
+        found = [f.to_mismatch() for item in self.checks if item.check in wanted for f in item.failures]
+        if found:
+            stage = f"conformance of {self.copier}"
+            raise MetadataMismatchError(format_mismatches(found, stage=stage), stage=stage, mismatches=found)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``artifactkit.conformance/1`` document (sanitized: no absolute paths, user or host)."""
+        return {
+            "schema": SCHEMA,
+            "copier": self.copier,
+            "corpus": list(self.corpus),
+            "environment": dict(self.environment),
+            "passed": self.passed,
+            "source_links_moved": self.source_links_moved,
+            "checks": [item.to_json() for item in self.checks],
+        }
+
+
+def _validated(names: Iterable[str]) -> tuple[str, ...]:
+    wanted = tuple(names)
+    unknown = sorted(set(wanted) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(CHECKS)}")
+    return wanted
+
+
+# -- sorting differences into checks ---------------------------------------------------------------
+
+def _time_check(kind: str, field: str) -> str:
+    if kind == "dir":
+        return "dir_times"
+    if kind == "symlink":
+        return "symlink_times"
+    return field
+
+
+def _destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch]) -> list[Failure]:
+    found: list[Failure] = []
+    for item in mismatches:
+        def add(check: str, item: Mismatch = item) -> None:
+            found.append(Failure(check, corpus, item.path, item.field, item.expected, item.actual,
+                                 item.diagnosis, item.delta_ns))
+        if item.field == "mode":
+            assert isinstance(item.expected, int) and isinstance(item.actual, int)
+            changed = item.expected ^ item.actual
+            if changed & 0o777:
+                add("mode")
+            if changed & _SPECIAL_BITS:
+                add("special_bits")
+        elif item.field in ("mtime_ns", "atime_ns"):
+            add(_time_check(expected[item.path].kind, item.field))
+        else:  # presence, kind, size, sha256, target
+            add("content")
+    return found
+
+
+def _tagged(check: str, corpus: str, mismatches: Iterable[Mismatch]) -> list[Failure]:
+    return [Failure(check, corpus, m.path, m.field, m.expected, m.actual, m.diagnosis, m.delta_ns)
+            for m in mismatches]
+
+
+# -- the run -----------------------------------------------------------------------------------------
+
+def read_everything(root: str) -> None:
+    """One ordinary read of a whole tree, as any later consumer would: no ``O_NOATIME`` anywhere.
+
+    Files are read, directories listed, links read with ``readlink``. Entries the caller may not
+    read (a ``0o000`` file when not root) are skipped: a refused open moves nothing.
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*filenames, *dirnames):
+            full = os.path.join(dirpath, name)
+            mode = os.lstat(full).st_mode
+            if stat.S_ISLNK(mode):
+                os.readlink(full)
+            elif stat.S_ISREG(mode):
+                try:
+                    with open(full, "rb") as handle:
+                        handle.read(1 << 16)
+                except PermissionError:
+                    continue
+
+
+def _remove(path: str) -> None:
+    """Remove a tree that may hold read-only directories (``0o555``) when not running as root."""
+    if not os.path.lexists(path):
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o700)
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: str) -> tuple[list[Failure], int]:
+    src = os.path.join(src_parent, corpus)
+    dst = os.path.join(dst_parent, corpus)
+    expected = {meta.path: meta for meta in materialize(corpus, src)}
+    failures: list[Failure] = []
+    try:
+        copier(src, dst)
+    except Exception as err:  # noqa: BLE001 - the copier is what is under test: any failure is a finding
+        # Not a setup error: record it, then inspect whatever the copier left behind.
+        text = str(err) if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
+        message = text.replace(dst, "{dst}").replace(src, "{src}")
+        message = message if len(message) <= 200 else message[:197] + "..."  # one table cell, not a log
+        failures.append(Failure("content", corpus, ".", "copier", None, message, COPIER_FAILED))
+    # Source first, lstat only: nothing of ours reads the source before this capture.
+    source_now = {m.path: m for m in capture_tree(src, hash_content=False)} if os.path.lexists(src) else {}
+    links = {path for path, meta in expected.items() if meta.kind == "symlink"}
+    links_moved = sum(1 for p in links if p in source_now and source_now[p].atime_ns != expected[p].atime_ns)
+    failures += _tagged("source_atime_untouched", corpus, compare(
+        {p: m for p, m in expected.items() if p not in links},
+        {p: m for p, m in source_now.items() if p not in links}, fields=("atime_ns",)))
+    if not os.path.lexists(dst):
+        failures += _destination_failures(corpus, expected, compare(expected, []))
+        return failures, links_moved
+    before = capture_tree(dst)
+    failures += _destination_failures(corpus, expected, compare(expected, before))
+    read_everything(dst)
+    after = capture_tree(dst, hash_content=False)
+    failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))
+    return failures, links_moved
+
+
+def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:
+    # Sanitized evidence: filesystem facts and versions, never a path, user or host name.
+    return {
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "source_fs": f"{source.fs_type} ({source.atime_policy})",
+        "destination_fs": f"{tree.probe.fs_type} ({tree.probe.atime_policy})",
+        "isolation": tree.mode,
+        "isolation_verified_how": tree.verified_how,
+    }
+
+
+def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str | Iterable[str] | None = None,
+          *, base: str | os.PathLike[str] | None = None,
+          source_base: str | os.PathLike[str] | None = None,
+          progress: Callable[[str], None] | None = None) -> Report:
+    """Run ``copier`` over each corpus tree (default: all) and report every check.
+
+    ``copier`` is ``f(src, dst)``, an argv template with ``{src}``/``{dst}``, or a string
+    :func:`artifactkit.conformance.copiers.resolve_copier` accepts; ``dst`` does not exist before the copy.
+    Destinations live in a verified private noatime tree under ``base`` (default: the temp dir);
+    sources under ``source_base`` (default: ``base``), which must be a filesystem where reads move
+    atime. Raises :class:`IsolationError` when either condition cannot be met; check failures are
+    in the report, never raised (see :meth:`Report.raise_for_failures`).
+    """
+    named = resolve_copier(copier)
+    names = corpus_names() if corpus is None else [corpus] if isinstance(corpus, str) else list(corpus)
+    dst_base = os.fspath(base) if base is not None else tempfile.gettempdir()
+    src_base = os.fspath(source_base) if source_base is not None else dst_base
+    source_probe = probe_atime(src_base)
+    if not source_probe.reads_move_historical_atime:
+        raise IsolationError(
+            f"conformance needs a source filesystem where reads move atime, so a copier's reads show; "
+            f"{source_probe.fs_type} under the source base has policy {source_probe.atime_policy}"
+            f"{' (or an inherited FS_NOATIME_FL)' if source_probe.atime_policy == 'noatime' else ''}; "
+            "remedy: pass a source base on a relatime or strictatime filesystem outside any flagged tree",
+            fs_type=source_probe.fs_type, failed="source-atime")
+    failures: list[Failure] = []
+    links_moved = 0
+    with private_noatime_tree(dst_base, probe=source_probe) as tree:
+        src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
+        try:
+            for name in names:
+                if progress is not None:
+                    progress(name)
+                found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
+                failures += found
+                links_moved += moved
+                _remove(os.path.join(src_parent, name))
+                _remove(os.path.join(tree.path, name))
+        finally:
+            _remove(src_parent)
+        environment = _environment(source_probe, tree)
+    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name)) for name in CHECKS)
+    return Report(named.label, tuple(names), rows, environment, links_moved)
+

@@ -1,0 +1,130 @@
+"""Name a copy step for the conformance kit: an argv template, ``module:function`` or ``artifactkit``.
+
+Every copier becomes one shape, ``run(src, dst)``, where ``dst`` does not exist yet and must hold a
+copy of the tree at ``src`` when ``run`` returns. Templates are split shell-free (:func:`shlex.split`)
+and run without a shell, so a path with spaces or a leading dash is one argument, never code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import attrs
+
+from artifactkit.store.store import Store
+
+SRC: Final = "{src}"
+DST: Final = "{dst}"
+#: The copier name that means our own store: publish ``src``, then download into ``dst``.
+ARTIFACTKIT: Final = "artifactkit"
+
+CopyFunction = Callable[[str, str], object]
+_CALLABLE_SPEC: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class CopierError(Exception):
+    """A copier could not be resolved from its description (a usage error, not a failed check)."""
+
+
+class CopyFailedError(Exception):
+    """The copier ran and reported failure (non-zero exit); the message has its sanitized stderr."""
+
+
+@attrs.frozen
+class NamedCopier:
+    """A copy step with a label for reports (``run(src, dst)`` must create ``dst``)."""
+
+    label: str
+    run: CopyFunction = attrs.field(eq=False)
+
+    def __call__(self, src: str, dst: str) -> None:
+        self.run(src, dst)
+
+
+def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCopier:
+    """A copier running ``template`` with ``{src}``/``{dst}`` replaced inside each argument.
+
+    Substitution is textual (``{src}/`` gives rsync its trailing slash); no shell is involved.
+    """
+    argv = list(template)
+    joined = " ".join(argv)
+    if not argv or SRC not in joined or DST not in joined:
+        raise CopierError(f"copier template {shlex.join(argv)!r} must name both {SRC} and {DST}")
+
+    def run(src: str, dst: str) -> None:
+        actual = [arg.replace(SRC, src).replace(DST, dst) for arg in argv]
+        done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
+                              stdin=subprocess.DEVNULL, check=False)
+        if done.returncode != 0:
+            # Evidence is sanitized: the temporary paths become the placeholders they came from.
+            detail = done.stderr.strip().replace(dst, DST).replace(src, SRC).splitlines()
+            first = detail[0] if detail else "no message"
+            raise CopyFailedError(f"exit status {done.returncode}: {first}")
+
+    return NamedCopier(label or shlex.join(argv), run)
+
+
+def store_copy(src: str, dst: str) -> None:
+    """Our own store's copy step: publish ``src`` into a scratch store, download it to ``dst``.
+
+    The scratch store sits beside ``dst`` (same filesystem, removed afterwards) so the download's
+    staging directory is created where ``dst`` will live, as in real use.
+    """
+    with tempfile.TemporaryDirectory(prefix=".artifactkit-store-", dir=os.path.dirname(dst) or ".") as root:
+        store = Store(root)
+        store.download(store.publish(src, "conformance"), dst)
+
+
+def callable_copier(spec: str) -> NamedCopier:
+    """Import ``module:function`` (dotted attribute paths allowed after the colon).
+
+    The current directory is importable, as with ``python -m``: an installed console script
+    would otherwise see only its own directory, and a project's copier lives in the project.
+    """
+    module_name, _, attr_path = spec.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: object = importlib.import_module(module_name)
+        for part in attr_path.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as err:
+        raise CopierError(f"cannot import copier {spec!r}: {err}") from err
+    if not callable(target):
+        raise CopierError(f"copier {spec!r} is not callable")
+    return NamedCopier(spec, target)
+
+
+def resolve_copier(spec: str | Sequence[str] | CopyFunction | NamedCopier) -> NamedCopier:
+    """Turn any accepted copier description into a :class:`NamedCopier`.
+
+    A string is ``artifactkit``, ``module:function``, or a template such as
+    ``'rsync -a --atimes {src}/ {dst}'``; a list is an argv template; a callable is used as is.
+    """
+    if isinstance(spec, NamedCopier):
+        return spec
+    if isinstance(spec, str):
+        text = spec.strip()
+        if text == ARTIFACTKIT:
+            return NamedCopier(ARTIFACTKIT, store_copy)
+        if SRC in text or DST in text:
+            try:
+                return argv_copier(shlex.split(text), label=text)
+            except ValueError as err:  # unbalanced quotes
+                raise CopierError(f"cannot split copier template {text!r}: {err}") from err
+        if _CALLABLE_SPEC.match(text):
+            return callable_copier(text)
+        raise CopierError(f"{text!r} is not a copier: give 'CMD ... {SRC} ... {DST}', module:function, "
+                          f"or {ARTIFACTKIT}")
+    if callable(spec):
+        name = getattr(spec, "__qualname__", None) or repr(spec)
+        return NamedCopier(f"{getattr(spec, '__module__', '?')}:{name}", spec)
+    return argv_copier(spec)

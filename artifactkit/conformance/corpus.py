@@ -1,0 +1,120 @@
+"""The declarative tree corpus: TOML trees with historical ns timestamps, materialized exactly.
+
+A tree file (``fixtures/<name>.toml``) lists ``[[entry]]`` tables (path, kind, mode, mtime_ns,
+atime_ns; files add ``size`` and ``seed``, symlinks ``target``) and optional ``[[generate]]``
+tables for many similar files. :func:`materialize` builds it and returns the :class:`FileMeta`
+values *as supplied* — the ground truth every later stage is checked against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import os
+import random
+import tomllib
+from typing import Any
+
+import attrs
+
+from artifactkit.metadata.model import ROOT, FileMeta
+from artifactkit.metadata.times import deepest_first, set_times_exact
+from artifactkit.store.paths import check_tree_shape
+
+
+@attrs.frozen
+class TreeSpec:
+    """A corpus tree: its name, a sentence on what it exercises, and entries with content seeds."""
+
+    name: str
+    description: str
+    entries: tuple[FileMeta, ...]
+    seeds: dict[str, int] = attrs.field(eq=False)
+
+
+def content(seed: int, size: int) -> bytes:
+    """Deterministic bytes for a file: the same seed and size give the same content everywhere."""
+    return random.Random(seed).randbytes(size)  # noqa: S311 - reproducible test data, not secrets
+
+
+def corpus_names() -> list[str]:
+    """Every tree bundled with the package, sorted."""
+    files = importlib.resources.files("artifactkit.fixtures")
+    return sorted(item.name.removesuffix(".toml") for item in files.iterdir() if item.name.endswith(".toml"))
+
+
+def load_tree(name: str) -> TreeSpec:
+    """Load a bundled tree by name (``basic``, ``edge-times``, ...)."""
+    resource = importlib.resources.files("artifactkit.fixtures") / f"{name}.toml"
+    if not resource.is_file():
+        raise LookupError(f"no corpus tree {name!r}; bundled trees: {', '.join(corpus_names())}")
+    return parse_tree(name, tomllib.loads(resource.read_text(encoding="utf-8")))
+
+
+def parse_tree(name: str, doc: dict[str, Any]) -> TreeSpec:
+    """Turn a parsed TOML document into a validated :class:`TreeSpec`."""
+    entries: list[FileMeta] = []
+    seeds: dict[str, int] = {}
+    for raw in doc.get("entry", []):
+        entries.append(_entry(raw, seeds))
+    for gen in doc.get("generate", []):
+        for index in range(int(gen["count"])):
+            raw = {
+                "path": gen["pattern"].format(i=index, group=index // int(gen.get("per_dir", gen["count"]))),
+                "kind": "file", "mode": gen["mode"], "size": gen["size"], "seed": int(gen["seed"]) + index,
+                "mtime_ns": gen["mtime_ns"] + index * gen.get("step_ns", 0),
+                "atime_ns": gen["atime_ns"] + index * gen.get("step_ns", 0),
+            }
+            entries.append(_entry(raw, seeds))
+    check_tree_shape(entries, where=f"corpus tree {name!r}")
+    return TreeSpec(name=name, description=str(doc.get("description", "")), entries=tuple(entries), seeds=seeds)
+
+
+def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
+    kind = raw["kind"]
+    sha256, size = None, 0
+    if kind == "file":
+        size = int(raw.get("size", 0))
+        seeds[raw["path"]] = int(raw.get("seed", 0))
+        sha256 = hashlib.sha256(content(seeds[raw["path"]], size)).hexdigest()
+    return FileMeta(path=raw["path"], kind=kind, mode=int(raw["mode"]), size=size,
+                    mtime_ns=int(raw["mtime_ns"]), atime_ns=int(raw["atime_ns"]),
+                    sha256=sha256, target=raw.get("target"))
+
+
+def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[FileMeta]:
+    """Build ``spec`` at ``dest`` (must not exist) and return the metadata originally supplied.
+
+    Times are set last — files and links first, then directories deepest first, each read back
+    (a filesystem that cannot hold a value raises :class:`TimestampNotRepresentable`).
+    """
+    tree = load_tree(spec) if isinstance(spec, str) else spec
+    root = os.fspath(dest)
+    os.mkdir(root, 0o700)
+    ordered = sorted(tree.entries, key=lambda e: e.path)
+    for entry in ordered:
+        full = os.path.join(root, entry.path)
+        if entry.kind == "dir" and entry.path != ROOT:
+            os.mkdir(full, 0o700)
+        elif entry.kind == "file":
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, content(tree.seeds[entry.path], entry.size))
+                os.fchmod(fd, entry.mode)
+            finally:
+                os.close(fd)
+        elif entry.kind == "symlink":
+            assert entry.target is not None
+            os.symlink(entry.target, full)
+    for entry in ordered:
+        if entry.kind != "dir":
+            set_times_exact(os.path.join(root, entry.path), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns,
+                            follow_symlinks=entry.kind != "symlink")
+    by_path = {entry.path: entry for entry in ordered}
+    for path in deepest_first(e.path for e in ordered if e.kind == "dir"):
+        entry, full = by_path[path], os.path.join(root, path)
+        os.chmod(full, entry.mode)
+        set_times_exact(full, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
+    return list(tree.entries)
+
+

@@ -1,0 +1,238 @@
+"""Find out by experiment what a directory's filesystem does to atime; never trust mount options.
+
+Mount options only say what was asked for: an inode flag on an ancestor, ``lazytime``, a FUSE
+layer or a kernel change can all make them lie. So every answer here comes from scratch files in
+a private scratch directory inside the probed directory, which is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Final, Literal
+
+import attrs
+
+from artifactkit.isolation.flags import FlagResult, get_flags, set_noatime_flag
+from artifactkit.metadata.drift import GRANULARITIES_NS
+
+SCHEMA: Final = "artifactkit.probe/1"
+NS_PER_S: Final = 1_000_000_000
+
+#: A historical value with every ns digit used (2001-09-09): older than any ctime, so relatime moves it.
+HISTORICAL_NS: Final = 1_000_000_000_123_456_789
+#: Whole-second values either side of the 32-bit range, to see what the filesystem can hold.
+PRE_1970_NS: Final = -315_619_200 * NS_PER_S      # 1960-01-01
+POST_2038_NS: Final = 4_102_444_800 * NS_PER_S    # 2100-01-01
+
+AtimePolicy = Literal["strictatime", "relatime", "noatime"]
+FlagSupport = Literal["supported", "unsupported", "forbidden"]
+
+
+@attrs.frozen
+class MountInfo:
+    """The mount that holds a path, from ``/proc/self/mountinfo``."""
+
+    mount_point: str
+    fs_type: str
+    options: tuple[str, ...]
+
+
+@attrs.frozen
+class AtimeProbe:
+    """What a filesystem does to atime, found by experiment in one directory."""
+
+    directory: str
+    device: int
+    fs_type: str
+    mount_options: tuple[str, ...]
+    reads_move_historical_atime: bool
+    reads_move_future_atime: bool
+    noatime_flag: FlagSupport
+    flag_inherited: bool | None
+    flag_effective: bool | None
+    granularity_ns: int
+    pre_1970_ok: bool
+    post_2038_ok: bool
+
+    @property
+    def atime_policy(self) -> AtimePolicy:
+        """The policy the experiment showed (a future atime moves only under strictatime)."""
+        if self.reads_move_future_atime:
+            return "strictatime"
+        if self.reads_move_historical_atime:
+            return "relatime"
+        return "noatime"
+
+    @property
+    def reads_move_atime(self) -> bool:
+        """Whether a read would move the historical atime a restore writes (what isolation must stop)."""
+        return self.reads_move_historical_atime or self.reads_move_future_atime
+
+    def summary(self) -> str:
+        """One line for logs and the pytest header."""
+        flag: str = self.noatime_flag
+        if flag == "supported":
+            flag += ", inherited" if self.flag_inherited else ", NOT inherited"
+        return f"fs={self.fs_type} atime={self.atime_policy} FS_NOATIME_FL={flag}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``artifactkit.probe/1`` document (no absolute paths: evidence is sanitized)."""
+        return {
+            "schema": SCHEMA,
+            "fs_type": self.fs_type,
+            "mount_options": [o.split("=", 1)[0] + "=<path>" if "/" in o else o for o in self.mount_options],
+            "reads_move_historical_atime": self.reads_move_historical_atime,
+            "reads_move_future_atime": self.reads_move_future_atime,
+            "atime_policy": self.atime_policy,
+            "noatime_flag": self.noatime_flag,
+            "flag_inherited": self.flag_inherited,
+            "flag_effective": self.flag_effective,
+            "granularity_ns": self.granularity_ns,
+            "pre_1970_ok": self.pre_1970_ok,
+            "post_2038_ok": self.post_2038_ok,
+        }
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and i + 3 < len(field) and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_info(path: str | os.PathLike[str], mountinfo: str = "/proc/self/mountinfo") -> MountInfo:
+    """The mount holding ``path``: the longest mount point prefix of its realpath (last one wins)."""
+    real = os.path.realpath(path)
+    best: MountInfo | None = None
+    with open(mountinfo, encoding="utf-8") as handle:
+        for line in handle:
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(fields) < 6 or len(tail) < 1:
+                continue
+            point = _unescape(fields[4])
+            inside = point in (real, "/") or real.startswith(point.rstrip("/") + "/")
+            if not inside or (best is not None and len(point) < len(best.mount_point)):
+                continue
+            options = fields[5].split(",") + (tail[2].split(",") if len(tail) > 2 else [])
+            # Later lines with the same point are mounts stacked on top: they win.
+            best = MountInfo(point, tail[0], tuple(dict.fromkeys(options)))
+    if best is None:
+        raise OSError(f"no mount in {mountinfo} holds {real!r}")
+    return best
+
+
+def read_all(path: str) -> int:
+    """Read a file the way any program does (no ``O_NOATIME``): what moves atime."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return len(os.read(fd, 4096))
+    finally:
+        os.close(fd)
+
+
+def read_moves_atime(path: str, atime_ns: int, mtime_ns: int = HISTORICAL_NS) -> bool:
+    """Set ``atime_ns``, read the file once, and report whether atime moved from what was stored.
+
+    The comparison is with the value read back before the read, not the one asked for: a coarse
+    filesystem truncates on ``utime`` and that is not a read moving anything.
+    """
+    os.utime(path, ns=(atime_ns, mtime_ns), follow_symlinks=False)
+    stored = os.lstat(path).st_atime_ns
+    read_all(path)
+    return os.lstat(path).st_atime_ns != stored
+
+
+def write_file(path: str, data: bytes = b"artifactkit probe\n") -> None:
+    """Create a file with content (a read of an empty file still moves atime, but be plain)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def stores_exactly(path: str, value_ns: int) -> bool:
+    """Whether the filesystem keeps ``value_ns`` as mtime unchanged (no truncation, no clamp)."""
+    try:
+        os.utime(path, ns=(value_ns, value_ns), follow_symlinks=False)
+    except (OverflowError, OSError):
+        return False
+    return os.lstat(path).st_mtime_ns == value_ns
+
+
+def granularity_of(path: str) -> int:
+    """The coarsest candidate unit that explains how ``HISTORICAL_NS`` was stored."""
+    os.utime(path, ns=(HISTORICAL_NS, HISTORICAL_NS), follow_symlinks=False)
+    stored = os.lstat(path).st_mtime_ns
+    for unit in GRANULARITIES_NS:
+        if stored == (HISTORICAL_NS // unit) * unit:
+            return unit
+    return NS_PER_S  # a filesystem that neither keeps nor truncates: report it as whole seconds
+
+
+def _flag_experiment(scratch: str, moves: bool) -> tuple[FlagSupport, bool | None, bool | None]:
+    flagged = os.path.join(scratch, "flagged")
+    os.mkdir(flagged, 0o700)
+    result: FlagResult = set_noatime_flag(flagged, private_root=flagged)
+    if result.status != "ok":
+        return result.status, None, None
+    if not result.noatime:
+        return "unsupported", None, None  # accepted but not kept: the same as not having it
+    nested = os.path.join(flagged, "nested")
+    os.mkdir(nested, 0o700)
+    files = [os.path.join(flagged, "file"), os.path.join(nested, "file")]
+    for path in files:
+        write_file(path)
+    inherited = all(get_flags(path).noatime for path in (nested, *files))
+    if not moves:
+        return "supported", inherited, None  # no positive control can be made here
+    control = os.path.join(scratch, "control")
+    write_file(control)
+    set_noatime_flag(files[0], private_root=flagged)  # btrfs inherits nothing: test the flag, not inheritance
+    flagged_moved = read_moves_atime(files[0], HISTORICAL_NS)
+    control_moved = read_moves_atime(control, HISTORICAL_NS)
+    effective = (not flagged_moved) if control_moved else None
+    return "supported", inherited, effective
+
+
+def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
+    """Probe ``directory``'s filesystem by experiment on scratch files inside it.
+
+    Reads of a historical atime move it under relatime and strictatime (``utime`` leaves ctime
+    at now); reads of a future atime move it only under strictatime. The flag is set only on a
+    scratch directory; everything is created in one private scratch directory and removed.
+    """
+    where = os.path.realpath(directory)
+    info = mount_info(where)
+    scratch = tempfile.mkdtemp(prefix=".artifactkit-probe-", dir=where)
+    try:
+        sample = os.path.join(scratch, "sample")
+        write_file(sample)
+        historical = read_moves_atime(sample, HISTORICAL_NS)
+        # A year ahead: newer than mtime and ctime, so relatime leaves it; strictatime does not.
+        future = read_moves_atime(sample, time.time_ns() + 365 * 86_400 * NS_PER_S)
+        granularity = granularity_of(sample)
+        pre_1970 = stores_exactly(sample, PRE_1970_NS)
+        post_2038 = stores_exactly(sample, POST_2038_NS)
+        support, inherited, effective = _flag_experiment(scratch, historical or future)
+        device = os.lstat(where).st_dev
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(scratch)
+    return AtimeProbe(
+        directory=where, device=device, fs_type=info.fs_type, mount_options=info.options,
+        reads_move_historical_atime=historical, reads_move_future_atime=future,
+        noatime_flag=support, flag_inherited=inherited, flag_effective=effective,
+        granularity_ns=granularity, pre_1970_ok=pre_1970, post_2038_ok=post_2038,
+    )

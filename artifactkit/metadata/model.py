@@ -1,0 +1,88 @@
+"""The metadata model: :class:`FileMeta`, captured with ``lstat`` only, every time an integer of ns.
+
+A float timestamp loses 100-250 ns at today's epoch, so no float ever holds a time here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Final, Literal
+
+import attrs
+
+from artifactkit.errors import UnsupportedFileType
+
+Kind = Literal["file", "dir", "symlink"]
+KINDS: tuple[Kind, ...] = ("file", "dir", "symlink")
+
+#: The path of a tree's root directory in every manifest and capture.
+ROOT: Final = "."
+
+#: Permission bits including setuid, setgid and sticky (the bits a restore must reproduce).
+MODE_MASK = 0o7777
+
+
+@attrs.frozen
+class FileMeta:
+    """The metadata artifactkit preserves for one entry of a tree.
+
+    ``path`` is relative POSIX (``"."`` for the tree's root). ``ctime_ns`` is context for
+    diagnosis only (a ctime cannot be restored): it never takes part in equality or comparison.
+    """
+
+    path: str
+    kind: Kind
+    mode: int
+    mtime_ns: int
+    atime_ns: int
+    size: int = 0
+    sha256: str | None = None
+    target: str | None = None
+    ctime_ns: int | None = attrs.field(default=None, eq=False, repr=False)
+
+
+def kind_of(st_mode: int, path: str) -> Kind:
+    """Map an ``st_mode`` to our kind, refusing FIFOs, sockets and devices."""
+    if stat.S_ISREG(st_mode):
+        return "file"
+    if stat.S_ISDIR(st_mode):
+        return "dir"
+    if stat.S_ISLNK(st_mode):
+        return "symlink"
+    what = stat.filemode(st_mode)[0]
+    names = {"p": "a FIFO", "s": "a socket", "c": "a character device", "b": "a block device"}
+    raise UnsupportedFileType(
+        f"{path!r} is {names.get(what, 'a special file')}; artifacts hold only files, directories "
+        "and symlinks",
+        path=path,
+    )
+
+
+def meta_from_stat(relpath: str, st: os.stat_result, *, sha256: str | None = None,
+                   target: str | None = None) -> FileMeta:
+    """Convert an ``os.stat_result`` (from ``lstat``) into a :class:`FileMeta` at the boundary."""
+    kind = kind_of(st.st_mode, relpath)
+    return FileMeta(
+        path=relpath,
+        kind=kind,
+        mode=stat.S_IMODE(st.st_mode),
+        size=st.st_size if kind == "file" else 0,
+        mtime_ns=st.st_mtime_ns,
+        atime_ns=st.st_atime_ns,
+        sha256=sha256,
+        target=target,
+        ctime_ns=st.st_ctime_ns,
+    )
+
+
+def capture(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> FileMeta:
+    """Capture one entry's metadata with ``lstat`` only: nothing here reads content or a link.
+
+    ``root`` makes the recorded path relative to it (``"."`` for the root itself); content digests
+    and link targets are filled in by callers *after* every capture, because reading moves atime.
+    """
+    full = os.fspath(path)
+    st = os.lstat(full)
+    relpath = full if root is None else os.path.relpath(full, os.fspath(root)).replace(os.sep, "/")
+    return meta_from_stat(relpath, st)

@@ -1,0 +1,206 @@
+"""Read a source file once: hash it and, when its blob is new, stage its bytes for the store."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import threading
+from typing import Final
+
+from artifactkit._syscalls import copy_range, open_noatime
+from artifactkit.errors import IntegrityError, IntegrityFailure, SourceChangedError
+from artifactkit.metadata.model import FileMeta
+
+CHUNK: Final = 1 << 20
+# Files up to this size are hashed from memory and written only if their blob is new, so a
+# re-publish of unchanged content writes nothing; larger files are copied into staging by the
+# kernel while they are hashed (and the copy is dropped if the blob turns out to exist).
+IN_MEMORY_LIMIT: Final = 8 << 20
+
+
+def _changed(path: str, captured: FileMeta, identity: tuple[int, int], st: os.stat_result, when: str) -> None:
+    what = []
+    if (st.st_dev, st.st_ino) != identity:
+        what.append("was replaced by another file")
+    if st.st_size != captured.size:
+        what.append(f"size {captured.size} -> {st.st_size}")
+    if st.st_mtime_ns != captured.mtime_ns:
+        what.append(f"mtime_ns {captured.mtime_ns} -> {st.st_mtime_ns}")
+    if captured.ctime_ns is not None and st.st_ctime_ns != captured.ctime_ns:
+        what.append(f"ctime_ns {captured.ctime_ns} -> {st.st_ctime_ns}")
+    if not stat.S_ISREG(st.st_mode):
+        what.append("is no longer a regular file")
+    if what:
+        raise SourceChangedError(
+            f"source {path!r} changed {when}: {', '.join(what)}; publish again once it is stable",
+            path=path)
+
+
+def read_small(fd: int, size: int) -> bytes:
+    """Read a regular file expected to hold ``size`` bytes: one ``read`` of ``size + 1`` in the usual case.
+
+    Reading stops once ``size`` bytes are in (or at the end): a short read is never taken for the
+    end before ``size`` bytes arrived (FUSE, 9p and NFS may return less than asked). Whether the
+    file is *longer* is not this function's proof: the caller's digest of exactly these bytes, or
+    its ``fstat`` after the read, is.
+    """
+    data = os.read(fd, size + 1)
+    if len(data) >= size:
+        return data
+    chunks = [data]
+    total = len(data)
+    while total < size and (chunk := os.read(fd, size + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def sha256_of_fd(fd: int) -> tuple[str, int]:
+    """sha256 and length of everything in ``fd`` from offset 0 (``pread``: the position is left alone)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    total = 0
+    while n := os.preadv(fd, [buffer], total):
+        digest.update(view[:n])
+        total += n
+    return digest.hexdigest(), total
+
+
+def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True) -> int:
+    """Open a stored blob for reading: a regular file, or an :class:`IntegrityError` saying what it is.
+
+    ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink or a FIFO is corruption of the store
+    (reported as such), never something to follow or to hang on. A download skips the ``fstat``
+    (``check_regular=False``): the digest of what it reads proves the content anyway.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError as err:
+        raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
+                             failed=IntegrityFailure.MISSING) from err
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=path, blob=sha,
+                             failed=IntegrityFailure.CORRUPT) from err
+    if check_regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
+                             failed=IntegrityFailure.CORRUPT)
+    return fd
+
+
+COPY_CHUNK: Final = 8 << 20
+
+
+def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
+    """Copy up to ``size + 1`` bytes in the kernel on one thread while hashing what *was written*.
+
+    The hash reads the destination back behind the copier, so the digest always names the bytes
+    that were stored, even if the source changed in a way no timestamp shows (an ``mmap`` write).
+    hashlib releases the GIL on large buffers and ``copy_file_range``/``sendfile`` never enter user
+    space, so on two cores a large file costs about one sha256 pass rather than a copy plus a hash.
+    Returns ``(sha256, bytes)``; more than ``size`` bytes means the source is longer than expected.
+    ``dst_fd`` must be open for reading too. The copier works on its own duplicated fds, so an
+    interrupt here cannot leave it writing through an fd number the caller has closed and reused.
+    """
+    src, dst = os.dup(src_fd), os.dup(dst_fd)
+    progress = threading.Condition()
+    state: dict[str, int] = {"copied": 0, "done": 0}
+    failure: list[BaseException] = []
+
+    def copy() -> None:
+        try:
+            while state["copied"] <= size:
+                n = copy_range(src, dst, min(COPY_CHUNK, size + 1 - state["copied"]), offset=state["copied"])
+                with progress:
+                    state["copied"] += n
+                    progress.notify_all()
+                if n == 0:
+                    break
+        except BaseException as err:  # noqa: BLE001 - re-raised on the calling thread below
+            failure.append(err)
+        finally:
+            os.close(src)
+            os.close(dst)
+            with progress:
+                state["done"] = 1
+                progress.notify_all()
+
+    worker = threading.Thread(target=copy, name="artifactkit-copy", daemon=True)
+    worker.start()
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    hashed = 0
+    while True:
+        with progress:
+            while state["copied"] <= hashed and not state["done"]:
+                progress.wait()
+            available, finished = state["copied"], state["done"]
+        while hashed < available:
+            n = os.preadv(dst_fd, [view[:min(CHUNK, available - hashed)]], hashed)
+            if n == 0:
+                break
+            digest.update(view[:n])
+            hashed += n
+        if finished and hashed >= available:
+            break
+    worker.join()
+    if failure:
+        raise failure[0]
+    return digest.hexdigest(), hashed
+
+
+def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
+                stage_fd: int, stage_name: str) -> tuple[str, bool, bytes | None]:
+    """Hash ``path`` and return ``(sha256, noatime_held, data)``.
+
+    ``data`` is the content of a file small enough to keep in memory (the caller writes it only if
+    its blob is missing, so re-publishing unchanged content writes nothing). A larger file has no
+    digest until it is read, so it is copied into ``stage_name`` under ``stage_fd`` while it is
+    hashed, and ``data`` is ``None``. The file must not change between capture and end of read.
+    """
+    # O_NONBLOCK: a file swapped for a FIFO after the scan must be refused, not hang the open.
+    fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _changed(path, captured, identity, os.fstat(fd), "between capture and read")
+        data: bytes | None = None
+        if captured.size <= IN_MEMORY_LIMIT:
+            data = read_small(fd, captured.size)
+            sha, count = hashlib.sha256(data).hexdigest(), len(data)
+        else:
+            # O_RDWR: the digest is taken from what was written to staging, read back.
+            out = os.open(stage_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
+            try:
+                sha, count = hash_while_copying(fd, out, captured.size)
+            finally:
+                os.close(out)
+        if count != captured.size:
+            raise SourceChangedError(
+                f"source {path!r} changed while read: {count} bytes read, {captured.size} captured",
+                path=path)
+        _changed(path, captured, identity, os.fstat(fd), "while being read")
+    finally:
+        os.close(fd)
+    return sha, noatime, data
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def write_staged(stage_fd: int, stage_name: str, data: bytes) -> None:
+    """Write in-memory content to a staging file (read-only mode: blobs are immutable)."""
+    out = os.open(stage_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
+    try:
+        write_all(out, data)
+    finally:
+        os.close(out)

@@ -1,0 +1,240 @@
+"""Materialize manifest entries with exact metadata into a destination, or leave nothing.
+
+Everything is created under a private staging directory next to ``dest`` through directory fds
+(``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``, ``O_EXCL | O_NOFOLLOW``), so neither
+a forged manifest path nor a symlink planted mid-download can make a write land outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Iterable, Iterator
+
+from artifactkit._syscalls import open_beneath, rename_noreplace
+from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
+from artifactkit.metadata.model import ROOT, FileMeta
+from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
+from artifactkit.store.content import IN_MEMORY_LIMIT, hash_while_copying, open_blob, read_small, write_all
+from artifactkit.store.locks import hold, hold_if_free
+from artifactkit.store.paths import check_tree_shape, parent_of
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
+                 shape_checked: bool = False) -> None:
+    """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order.
+
+    ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
+    """
+    by_path = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
+    parent, name = os.path.split(dest)
+    parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    prefix = _staging_prefix(name)
+    staging = f"{prefix}{secrets.token_hex(6)}"
+    lock_fd = -1
+    try:
+        _sweep_abandoned(parent_fd, prefix)
+        os.mkdir(staging, 0o700, dir_fd=parent_fd)
+        try:
+            # Held until the end: a later download to the same name removes only unlocked staging.
+            lock_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+            hold(lock_fd)
+            _check_still_ours(parent_fd, staging, lock_fd, dest)
+            _materialize(by_path, parent_fd, staging, blob_path)
+            # Every entry, the root included, was verified exact above; the rename moves no time.
+            _rename_into_place(parent_fd, staging, name, dest)
+        except BaseException:
+            _remove_staging(parent_fd, staging)
+            raise
+    finally:
+        if lock_fd >= 0:
+            os.close(lock_fd)
+        os.close(parent_fd)
+
+
+def _staging_prefix(name: str) -> str:
+    """``.NAME.artifactkit-``; a name too long to extend within 255 bytes is replaced by its digest."""
+    if len(os.fsencode(name)) > 200:
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:40]
+    return f".{name}.artifactkit-"
+
+
+def _check_still_ours(parent_fd: int, staging: str, lock_fd: int, dest: str) -> None:
+    """Between our mkdir and our flock a concurrent download to the same name may have swept it."""
+    held = os.fstat(lock_fd)
+    try:
+        now = os.lstat(staging, dir_fd=parent_fd)
+    except FileNotFoundError:
+        now = None
+    if held.st_nlink == 0 or now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        raise FileExistsError(errno.EEXIST, "another download to this destination is running", dest)
+
+
+def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
+    """Remove staging dirs of killed downloads to the same name: nobody holds their flock.
+
+    A live download holds an exclusive flock on its staging dir from just after creating it to
+    after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
+    Only exact ``PREFIX<12 hex>`` names count; anything the sweep cannot remove is left alone.
+    """
+    pattern = re.compile(re.escape(prefix) + "[0-9a-f]{12}")
+    for entry in os.listdir(parent_fd):
+        if not pattern.fullmatch(entry):
+            continue
+        try:
+            fd = os.open(entry, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+        except OSError:
+            continue  # vanished, or not a directory we made: leave it alone
+        try:
+            if hold_if_free(fd):
+                _remove_staging(parent_fd, entry)
+        except OSError:
+            continue  # alive (locked), or not ours to remove (another user's): not this download's business
+        finally:
+            os.close(fd)
+
+
+def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
+                 blob_path: Callable[[str], str]) -> None:
+    try:
+        _materialize_unguarded(by_path, parent_fd, staging, blob_path)
+    except OSError as err:
+        # Only we write in the private staging dir: a link or entry found there was planted.
+        if err.errno not in (errno.ELOOP, errno.EXDEV, errno.EEXIST, errno.ENOTDIR):
+            raise
+        raise UnsafePathError(
+            f"download refused: {err.filename!r} in the staging directory {staging!r} was replaced by a "
+            f"symlink or another entry while restoring ({err.strerror}); nothing was written outside it",
+            path=str(err.filename)) from err
+
+
+def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
+                           blob_path: Callable[[str], str]) -> None:
+    root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        children: dict[str, list[FileMeta]] = {}
+        for path, entry in by_path.items():
+            if path != ROOT:
+                children.setdefault(parent_of(path), []).append(entry)
+        # Shallowest first, so every parent exists before its children.
+        dirs = shallowest_first(p for p, e in by_path.items() if e.kind == "dir")
+        for path in dirs:
+            with _dir_fd(root_fd, path) as dir_fd:
+                for entry in children.get(path, ()):
+                    _create(entry, dir_fd, blob_path)
+        # Directory times last, deepest first: creating a child would move its parent's mtime.
+        for path in deepest_first(dirs):
+            with _dir_fd(root_fd, path) as dir_fd:
+                _verify_children(children.get(path, ()), dir_fd)
+                entry = by_path[path]
+                os.fchmod(dir_fd, entry.mode)
+                os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
+                verify_entries([(entry, os.fstat(dir_fd))])
+    finally:
+        os.close(root_fd)
+
+
+@contextlib.contextmanager
+def _dir_fd(root_fd: int, path: str) -> Iterator[int]:
+    if path == ROOT:
+        yield root_fd
+        return
+    fd = open_beneath(root_fd, path, _DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> None:
+    name = entry.path.rpartition("/")[2]
+    if entry.kind == "dir":
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    elif entry.kind == "symlink":
+        assert entry.target is not None
+        os.symlink(entry.target, name, dir_fd=dir_fd)
+        os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+    else:
+        out = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=dir_fd)
+        try:
+            _copy_blob(entry, blob_path, out)
+            os.fchmod(out, entry.mode)  # after the writes: a write clears setuid for non-root
+            os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
+            # Read back once, with every sibling, by _verify_children before the parent is sealed.
+        finally:
+            os.close(out)
+
+
+def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
+    """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
+    assert entry.sha256 is not None
+    blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
+    try:
+        if entry.size <= IN_MEMORY_LIMIT:
+            try:
+                data = read_small(blob, entry.size)
+            except IsADirectoryError as err:
+                raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is a directory, not stored content",
+                                     path=entry.path, blob=entry.sha256, failed=IntegrityFailure.CORRUPT) from err
+            sha, count = hashlib.sha256(data).hexdigest(), len(data)
+            if sha == entry.sha256:  # never write bytes that are not the named content
+                write_all(out, data)
+        else:
+            # The digest is of the bytes written to ``out``, read back: what lands is what is proven.
+            sha, count = hash_while_copying(blob, out, entry.size)
+    finally:
+        os.close(blob)
+    if sha != entry.sha256 or count != entry.size:
+        raise IntegrityError(
+            f"blob {entry.sha256} for {entry.path!r} is corrupt: {count} bytes hashing to "
+            f"{sha}, manifest says {entry.size} bytes",
+            path=entry.path, blob=entry.sha256, actual=sha, failed=IntegrityFailure.CORRUPT)
+
+
+def verify_entries(pairs: Iterable[tuple[FileMeta, os.stat_result]]) -> None:
+    """Exact equality of kind, mode, size and both times for every pair (stage ``download``)."""
+    verify_stored(pairs, stage="download")
+
+
+def _verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
+    """Re-``lstat`` every child (before its parent's mode may forbid it) and compare exactly."""
+    verify_entries([(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)) for entry in entries])
+
+
+def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> None:
+    try:
+        rename_noreplace(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except FileExistsError as err:
+        raise FileExistsError(errno.EEXIST, "download destination appeared during the download", dest) from err
+    except OSError as err:
+        if err.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+        # No RENAME_NOREPLACE here (old kernel or filesystem): a checked plain rename instead.
+        if os.path.lexists(dest):
+            raise FileExistsError(errno.EEXIST, "download destination already exists", dest) from err
+        os.rename(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+
+
+def _remove_staging(parent_fd: int, staging: str) -> None:
+    """Remove a failed download's staging tree, restoring owner rwx on dirs a mode locked."""
+    with contextlib.suppress(FileNotFoundError):
+        try:
+            shutil.rmtree(staging, dir_fd=parent_fd)
+        except PermissionError:
+            os.chmod(staging, 0o700, dir_fd=parent_fd)
+            for top, subdirs, _files, top_fd in os.fwalk(staging, dir_fd=parent_fd):
+                del top
+                for sub in subdirs:
+                    st = os.lstat(sub, dir_fd=top_fd)
+                    if stat.S_ISDIR(st.st_mode):
+                        os.chmod(sub, 0o700, dir_fd=top_fd)
+            shutil.rmtree(staging, dir_fd=parent_fd)

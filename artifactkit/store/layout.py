@@ -1,0 +1,122 @@
+"""The bottom of the store: its directory layout, version names and :class:`ArtifactRef`.
+
+Layout (a person can inspect it and ``sha256sum`` the blobs)::
+
+    ROOT/blobs/<sha256>                              immutable, uncompressed content
+    ROOT/manifests/<name>/<version>.<sha256>.json    one per version; the digest in the name pins it
+    ROOT/staging/<txn>/                              a publish in progress (or a crashed one, for gc)
+    ROOT/locks/                                      flock files (see :mod:`artifactkit.store.locks`)
+
+Everything here reads names only: no manifest is opened, so listing a store is cheap and safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+
+import attrs
+
+from artifactkit._syscalls import fsync_dir, rename_noreplace
+
+
+@attrs.frozen(order=True)
+class ArtifactRef:
+    """One published version: name, version (from 1) and the sha256 of its manifest bytes."""
+
+    name: str
+    version: int
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+# "<version>.<sha256>.json": ASCII digits without a leading zero, so "01." and "1." or "²" never
+# name a version, and a stray file in a name's directory is simply not one.
+_VERSION_FILE = re.compile(r"([1-9][0-9]*)\.([0-9a-f]{64})\.json", re.ASCII)
+
+
+@attrs.frozen
+class StoreLayout:
+    """Where a store keeps what: directory paths derived from its root, and name-only look-ups."""
+
+    root: str
+    blobs_dir: str
+    manifests_dir: str
+    staging_dir: str
+    locks_dir: str
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str]) -> StoreLayout:
+        """The layout of the store rooted at ``root`` (made absolute; nothing is created)."""
+        top = os.path.abspath(os.fspath(root))
+        return cls(top, *(os.path.join(top, sub) for sub in ("blobs", "manifests", "staging", "locks")))
+
+    def blob_path(self, sha: str) -> str:
+        """Where the blob with digest ``sha`` lives."""
+        return os.path.join(self.blobs_dir, sha)
+
+    def manifest_path(self, ref: ArtifactRef) -> str:
+        """Where the manifest of ``ref`` lives."""
+        return os.path.join(self.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
+
+    def versions(self, name: str) -> list[tuple[int, str]]:
+        """(version, digest) pairs of ``name``, from file names alone (no manifest is read)."""
+        try:
+            names = os.listdir(os.path.join(self.manifests_dir, name))
+        except (FileNotFoundError, NotADirectoryError):
+            return []  # no such name, or a stray file in manifests/: not a version either way
+        found = []
+        for filename in names:
+            match = _VERSION_FILE.fullmatch(filename)
+            if match:
+                found.append((int(match[1]), match[2]))
+        return sorted(found)
+
+    def refs(self) -> list[ArtifactRef]:
+        """Every visible version, sorted by name then version."""
+        try:
+            names = os.listdir(self.manifests_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(ArtifactRef(name, version, digest)
+                      for name in names for version, digest in self.versions(name))
+
+    def create(self) -> None:
+        """Create missing layout dirs and make each durable in its parent.
+
+        A visible manifest is only as durable as every directory above it: without these fsyncs a
+        power cut after the first publish returned could lose ``blobs/`` or the whole store.
+        """
+        for path in (self.root, self.blobs_dir, self.manifests_dir, self.staging_dir, self.locks_dir):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o755)
+        # Whoever created them: a publisher killed between its mkdir and its fsync would otherwise
+        # leave layout dirs that no later publisher ever makes durable.
+        fsync_dir(self.root)
+        fsync_dir(os.path.dirname(self.root) or "/")
+
+
+def commit_name(staged: str, final: str) -> None:
+    """Make ``final`` appear atomically, never replacing anything (the name lock is held too)."""
+    try:
+        rename_noreplace(staged, final)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOSYS):
+            raise
+        # NFS and some FUSE filesystems lack RENAME_NOREPLACE; link(2) fails on an existing name
+        # just as atomically, and the staged name is then dropped.
+        os.link(staged, final)
+        os.unlink(staged)
+
+
+def exists_at(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` exists in the directory ``dir_fd`` (a link counts; it is not followed)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,95 @@
+"""The store's whole lock protocol, in one place: ``fcntl.flock``, safe across threads and ``spawn``.
+
+flock locks belong to an open file description, so two opens in one process exclude each
+other just like two processes do (POSIX ``fcntl`` record locks would not, within a process).
+
+==========================  ==================================================================
+``locks/turnstile.lock``    passed by everyone, held by gc while it waits (no starvation)
+``locks/store.lock``        shared by publishers, exclusive for gc; verify takes it only if free
+``locks/names/<name>.lock`` exclusive while a publisher picks and commits its version number
+a download's staging dir    exclusive from just after its mkdir to the final rename; an
+                            unlocked one belongs to a killed download and may be swept
+==========================  ==================================================================
+
+Name locks live apart from ``store.lock`` and ``turnstile.lock``: an artifact named "store" must
+not lock the store lock it already holds shared (a self-deadlock), nor one named "turnstile" gc's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def flocked(path: str, *, exclusive: bool) -> Iterator[None]:
+    """Hold a shared or exclusive flock on ``path`` (created if needed) for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the last fd of the description releases the lock
+
+
+@contextlib.contextmanager
+def store_lock(locks_dir: str, *, exclusive: bool) -> Iterator[None]:
+    """The store-wide lock: shared for publishers, exclusive for gc, behind a turnstile.
+
+    flock does not queue a waiting writer ahead of new readers, so back-to-back publishers could
+    starve gc forever (seen: 32 gc runs against 2,392 publishes in 20 s). Everyone first passes
+    ``turnstile.lock`` — publishers only momentarily, gc holding it while it waits for and holds
+    the store lock — so once gc is waiting no new publisher starts, and the ones in flight finish.
+    """
+    turnstile = os.open(os.path.join(locks_dir, "turnstile.lock"),
+                        os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if not exclusive:
+            os.close(turnstile)
+            turnstile = -1
+        with flocked(os.path.join(locks_dir, "store.lock"), exclusive=exclusive):
+            yield
+    finally:
+        if turnstile >= 0:
+            os.close(turnstile)
+
+
+@contextlib.contextmanager
+def name_lock(locks_dir: str, name: str) -> Iterator[None]:
+    """Exclusive while a publisher of ``name`` picks its version number and commits it."""
+    names = os.path.join(locks_dir, "names")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(names, 0o755)
+    with flocked(os.path.join(names, f"{name}.lock"), exclusive=True):
+        yield
+
+
+@contextlib.contextmanager
+def store_lock_if_free(locks_dir: str) -> Iterator[bool]:
+    """Hold the store lock exclusively if nobody else holds it (yields whether it did); never creates."""
+    try:
+        fd = os.open(os.path.join(locks_dir, "store.lock"), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield True  # no lock file: no publisher has ever run
+        return
+    try:
+        yield hold_if_free(fd)
+    finally:
+        os.close(fd)
+
+
+def hold(fd: int) -> None:
+    """Hold ``fd`` (a download's staging dir) exclusively until it is closed."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def hold_if_free(fd: int) -> bool:
+    """Take ``fd``'s exclusive lock if nobody holds it: ``False`` means its owner is alive."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

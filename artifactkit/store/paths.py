@@ -1,0 +1,111 @@
+"""Path rules shared by publish (source trees) and download (manifests).
+
+A manifest is untrusted input: every path is checked lexically here, and the restore never
+follows a link (``dir_fd`` + ``O_NOFOLLOW``), so both a forged path and a planted symlink fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from artifactkit.errors import UnsafePathError
+from artifactkit.metadata.model import ROOT, FileMeta
+
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def check_relpath(path: object, *, where: str) -> str:
+    """Return ``path`` if it is ``"."`` or a clean relative POSIX path; raise otherwise."""
+    if not isinstance(path, str) or not path:
+        raise UnsafePathError(f"{where}: empty or non-string path {path!r}", path=str(path))
+    if path == ROOT:
+        return path
+    problem = None
+    if "\x00" in path:
+        problem = "contains NUL"
+    elif path.startswith("/"):
+        problem = "is absolute"
+    elif path.endswith("/"):
+        problem = "ends with '/'"
+    else:
+        parts = path.split("/")
+        if "" in parts:
+            problem = "has an empty component ('//')"
+        elif ".." in parts:
+            problem = "contains '..'"
+        elif "." in parts:
+            problem = "contains '.'"
+    if problem:
+        raise UnsafePathError(f"{where}: path {path!r} {problem}; paths must stay inside the tree",
+                              path=path)
+    return path
+
+
+def parent_of(path: str) -> str:
+    """The parent entry's path (``"."`` for a top-level entry)."""
+    head, _, _ = path.rpartition("/")
+    return head or ROOT
+
+
+def check_symlink_target(path: str, target: object, *, where: str) -> str:
+    """Refuse link targets that can resolve outside the tree, by a rule that is provably enough.
+
+    Targets must be relative, with ``..`` only as leading components and no more of them than the
+    link's own depth. A ``..`` after a name is refused because that name may itself be a link
+    (``L/..`` is not ``.`` when ``L`` points elsewhere); with that rule every inside link resolves
+    inside, by induction. Dangling targets are fine: they are data, never followed here.
+    """
+    if not isinstance(target, str) or not target or "\x00" in target:
+        raise UnsafePathError(f"{where}: symlink {path!r} has an empty or NUL-bearing target {target!r}",
+                              path=path)
+    if target.startswith("/"):
+        raise UnsafePathError(
+            f"{where}: symlink {path!r} -> {target!r} is absolute and would point outside the tree",
+            path=path, target=target)
+    depth = 0 if path == ROOT else path.count("/")
+    parts = [part for part in target.split("/") if part not in ("", ".")]
+    ups = 0
+    while ups < len(parts) and parts[ups] == "..":
+        ups += 1
+    if ".." in parts[ups:] or ups > depth:
+        raise UnsafePathError(
+            f"{where}: symlink {path!r} -> {target!r} can resolve outside the tree "
+            "('..' only as leading components, no deeper than the link's own directory)",
+            path=path, target=target)
+    return target
+
+
+def check_artifact_name(name: object) -> str:
+    """Artifact names become directory names in the store: a conservative charset, no dots first."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise UnsafePathError(
+            f"artifact name {name!r} must match {_NAME_RE.pattern} (it names a directory in the store)",
+            path=str(name))
+    return name
+
+
+def check_tree_shape(entries: Iterable[FileMeta], *, where: str) -> dict[str, FileMeta]:
+    """Validate a whole tree: unique clean paths, a root dir, every parent a listed directory."""
+    by_path: dict[str, FileMeta] = {}
+    for entry in entries:
+        check_relpath(entry.path, where=where)
+        if entry.path in by_path:
+            raise UnsafePathError(f"{where}: duplicate path {entry.path!r}", path=entry.path)
+        by_path[entry.path] = entry
+    root = by_path.get(ROOT)
+    if root is None or root.kind != "dir":
+        raise UnsafePathError(f"{where}: the tree has no root directory entry '.'", path=ROOT)
+    for path, entry in by_path.items():
+        if path == ROOT:
+            continue
+        parent = by_path.get(parent_of(path))
+        if parent is None or parent.kind != "dir":
+            what = "missing" if parent is None else f"a {parent.kind}"
+            raise UnsafePathError(
+                f"{where}: {path!r} lies under {parent_of(path)!r}, which is {what}, not a directory",
+                path=path)
+        if entry.kind == "symlink":
+            check_symlink_target(path, entry.target, where=where)
+    return by_path

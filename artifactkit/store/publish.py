@@ -1,0 +1,113 @@
+"""Publish: capture, read once into staging, one flush barrier, then make it visible.
+
+Durability: all of a publish's new blobs and its manifest are written into staging, then *one*
+``syncfs`` barrier flushes them all, then blobs are renamed into place and ``blobs/`` is fsynced,
+then the manifest is renamed under the name's lock and its directory is fsynced. A visible name
+therefore always refers to flushed bytes (git's ``fsyncMethod=batch``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+
+from artifactkit._syscalls import fsync_dir, syncfs
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store.content import read_source, write_staged
+from artifactkit.store.layout import ArtifactRef, StoreLayout, commit_name, exists_at
+from artifactkit.store.locks import name_lock, store_lock
+from artifactkit.store.manifest import Manifest, check_representable, digest_of
+from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.scan import ScannedTree, scan_tree
+
+#: Makes a staged manifest visible as the next version of a name: ``(layout, name, staged, digest)``.
+CommitManifest = Callable[[StoreLayout, str, str, str], ArtifactRef]
+
+
+def with_sha256(entry: FileMeta, sha: str) -> FileMeta:
+    """``entry`` with its digest filled in (direct construction: ``attrs.evolve`` costs 6 us a file)."""
+    return FileMeta(path=entry.path, kind=entry.kind, mode=entry.mode, mtime_ns=entry.mtime_ns,
+                    atime_ns=entry.atime_ns, size=entry.size, sha256=sha, target=entry.target,
+                    ctime_ns=entry.ctime_ns)
+
+
+def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
+    """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it."""
+    tree = scan_tree(src)
+    check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
+    return tree
+
+
+def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: CommitManifest) -> ArtifactRef:
+    """Publish a captured tree as the next version of ``name``; visible only once complete.
+
+    The layout must exist (:meth:`StoreLayout.create`).
+    """
+    check_artifact_name(name)
+    with store_lock(layout.locks_dir, exclusive=False):
+        txn = os.path.join(layout.staging_dir, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
+        os.mkdir(txn, 0o700)
+        try:
+            return _publish_staged(layout, tree, name, txn, commit)
+        finally:
+            shutil.rmtree(txn, ignore_errors=True)
+
+
+def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
+                    commit: CommitManifest) -> ArtifactRef:
+    staged: dict[str, str] = {}  # digest -> staging file name
+    entries = []
+    all_noatime = tree.listed_noatime
+    txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for entry in tree.entries:
+            if entry.kind != "file":
+                entries.append(entry)
+                continue
+            stage_name = f"blob-{len(entries)}"
+            sha, noatime, data = read_source(
+                f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
+                stage_fd=txn_fd, stage_name=stage_name)
+            all_noatime = all_noatime and noatime
+            is_new = sha not in staged and not exists_at(blobs_fd, sha)
+            if data is None and not is_new:
+                os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
+            elif is_new:
+                if data is not None:
+                    write_staged(txn_fd, stage_name, data)
+                staged[sha] = stage_name
+            entries.append(with_sha256(entry, sha))
+        manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
+        body = manifest.to_bytes()
+        digest = digest_of(body)
+        write_staged(txn_fd, "manifest.json", body)
+        syncfs(txn_fd)  # the one barrier: every staged blob and the manifest are on disk
+        for sha, stage_name in staged.items():
+            # Plain rename: if a concurrent publisher committed the same content first, this
+            # atomically swaps in identical, already flushed bytes (and costs no ctypes call).
+            os.rename(stage_name, sha, src_dir_fd=txn_fd, dst_dir_fd=blobs_fd)
+        fsync_dir(layout.blobs_dir)  # also covers blobs we deduplicated against a concurrent publisher
+        return commit(layout, name, os.path.join(txn, "manifest.json"), digest)
+    finally:
+        os.close(blobs_fd)
+        os.close(txn_fd)
+
+
+def commit_manifest(layout: StoreLayout, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
+    """Rename a flushed manifest into place as the next version of ``name``, under the name's lock."""
+    name_dir = os.path.join(layout.manifests_dir, name)
+    with name_lock(layout.locks_dir, name):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name_dir, 0o755)
+        version = max((v for v, _ in layout.versions(name)), default=0) + 1
+        commit_name(staged_manifest, os.path.join(name_dir, f"{version}.{digest}.json"))
+        fsync_dir(name_dir)
+        if version == 1:
+            # Also when the dir already existed: a publisher killed between its mkdir and this
+            # fsync left a name dir that a power cut could still take with our version in it.
+            fsync_dir(layout.manifests_dir)
+    return ArtifactRef(name=name, version=version, digest=digest)

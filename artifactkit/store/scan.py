@@ -1,0 +1,101 @@
+"""Capture a source tree: every ``lstat`` before any read of content, links last.
+
+Listing a directory moves its atime unless the fd was opened with ``O_NOATIME``, and
+``readlink`` moves a symlink's atime, so the order here is the guarantee: lstat the entry,
+list the directory through an ``O_NOATIME`` fd, lstat the children, and only after the whole
+tree is captured read link targets (and, in the store, file contents).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+import attrs
+
+from artifactkit._syscalls import open_noatime
+from artifactkit.errors import SourceChangedError
+from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
+from artifactkit.store.content import sha256_of_fd
+from artifactkit.store.paths import check_symlink_target
+
+
+@attrs.frozen
+class ScannedTree:
+    """A captured tree: metadata in path order, and identity (dev, ino) to detect swaps later."""
+
+    root: str
+    entries: tuple[FileMeta, ...]
+    identities: dict[str, tuple[int, int]]
+    listed_noatime: bool
+
+
+def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
+    """Capture every entry under ``src`` (which must be a directory) before reading anything."""
+    root = os.fspath(src)
+    st = os.lstat(root)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
+    metas: list[FileMeta] = [meta_from_stat(ROOT, st)]
+    identities = {ROOT: (st.st_dev, st.st_ino)}
+    all_noatime = _scan_dir(root, "", metas, identities)
+    # Link targets only after every lstat: readlink moves the link's own atime.
+    finished = []
+    for meta in metas:
+        if meta.kind != "symlink":
+            finished.append(meta)
+            continue
+        target = os.readlink(os.path.join(root, meta.path))
+        check_symlink_target(meta.path, target, where=f"source {root!r}")
+        finished.append(attrs.evolve(meta, target=target))
+    return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime)
+
+
+def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> bool:
+    fd, noatime = open_noatime(os.path.join(root, rel) if rel else root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        # The path is opened by name, following any link in its components: it must still be the
+        # directory captured from its parent's listing, or the scan would wander outside the tree.
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != identities[rel or ROOT]:
+            raise SourceChangedError(
+                f"source directory {rel or ROOT!r} under {root!r} was replaced while it was scanned; "
+                "publish again once it is stable", path=rel or ROOT)
+        names = sorted(os.listdir(fd))
+        subdirs = []
+        for name in names:
+            relpath = f"{rel}/{name}" if rel else name
+            child = os.lstat(name, dir_fd=fd)
+            metas.append(meta_from_stat(relpath, child))
+            identities[relpath] = (child.st_dev, child.st_ino)
+            if stat.S_ISDIR(child.st_mode):
+                subdirs.append(relpath)
+    finally:
+        os.close(fd)
+    for relpath in subdirs:
+        noatime = _scan_dir(root, relpath, metas, identities) and noatime
+    return noatime
+
+
+def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True) -> list[FileMeta]:
+    """Capture a whole tree for comparison: lstat everything first, then (optionally) hash files.
+
+    Content is read with ``O_NOATIME`` where allowed, after every capture, so hashing cannot
+    move a time that was already recorded.
+    """
+    tree = scan_tree(src)
+    if not hash_content:
+        return list(tree.entries)
+    result = []
+    for entry in tree.entries:
+        if entry.kind != "file":
+            result.append(entry)
+            continue
+        fd, _ = open_noatime(os.path.join(tree.root, entry.path), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            sha = sha256_of_fd(fd)[0]
+        finally:
+            os.close(fd)
+        result.append(attrs.evolve(entry, sha256=sha))
+    return result

@@ -1,0 +1,102 @@
+"""The public face of a store: :class:`Store` ties layout, publish, download, verify and gc together.
+
+How each step works lives in its own module (:mod:`~artifactkit.store.publish`,
+:mod:`~artifactkit.store.download`, :mod:`~artifactkit.store.verify`, :mod:`~artifactkit.store.gc`);
+this class only resolves names to versions and holds the store-wide lock where a step needs it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from artifactkit.store.download import restore_tree
+from artifactkit.store.gc import GcReport, collect_garbage
+from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.locks import store_lock
+from artifactkit.store.manifest import Manifest, read_manifest
+from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
+from artifactkit.store.verify import VerifyReport, verify_store
+
+
+class Store:
+    """Publish trees into, and download them out of, a store rooted at ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.layout = StoreLayout.at(root)
+        self.root = self.layout.root
+        self._layout_durable = False
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    def _ensure_layout(self) -> None:
+        # Once per Store: creating and flushing the layout dirs costs four fsyncs.
+        if not self._layout_durable:
+            self.layout.create()
+            self._layout_durable = True
+
+    def _commit_manifest(self, layout: StoreLayout, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
+        # A method, not a plain call, so a fault test can subclass the commit step.
+        return commit_manifest(layout, name, staged_manifest, digest)
+
+    def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
+        """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
+        check_artifact_name(name)
+        tree = capture_source(src)  # a source that cannot be published creates no store
+        self._ensure_layout()
+        return publish_tree(self.layout, tree, name, commit=self._commit_manifest)
+
+    def list(self) -> list[ArtifactRef]:
+        """Every visible version, sorted by name then version."""
+        return self.layout.refs()
+
+    def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
+        """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
+        if isinstance(name_or_ref, ArtifactRef):
+            return name_or_ref
+        name = name_or_ref
+        if version is None and "@" in name:
+            name, _, text = name.rpartition("@")
+            if not text.isdigit():
+                raise ValueError(f"version in {name_or_ref!r} must be a positive integer")
+            version = int(text)
+        check_artifact_name(name)
+        versions = self.layout.versions(name)
+        if not versions:
+            raise LookupError(f"no artifact named {name!r} in {self.root}")
+        if version is None:
+            found_version, digest = versions[-1]
+            return ArtifactRef(name, found_version, digest)
+        for found_version, digest in versions:
+            if found_version == version:
+                return ArtifactRef(name, version, digest)
+        raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1][0]})")
+
+    def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
+        """The verified manifest of a version: its bytes must hash to the digest that names it."""
+        return read_manifest(self.layout, self.resolve(ref, version))
+
+    def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
+                 version: int | None = None) -> ArtifactRef:
+        """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing."""
+        ref = self.resolve(name_or_ref, version)
+        target = os.path.abspath(os.fspath(dest))
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "download destination already exists", target)
+        restore_tree(self.manifest(ref).entries, target, blob_path=self.layout.blob_path, shape_checked=True)
+        return ref
+
+    def verify(self) -> VerifyReport:
+        """Check every manifest and blob without changing anything."""
+        return verify_store(self.layout)
+
+    def gc(self) -> GcReport:
+        """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
+        if not os.path.isdir(self.layout.manifests_dir):
+            # Never create a store here: a mistyped path should not grow an empty one.
+            raise FileNotFoundError(errno.ENOENT, "no artifactkit store here (no manifests/ directory)", self.root)
+        self._ensure_layout()
+        with store_lock(self.layout.locks_dir, exclusive=True):
+            return collect_garbage(self.layout)
