@@ -15,8 +15,9 @@ import pytest
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.isolation import tree as isolation
 from artifactkit.isolation.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
-from artifactkit.isolation.probe import probe_atime, read_all
+from artifactkit.isolation.probe import probe_atime
 from artifactkit.isolation.readers import competing_readers
+from artifactkit.isolation.reading import read_file
 from artifactkit.isolation.tree import check_tree_flagged, private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.metadata.model import FileMeta
@@ -55,7 +56,7 @@ def test_strictatime_gets_the_flag_and_reads_stop_moving_atime(strict_tree: isol
     out.parent.mkdir()
     out.write_bytes(b"data")
     os.utime(out, ns=(OLD_NS, OLD_NS))
-    read_all(str(out))
+    read_file(str(out))
     assert os.lstat(out).st_atime_ns == OLD_NS
     check_tree_flagged(strict_tree.path)
 

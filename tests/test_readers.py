@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.isolation import readers
+from artifactkit.isolation import reading
 from artifactkit.isolation.readers import ReaderHandle, competing_readers, start_readers
 
 OLD_NS = 1_000_000_000_123_456_789
@@ -60,10 +60,10 @@ def test_readers_survive_files_vanishing_under_them(fast_tmp: Path) -> None:
 
 
 def test_a_reader_failure_surfaces_on_stop(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(path: str) -> None:
+    def broken(path: str, **_: object) -> int:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(readers, "_read_once", broken)
+    monkeypatch.setattr(reading, "read_file", broken)
     handle = ReaderHandle(_tree(fast_tmp), n=1)
     with pytest.raises(RuntimeError, match="disk on fire"):
         handle.wait_reads(10)

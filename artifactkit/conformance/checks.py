@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -47,10 +46,12 @@ from typing import Any, Final
 
 import attrs
 
+from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
+from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.compare import Mismatch, compare, format_mismatches
@@ -69,16 +70,35 @@ __all__ = ["CHECKS", "SCHEMA", "CheckResult", "Failure", "Report", "check", "cor
 
 @attrs.frozen
 class Failure:
-    """One difference attributed to one check: where, which field, both values and the diagnosis."""
+    """One :class:`Mismatch` attributed to one check of one corpus tree."""
 
     check: str
     corpus: str
-    path: str
-    field: str
-    expected: int | str | None
-    actual: int | str | None
-    diagnosis: str
-    delta_ns: int | None = None
+    mismatch: Mismatch
+
+    @property
+    def path(self) -> str:
+        return self.mismatch.path
+
+    @property
+    def field(self) -> str:
+        return self.mismatch.field
+
+    @property
+    def expected(self) -> int | str | None:
+        return self.mismatch.expected
+
+    @property
+    def actual(self) -> int | str | None:
+        return self.mismatch.actual
+
+    @property
+    def diagnosis(self) -> str:
+        return self.mismatch.diagnosis
+
+    @property
+    def delta_ns(self) -> int | None:
+        return self.mismatch.delta_ns
 
     def headline(self) -> str:
         """The short diagnosis a table cell shows (``atime: advanced-by-read, source atime moved ...``)."""
@@ -99,8 +119,7 @@ class Failure:
 
     def to_mismatch(self) -> Mismatch:
         """The shared assertion's record of this failure (stage = ``conformance:<corpus>:<check>``)."""
-        return Mismatch(self.path, self.field, self.expected, self.actual, self.diagnosis,
-                        self.delta_ns, stage=f"conformance:{self.corpus}:{self.check}")
+        return attrs.evolve(self.mismatch, stage=f"conformance:{self.corpus}:{self.check}")
 
 
 def _octal(value: int | str | None) -> str:
@@ -216,8 +235,7 @@ def _destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches
     found: list[Failure] = []
     for item in mismatches:
         def add(check: str, item: Mismatch = item) -> None:
-            found.append(Failure(check, corpus, item.path, item.field, item.expected, item.actual,
-                                 item.diagnosis, item.delta_ns))
+            found.append(Failure(check, corpus, item))
         if item.field == "mode":
             assert isinstance(item.expected, int) and isinstance(item.actual, int)
             changed = item.expected ^ item.actual
@@ -233,45 +251,10 @@ def _destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches
 
 
 def _tagged(check: str, corpus: str, mismatches: Iterable[Mismatch]) -> list[Failure]:
-    return [Failure(check, corpus, m.path, m.field, m.expected, m.actual, m.diagnosis, m.delta_ns)
-            for m in mismatches]
+    return [Failure(check, corpus, m) for m in mismatches]
 
 
 # -- the run -----------------------------------------------------------------------------------------
-
-def read_everything(root: str) -> None:
-    """One ordinary read of a whole tree, as any later consumer would: no ``O_NOATIME`` anywhere.
-
-    Files are read, directories listed, links read with ``readlink``. Entries the caller may not
-    read (a ``0o000`` file when not root) are skipped: a refused open moves nothing.
-    """
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*filenames, *dirnames):
-            full = os.path.join(dirpath, name)
-            mode = os.lstat(full).st_mode
-            if stat.S_ISLNK(mode):
-                os.readlink(full)
-            elif stat.S_ISREG(mode):
-                try:
-                    with open(full, "rb") as handle:
-                        handle.read(1 << 16)
-                except PermissionError:
-                    continue
-
-
-def _remove(path: str) -> None:
-    """Remove a tree that may hold read-only directories (``0o555``) when not running as root."""
-    if not os.path.lexists(path):
-        return
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o700)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
-
 
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: str) -> tuple[list[Failure], int]:
     src = os.path.join(src_parent, corpus)
@@ -285,7 +268,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
         text = str(err) if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
         message = text.replace(dst, "{dst}").replace(src, "{src}")
         message = message if len(message) <= 200 else message[:197] + "..."  # one table cell, not a log
-        failures.append(Failure("content", corpus, ".", "copier", None, message, COPIER_FAILED))
+        failures.append(Failure("content", corpus, Mismatch(".", "copier", None, message, COPIER_FAILED)))
     # Source first, lstat only: nothing of ours reads the source before this capture.
     source_now = {m.path: m for m in capture_tree(src, hash_content=False)} if os.path.lexists(src) else {}
     links = {path for path, meta in expected.items() if meta.kind == "symlink"}
@@ -298,7 +281,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
         return failures, links_moved
     before = capture_tree(dst)
     failures += _destination_failures(corpus, expected, compare(expected, before))
-    read_everything(dst)
+    read_tree(dst)
     after = capture_tree(dst, hash_content=False)
     failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))
     return failures, links_moved
@@ -352,10 +335,10 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                 found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
                 failures += found
                 links_moved += moved
-                _remove(os.path.join(src_parent, name))
-                _remove(os.path.join(tree.path, name))
+                remove_tree(os.path.join(src_parent, name), ignore_errors=True)
+                remove_tree(os.path.join(tree.path, name), ignore_errors=True)
         finally:
-            _remove(src_parent)
+            remove_tree(src_parent, ignore_errors=True)
         environment = _environment(source_probe, tree)
     rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name)) for name in CHECKS)
     return Report(named.label, tuple(names), rows, environment, links_moved)

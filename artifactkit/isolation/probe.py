@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from artifactkit.isolation.flags import FlagResult, get_flags, set_noatime_flag
+from artifactkit.isolation.reading import read_file
 from artifactkit.metadata.drift import GRANULARITIES_NS
 
 SCHEMA: Final = "artifactkit.probe/1"
@@ -132,15 +133,6 @@ def mount_info(path: str | os.PathLike[str], mountinfo: str = "/proc/self/mounti
     return best
 
 
-def read_all(path: str) -> int:
-    """Read a file the way any program does (no ``O_NOATIME``): what moves atime."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return len(os.read(fd, 4096))
-    finally:
-        os.close(fd)
-
-
 def read_moves_atime(path: str, atime_ns: int, mtime_ns: int = HISTORICAL_NS) -> bool:
     """Set ``atime_ns``, read the file once, and report whether atime moved from what was stored.
 
@@ -149,7 +141,7 @@ def read_moves_atime(path: str, atime_ns: int, mtime_ns: int = HISTORICAL_NS) ->
     """
     os.utime(path, ns=(atime_ns, mtime_ns), follow_symlinks=False)
     stored = os.lstat(path).st_atime_ns
-    read_all(path)
+    read_file(path)
     return os.lstat(path).st_atime_ns != stored
 
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-#: How much of each file one open reads: a real read, cheap for big files.
-READ_BYTES: Final = 65536
+from artifactkit.isolation.reading import read_file
+
 #: How long :meth:`ReaderPool.stop` waits for a reader before killing it.
 STOP_TIMEOUT_S: Final = 10.0
 #: The pause between two passes of one reader.
@@ -75,13 +75,8 @@ def _sweep_dir(path: str, index: int, opens: Any, reads: Any, stop: Any) -> None
                 os.readlink(full)
                 reads[index] += 1
             elif stat.S_ISREG(mode):
-                # O_NONBLOCK: nothing in a hostile tree may hang a reader.
-                file_fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+                read_file(full, follow=False)
                 opens[index] += 1
-                try:
-                    os.read(file_fd, READ_BYTES)
-                finally:
-                    os.close(file_fd)
                 reads[index] += 1
         except _ENTRY_ERRORS:
             continue  # removed or replaced while we looked: the next sweep sees the new state

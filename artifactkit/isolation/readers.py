@@ -12,8 +12,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-#: How much of each file a reader reads per open: enough to be a real read, cheap for big files.
-READ_BYTES = 65536
+from artifactkit.isolation.reading import read_tree
 
 
 class ReaderHandle:
@@ -55,23 +54,7 @@ class ReaderHandle:
                 self._cond.notify_all()
 
     def _sweep(self) -> bool:
-        did_read = False
-        # os.walk lists directories normally: that moves their atime too, as any reader's would.
-        for dirpath, dirs, files in os.walk(self.root):
-            # Links to directories are listed among dirs (not followed): read those links too.
-            for name in [*(d for d in dirs if os.path.islink(os.path.join(dirpath, d))), *files]:
-                if self._stop.is_set():
-                    return True
-                path = os.path.join(dirpath, name)
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError,
-                                         PermissionError):
-                    if os.path.islink(path):
-                        os.readlink(path)
-                    else:
-                        _read_once(path)
-                    self._count()
-                    did_read = True
-        return did_read
+        return read_tree(self.root, stop=self._stop.is_set, on_read=self._count)
 
     def wait_reads(self, count: int, timeout_s: float = 30.0) -> int:
         """Block until at least ``count`` reads completed in total; return the count.
@@ -101,15 +84,6 @@ class ReaderHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _read_once(path: str) -> None:
-    # O_NONBLOCK: a FIFO in a hostile tree must not hang a reader.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        os.read(fd, READ_BYTES)
-    finally:
-        os.close(fd)
 
 
 def start_readers(root: str | os.PathLike[str], n: int = 4) -> ReaderHandle:

@@ -13,10 +13,9 @@ import hashlib
 import os
 import re
 import secrets
-import shutil
-import stat
 from collections.abc import Callable, Iterable, Iterator
 
+from artifactkit._fsutil import remove_tree
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -226,15 +225,4 @@ def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> No
 
 def _remove_staging(parent_fd: int, staging: str) -> None:
     """Remove a failed download's staging tree, restoring owner rwx on dirs a mode locked."""
-    with contextlib.suppress(FileNotFoundError):
-        try:
-            shutil.rmtree(staging, dir_fd=parent_fd)
-        except PermissionError:
-            os.chmod(staging, 0o700, dir_fd=parent_fd)
-            for top, subdirs, _files, top_fd in os.fwalk(staging, dir_fd=parent_fd):
-                del top
-                for sub in subdirs:
-                    st = os.lstat(sub, dir_fd=top_fd)
-                    if stat.S_ISDIR(st.st_mode):
-                        os.chmod(sub, 0o700, dir_fd=top_fd)
-            shutil.rmtree(staging, dir_fd=parent_fd)
+    remove_tree(staging, dir_fd=parent_fd)

@@ -24,6 +24,8 @@ from typing import Final
 
 import attrs
 
+from artifactkit.trace.background import BackgroundLoop, PathSet
+
 
 class FanMask(enum.IntFlag):
     """fanotify event bits with their kernel names (include/uapi/linux/fanotify.h)."""
@@ -97,33 +99,27 @@ def _executable(pid: int) -> str:
             return "unknown (exited)"
 
 
-class FanotifyTracer:
+class FanotifyTracer(BackgroundLoop):
     """A mount mark for FAN_OPEN | FAN_ACCESS (dirs too), read on its own thread."""
 
     def __init__(self, fd: int, dirs: Sequence[str]) -> None:
         self._fd = fd
-        self._prefixes = tuple(os.path.realpath(d).rstrip("/") + "/" for d in dirs)
-        self._exact = {p.rstrip("/") for p in self._prefixes}
+        self._inside = PathSet(dirs)
         self._events: collections.Counter[int] = collections.Counter()
         self._exes: dict[int, str] = {}
         self._overflows = 0
         self._inside_pids: frozenset[int] = frozenset()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="artifactkit-fanotify", daemon=True)
-        self._thread.start()
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
+        self._start("artifactkit-fanotify")
 
-    def _run(self) -> None:
-        try:
-            poller = select.poll()
-            poller.register(self._fd, select.POLLIN)
-            while not self._stop.is_set():
-                if poller.poll(_POLL_MS):
-                    self._drain()
-            self._drain()  # events of opens that already returned are queued: take them all
-        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread by stop()
-            self._error = err
+    def _step(self) -> None:
+        if self._poller.poll(_POLL_MS):
+            self._drain()
+
+    def _finish(self) -> None:
+        self._drain()
 
     def _drain(self) -> None:
         while True:
@@ -160,7 +156,7 @@ class FanotifyTracer:
                 path = ""
             finally:
                 os.close(fd)
-            if path in self._exact or path.startswith(self._prefixes):
+            if path in self._inside:
                 with self._lock:
                     self._events[pid] += 1
                     if pid not in self._exes:
@@ -183,18 +179,16 @@ class FanotifyTracer:
 
     def stop(self) -> FanotifyReport:
         """Drain, stop the thread and close the fanotify fd; return the report."""
-        self._stop.set()
-        self._thread.join()
+        self._halt()
         os.close(self._fd)
-        if self._error is not None:
-            raise RuntimeError(f"the fanotify reader failed: {self._error!r}") from self._error
+        self._raise_if_failed("fanotify reader")
         return self.report()
 
     def __enter__(self) -> FanotifyTracer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._thread.is_alive():
+        if self.running:
             self.stop()
 
 

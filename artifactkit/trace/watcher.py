@@ -22,6 +22,7 @@ from typing import Any, Final
 import attrs
 
 from artifactkit._syscalls import opened_dir
+from artifactkit.trace.background import BackgroundLoop, PathSet
 
 
 class InotifyMask(enum.IntFlag):
@@ -104,7 +105,7 @@ def mask_names(mask: int) -> list[str]:
     return [flag.name or "" for flag in _COUNTED if mask & flag]
 
 
-class Watcher:
+class Watcher(BackgroundLoop):
     """Recursive inotify watch over ``roots`` (directories below ``base``) on its own thread.
 
     Directories created or moved in later are watched as soon as their event is read; opens in them
@@ -129,14 +130,11 @@ class Watcher:
         self._recent: collections.deque[tuple[int, str | None, str, int, int]] = collections.deque(
             maxlen=keep_recent)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
         for root in self._roots:
             wd = self._add_tree(root, initial=True)
             if wd is not None:
                 self._root_wds.add(wd)
-        self._thread = threading.Thread(target=self._run, name="artifactkit-watcher", daemon=True)
-        self._thread.start()
+        self._start("artifactkit-watcher")
 
     def _rel(self, path: str) -> str:
         return os.path.relpath(path, self.base).replace(os.sep, "/")
@@ -171,15 +169,12 @@ class Watcher:
         self._paths[wd] = top
         return wd
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._handle(self._inotify.read(timeout=_POLL_MS))
-            # Every event of an open that already returned is queued: drain them all.
-            while batch := self._inotify.read(timeout=0):
-                self._handle(batch)
-        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread by stop()
-            self._error = err
+    def _step(self) -> None:
+        self._handle(self._inotify.read(timeout=_POLL_MS))
+
+    def _finish(self) -> None:
+        while batch := self._inotify.read(timeout=0):
+            self._handle(batch)
 
     def _handle(self, batch: Iterable[Any]) -> None:
         # Hot path (tens of thousands of events a second under competing readers): count raw
@@ -227,18 +222,16 @@ class Watcher:
 
     def stop(self) -> WatchSummary:
         """Stop the thread after draining the queue, close the inotify fd; return the summary."""
-        self._stop.set()
-        self._thread.join()
+        self._halt()
         self._inotify.close()
-        if self._error is not None:
-            raise RuntimeError(f"the inotify watcher failed: {self._error!r}") from self._error
+        self._raise_if_failed("inotify watcher")
         return self.summary()
 
     def __enter__(self) -> Watcher:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._thread.is_alive():
+        if self.running:
             self.stop()
 
 
@@ -264,8 +257,7 @@ class SelfOpenTracer:
     """
 
     def __init__(self, roots: Sequence[str | os.PathLike[str]]) -> None:
-        self._prefixes = tuple(os.path.realpath(r).rstrip("/") + "/" for r in roots)
-        self._exact = {p.rstrip("/") for p in self._prefixes}
+        self._inside = PathSet(roots)
         self._lock = threading.Lock()
         self.opens = 0
 
@@ -277,7 +269,7 @@ class SelfOpenTracer:
             return  # an fd: open(fd) and listdir(fd) open nothing new
         if event == "open" and len(args) > 2 and isinstance(args[2], int) and args[2] & getattr(os, "O_PATH", 0):
             return  # O_PATH opens raise no inotify event
-        inside = (not os.path.isabs(path) or path in self._exact or path.startswith(self._prefixes))
+        inside = not os.path.isabs(path) or path in self._inside
         if inside:
             with self._lock:
                 self.opens += 1
