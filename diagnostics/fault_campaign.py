@@ -23,13 +23,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the harness lives in tests/, shared with the suite
+from artifactkit.testing import crash as harness
+from artifactkit.testing import fault_workers
+from artifactkit.testing.durability import traced_publish
+from artifactkit.testing.mounts import Mounts
 
-from tests import crash_harness as harness  # noqa: E402 - needs the path above
-from tests import fault_workers  # noqa: E402
-from tests.mounts import Mounts  # noqa: E402
-from tests.test_faults_durability import traced_publish  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _kind(label: str) -> str:

@@ -25,14 +25,13 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-REPO: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # a file-based runner: the tests package holds the matrix
+from artifactkit.conformance.corpus import corpus_names
+from artifactkit.errors import ArtifactkitError
+from artifactkit.isolation.probe import probe_atime
+from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip
+from artifactkit.testing.mounts import Mounts
 
-from artifactkit.conformance.corpus import corpus_names  # noqa: E402 - after the path set-up above
-from artifactkit.errors import ArtifactkitError  # noqa: E402
-from artifactkit.isolation.probe import probe_atime  # noqa: E402
-from tests.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip  # noqa: E402
-from tests.mounts import Mounts  # noqa: E402
+REPO: Final = Path(__file__).resolve().parent.parent
 
 SCHEMA: Final = "artifactkit.fs-matrix/1"
 COMMAND: Final = "sudo python3 diagnostics/fs_matrix.py"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.capability import require_mounts
-from tests.mounts import Mounts
+from artifactkit.testing.mounts import Mounts
+from tests.support.capability import require_mounts
 
 settings.register_profile(
     "artifactkit", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit.isolation.flags import FlagResult, get_flags
-from tests.mounts import Mounts
+from artifactkit.testing.mounts import Mounts
 
 pytest_plugins = ["pytester"]
 

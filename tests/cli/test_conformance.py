@@ -1,0 +1,90 @@
+"""``artifactkit conformance`` from the outside: the table, the JSON document and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from artifactkit.cli.main import main
+from artifactkit.conformance.checks import CHECKS
+from artifactkit.testing.mounts import Mounts
+
+DROPS_ATIME = "tests.support.faulty_copiers:drops_atime"
+
+
+def test_the_store_passes_and_the_table_has_one_row_per_check(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", "artifactkit", "--corpus", "basic", "--corpus", "links",
+                 "--base", str(tmpfs_strict)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = [line.split()[:2] for line in out.splitlines() if line.split()[:1] and line.split()[0] in CHECKS]
+    assert rows == [[name, "pass"] for name in CHECKS]
+    assert "corpus: basic, links" in out and "all required checks hold" in out
+
+
+def test_a_failing_check_exits_1_and_its_cell_shows_the_first_diagnosis(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", DROPS_ATIME, "--corpus", "edge-times", "--base", str(tmpfs_strict)])
+    out = capsys.readouterr().out
+    assert code == 1
+    cells = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] and line.split()[0] in CHECKS}
+    assert "FAIL atime: omitted" in cells["atime_ns"]
+    assert "FAIL atime: omitted" in cells["dir_times"] and "edge-times: ." in cells["dir_times"]
+    assert cells["mtime_ns"].split()[1] == "pass"
+
+
+def test_require_decides_the_exit_code(tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["conformance", "--copier", DROPS_ATIME, "--corpus", "basic", "--base", str(tmpfs_strict)]
+    assert main([*argv, "--require", "content,mode,special_bits,mtime_ns"]) == 0
+    assert "atime_ns (not required)" in capsys.readouterr().out
+    assert main([*argv, "--require", "mtime_ns,atime_ns"]) == 1
+
+
+def test_json_prints_the_conformance_document(tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", "cp -a {src} {dst}", "--corpus", "special-modes",
+                 "--base", str(tmpfs_strict), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert doc["schema"] == "artifactkit.conformance/1"
+    assert doc["copier"] == "cp -a {src} {dst}"
+    assert [item["check"] for item in doc["checks"]] == list(CHECKS)
+    failed = {item["check"]: item for item in doc["checks"] if not item["passed"]}
+    assert set(failed) == {"source_atime_untouched"}
+    assert failed["source_atime_untouched"]["diagnosis"] == \
+        "atime: advanced-by-read, source atime moved by the copy"
+    assert str(tmpfs_strict) not in json.dumps(doc)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--copier", "cp -a"],                                           # no placeholders
+    ["--copier", "no_such_module_xyz:copy"],                         # not importable
+    ["--copier", "artifactkit", "--require", "atime"],               # not a check name
+    ["--copier", "artifactkit", "--corpus", "no-such-tree"],
+    [],                                                              # --copier is required
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conformance", *argv]) == 2
+    assert capsys.readouterr().err
+
+
+def test_a_source_where_reads_never_move_atime_is_a_setup_error(
+        mounts: Mounts, capsys: pytest.CaptureFixture[str]) -> None:
+    noatime = mounts.tmpfs("noatime")
+    assert main(["conformance", "--copier", "artifactkit", "--corpus", "basic", "--base", str(noatime)]) == 2
+    assert "remedy" in capsys.readouterr().err
+
+
+def test_the_installed_command_is_quiet_in_a_pipe_and_finds_project_copiers(tmpfs_strict: Path) -> None:
+    # -P keeps the current directory off sys.path, as for the console script: module:function
+    # must still resolve from it.
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", "from artifactkit.cli.main import main; raise SystemExit(main())", "conformance",
+         "--copier", "tests.support.faulty_copiers:exact", "--corpus", "basic", "--base", str(tmpfs_strict)],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -1,0 +1,51 @@
+"""The tree corpus: declarative, shipped in the wheel, materialized exactly as supplied."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from artifactkit import TimestampNotRepresentable, UnsafePathError, assert_metadata_equal
+from artifactkit.conformance.corpus import corpus_names, load_tree, materialize, parse_tree
+from artifactkit.store.scan import capture_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_corpus_holds_every_tree_the_issues_name() -> None:
+    assert {"basic", "edge-times", "links", "special-modes", "names", "wide"} <= set(corpus_names())
+    assert len(load_tree("wide").entries) == 1002
+
+
+@pytest.mark.parametrize("name", corpus_names())
+def test_materialize_builds_exactly_what_the_tree_supplies(fast_tmp: Path, name: str) -> None:
+    supplied = materialize(name, fast_tmp / name)
+    assert_metadata_equal(supplied, capture_tree(fast_tmp / name), stage="materialize")
+
+
+def test_an_unknown_tree_names_the_bundled_ones() -> None:
+    with pytest.raises(LookupError, match="basic"):
+        load_tree("no-such-tree")
+
+
+def test_a_tree_with_an_escaping_path_is_refused() -> None:
+    with pytest.raises(UnsafePathError):
+        parse_tree("bad", {"entry": [{"path": ".", "kind": "dir", "mode": 0o755, "mtime_ns": 0, "atime_ns": 0},
+                                     {"path": "../x", "kind": "dir", "mode": 0o755, "mtime_ns": 0, "atime_ns": 0}]})
+
+
+def test_materialize_reads_every_time_back_and_refuses_a_coarse_filesystem(ext4_whole_seconds: Path) -> None:
+    with pytest.raises(TimestampNotRepresentable):
+        materialize("basic", ext4_whole_seconds / "corpus-basic")
+
+
+def test_the_wheel_ships_every_corpus_tree(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    wheel = next(tmp_path.glob("artifactkit-*.whl"))
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("artifactkit/fixtures/")}
+    assert {f"artifactkit/fixtures/{name}.toml" for name in corpus_names()} <= shipped

@@ -1,0 +1,148 @@
+"""Bad input gets its named error and loses nothing: forged manifests, planted links, corrupt blobs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import artifactkit.store.download as restore_module
+from artifactkit import IntegrityError, Store, UnsafePathError
+from artifactkit.conformance.corpus import materialize
+from artifactkit.store.manifest import digest_of
+from artifactkit.testing.crash import snapshot
+
+
+@pytest.fixture
+def published(fast_tmp: Path) -> tuple[Store, Path]:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(fast_tmp / "src", "demo")
+    (fast_tmp / "work").mkdir()
+    return store, fast_tmp
+
+
+def forge(store: Store, edit: object, *, rename: bool = True) -> None:
+    """Edit the only manifest; with ``rename`` also re-name it by its new digest (a careful attacker)."""
+    ref = store.list()[-1]
+    path = Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
+    doc = json.loads(path.read_bytes())
+    edit(doc)  # type: ignore[operator]
+    body = json.dumps(doc).encode()
+    path.write_bytes(body)
+    if rename:
+        path.rename(path.with_name(f"{ref.version}.{digest_of(body)}.json"))
+
+
+def outside_untouched(tmp: Path, before: dict[str, tuple[object, ...]]) -> None:
+    after = snapshot(tmp, times=True)
+    assert {p for p in after if not p.startswith("work")} == {p for p in before if not p.startswith("work")}
+    assert os.listdir(tmp / "work") == [], "no partial destination and no staging left behind"
+
+
+@pytest.mark.parametrize("bad_path", ["../x", "/etc/x", "data/../../x", "a//b", "x\x00y"])
+def test_a_forged_manifest_path_is_refused_before_anything_is_written(
+        published: tuple[Store, Path], bad_path: str) -> None:
+    store, tmp = published
+    forge(store, lambda doc: doc["entries"][1].update(path=bad_path))
+    before = snapshot(tmp, times=True)
+    with pytest.raises(UnsafePathError):
+        store.download("demo", tmp / "work" / "dest")
+    outside_untouched(tmp, before)
+
+
+def test_a_manifest_edited_in_place_fails_its_digest(published: tuple[Store, Path]) -> None:
+    store, tmp = published
+    forge(store, lambda doc: doc["entries"][1].update(path="../x"), rename=False)
+    with pytest.raises(IntegrityError, match="corrupt"):
+        store.download("demo", tmp / "work" / "dest")
+    assert os.listdir(tmp / "work") == []
+
+
+def test_a_symlink_planted_in_the_staging_directory_mid_download_is_refused(
+        published: tuple[Store, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, tmp = published
+    outside = tmp / "outside"
+    outside.mkdir()
+    real_create = restore_module._create
+
+    def create_then_plant(entry: object, dir_fd: int, blob_path: object) -> None:
+        real_create(entry, dir_fd, blob_path)  # type: ignore[arg-type]
+        if getattr(entry, "path", "") == "data":
+            # An attacker swaps the fresh 'data' dir for a link to elsewhere before its children land.
+            os.rename("data", "data-moved", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.symlink(str(outside), "data", dir_fd=dir_fd)
+
+    monkeypatch.setattr(restore_module, "_create", create_then_plant)
+    before = snapshot(tmp, times=True)
+    with pytest.raises(UnsafePathError, match="replaced by a symlink"):
+        store.download("demo", tmp / "work" / "dest")
+    assert os.listdir(outside) == []
+    outside_untouched(tmp, before)
+
+
+def test_a_flipped_byte_in_a_blob_fails_download_and_verify_names_the_blob(published: tuple[Store, Path]) -> None:
+    store, tmp = published
+    manifest = store.manifest("demo")
+    victim = next(e for e in manifest.entries if e.path == "bin/tool")
+    assert victim.sha256 is not None
+    blob = Path(store.layout.blobs_dir, victim.sha256)
+    os.chmod(blob, 0o644)
+    data = bytearray(blob.read_bytes())
+    data[100] ^= 0x01
+    blob.write_bytes(bytes(data))
+    before = snapshot(tmp, times=True)
+    with pytest.raises(IntegrityError, match=victim.sha256):
+        store.download("demo", tmp / "work" / "dest")
+    outside_untouched(tmp, before)
+    report = store.verify()
+    assert not report.ok
+    assert len(report.corrupt) == 1 and victim.sha256 in report.corrupt[0]
+
+
+def test_a_missing_blob_fails_download_and_verify_lists_it(published: tuple[Store, Path]) -> None:
+    store, tmp = published
+    victim = next(e for e in store.manifest("demo").entries if e.path == "README.txt")
+    assert victim.sha256 is not None
+    os.unlink(Path(store.layout.blobs_dir, victim.sha256))
+    with pytest.raises(IntegrityError, match="missing"):
+        store.download("demo", tmp / "work" / "dest")
+    assert os.listdir(tmp / "work") == []
+    assert [victim.sha256 in item for item in store.verify().missing] == [True]
+
+
+def test_gc_removes_only_what_no_version_needs(published: tuple[Store, Path]) -> None:
+    store, tmp = published
+    Path(store.layout.blobs_dir, "f" * 64).write_bytes(b"orphan")
+    os.mkdir(Path(store.layout.staging_dir, "publish-crashed"))
+    report = store.verify()
+    assert report.ok and not report.clean and len(report.orphaned) == 2
+    gc = store.gc()
+    assert gc.removed_blobs == ["f" * 64] and gc.removed_staging == ["publish-crashed"]
+    assert store.verify().clean
+    store.download("demo", tmp / "work" / "dest")
+
+
+def test_a_killed_downloads_staging_is_swept_by_the_next_download_to_that_name(
+        published: tuple[Store, Path]) -> None:
+    import fcntl
+
+    store, tmp = published
+    work = tmp / "work"
+    abandoned = work / ".dest.artifactkit-deadbeef0000"
+    (abandoned / "half").mkdir(parents=True)
+    (abandoned / "half" / "file").write_bytes(b"partial")
+    live = work / ".dest.artifactkit-livelivelive"
+    live.mkdir()
+    other = work / ".other.artifactkit-000000000000"
+    other.mkdir()
+    holder = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # as a download in flight holds it
+        store.download("demo", work / "dest")
+    finally:
+        os.close(holder)
+    assert sorted(os.listdir(work)) == sorted([".dest.artifactkit-livelivelive", ".other.artifactkit-000000000000",
+                                               "dest"])

@@ -1,0 +1,179 @@
+"""Copiers for the conformance kit's own tests, importable as ``tests.support.faulty_copiers:NAME``.
+
+``exact`` copies a tree with every piece of metadata the checks look at and touches nothing on the
+source (``O_NOATIME`` for file reads and directory listings). Every other copier here is ``exact``
+with one real-world bug class switched on, so each must fail exactly the checks that bug breaks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+
+import attrs
+
+from artifactkit._syscalls import open_noatime
+
+NS = 1_000_000_000
+Times = Callable[[os.stat_result, str], tuple[int, int]]
+
+
+def _exact_times(st: os.stat_result, _dst: str) -> tuple[int, int]:
+    return st.st_atime_ns, st.st_mtime_ns
+
+
+@attrs.frozen
+class Bugs:
+    """Which bug a copy has; the default is none."""
+
+    times: Times = _exact_times
+    dir_times: bool = True
+    dir_times_first: bool = False
+    link_times: bool = True
+    follow_symlinks: bool = False
+    noatime_reads: bool = True
+    mode_mask: int = 0o7777
+    umask: int = 0
+
+
+def _open_source(path: str, flags: int, bugs: Bugs) -> int:
+    if bugs.noatime_reads:
+        return open_noatime(path, flags)[0]
+    return os.open(path, flags | os.O_CLOEXEC)
+
+
+def _set_times(st: os.stat_result, dst: str, bugs: Bugs, *, follow: bool) -> None:
+    atime, mtime = bugs.times(st, dst)
+    os.utime(dst, ns=(atime, mtime), follow_symlinks=follow)
+
+
+def _copy_file(src: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
+    fd = _open_source(src, os.O_RDONLY, bugs)
+    try:
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                os.write(out, chunk)
+            os.fchmod(out, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    _set_times(st, dst, bugs, follow=True)
+
+
+def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
+    """Copy ``src`` to ``dst`` (absent): every ``stat`` before the read it could be moved by."""
+    st = os.lstat(src)  # taken before the listing below could move the directory's atime
+    os.mkdir(dst, 0o700)
+    if bugs.dir_times_first:
+        _set_times(st, dst, bugs, follow=True)  # creating the children below moves mtime again
+    fd = _open_source(src, os.O_RDONLY | os.O_DIRECTORY, bugs)
+    try:
+        names = sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+    for name in names:
+        child, target = os.path.join(src, name), os.path.join(dst, name)
+        child_st = os.lstat(child)
+        if stat.S_ISLNK(child_st.st_mode) and bugs.follow_symlinks:
+            if not os.path.exists(child):
+                continue  # like shutil.copytree(ignore_dangling_symlinks=True)
+            child_st = os.stat(child)
+        if stat.S_ISDIR(child_st.st_mode):
+            copy_tree(os.path.realpath(child) if bugs.follow_symlinks else child, target, bugs)
+        elif stat.S_ISREG(child_st.st_mode):
+            _copy_file(os.path.realpath(child) if bugs.follow_symlinks else child, target, child_st, bugs)
+        elif stat.S_ISLNK(child_st.st_mode):
+            os.symlink(os.readlink(child), target)
+            if bugs.link_times:
+                _set_times(child_st, target, bugs, follow=False)
+    # Mode and times last: children are in, so nothing later changes this directory's mtime.
+    os.chmod(dst, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
+    if bugs.dir_times and not bugs.dir_times_first:
+        _set_times(st, dst, bugs, follow=True)
+
+
+def exact(src: str, dst: str) -> None:
+    """The control: passes every check."""
+    copy_tree(src, dst)
+
+
+def drops_atime(src: str, dst: str) -> None:
+    """Sets mtime and keeps the atime the copy itself left (rsync without ``--atimes``)."""
+    copy_tree(src, dst, Bugs(times=lambda st, d: (os.lstat(d).st_atime_ns, st.st_mtime_ns)))
+
+
+def truncates_to_seconds(src: str, dst: str) -> None:
+    """Sets times from whole seconds (``int(st.st_mtime)``, ``touch -d @S``, old tar formats)."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (st.st_atime_ns // NS * NS, st.st_mtime_ns // NS * NS)))
+
+
+def float_round_trip(src: str, dst: str) -> None:
+    """Sets times through float seconds: what ``os.utime(p, (st.st_atime, st.st_mtime))`` stores."""
+    def times(st: os.stat_result, dst_path: str) -> tuple[int, int]:
+        # Let the kernel store exactly what the float API would, then read the stored value back.
+        os.utime(dst_path, (st.st_atime, st.st_mtime), follow_symlinks=False)
+        stored = os.lstat(dst_path)
+        return stored.st_atime_ns, stored.st_mtime_ns
+    copy_tree(src, dst, Bugs(times=times))
+
+
+def forgets_directory_times(src: str, dst: str) -> None:
+    """Never sets directory times (``cp -r`` with ``--preserve`` applied to files only)."""
+    copy_tree(src, dst, Bugs(dir_times=False))
+
+
+def sets_directory_times_before_children(src: str, dst: str) -> None:
+    """Sets each directory's times right after ``mkdir`` (a pre-order walk): children move mtime."""
+    copy_tree(src, dst, Bugs(dir_times_first=True))
+
+
+def forgets_symlink_times(src: str, dst: str) -> None:
+    """Creates links but never ``utime(follow_symlinks=False)`` on them."""
+    copy_tree(src, dst, Bugs(link_times=False))
+
+
+def follows_symlinks(src: str, dst: str) -> None:
+    """Copies what links point to instead of the links (``shutil.copytree`` defaults)."""
+    copy_tree(src, dst, Bugs(follow_symlinks=True))
+
+
+def drops_special_bits(src: str, dst: str) -> None:
+    """Keeps ``rwx`` bits only (``chmod(st.st_mode & 0o777)``): setuid, setgid and sticky lost."""
+    copy_tree(src, dst, Bugs(mode_mask=0o777))
+
+
+def applies_umask(src: str, dst: str) -> None:
+    """Creates with the source mode minus a 022 umask, as ``open(..., mode)`` does."""
+    copy_tree(src, dst, Bugs(umask=0o022))
+
+
+def reads_source_plainly(src: str, dst: str) -> None:
+    """Exact output, but reads and lists the source without ``O_NOATIME`` (``cp -a``)."""
+    copy_tree(src, dst, Bugs(noatime_reads=False))
+
+
+def copies_elsewhere_then_renames_in(src: str, dst: str) -> None:
+    """Exact output built outside the private tree (its parent's parent) and renamed in.
+
+    A renamed inode keeps the flags it was created with, so nothing protects its atime afterwards.
+    """
+    staging = os.path.join(os.path.dirname(os.path.dirname(dst)), "staging-" + os.path.basename(dst))
+    copy_tree(src, staging)
+    os.rename(staging, dst)
+
+
+def fails_after_partial_copy(src: str, dst: str) -> None:
+    """Copies only the top directory and exits non-zero, like a tool hitting an error half-way."""
+    os.mkdir(dst, 0o700)
+    subprocess.run(["false"], check=True)
+
+
+def removes_source(src: str, dst: str) -> None:
+    """``mv``: a perfect destination and no source left."""
+    copy_tree(src, dst)
+    shutil.rmtree(src)

@@ -1,0 +1,133 @@
+"""The shape of the house, checked: focused modules, one-way imports, a light public face, tests that
+import no other test module. Each guard is a function the tests below also aim at a broken tree."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 400
+
+
+def authored_python_files(root: Path = ROOT) -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+                            cwd=root, capture_output=True, text=True, check=False)
+    if listed.returncode == 0 and listed.stdout.strip():
+        return [root / line for line in listed.stdout.splitlines() if (root / line).is_file()]
+    return [p for d in ("artifactkit", "tests", "diagnostics") for p in (root / d).rglob("*.py")]
+
+
+def oversized(files: list[Path], limit: int = LIMIT) -> dict[str, int]:
+    """Files longer than ``limit`` lines, with their length."""
+    return {p.name: n for p in files if (n := len(p.read_text().splitlines())) > limit}
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports: every import counts (function level, TYPE_CHECKING)."""
+    base = package.parent
+    modules = {".".join(p.relative_to(base).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for imported in names:
+                target = imported
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                # a module importing its own package's __init__ is not an edge back up
+                if target and target != module and not module.startswith(target + "."):
+                    graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_authored_python_file_exceeds_400_lines() -> None:
+    files = authored_python_files()
+    assert len(files) > 50, "found too few source files: the guard would pass vacuously"
+    assert oversized(files) == {}, "split these by responsibility"
+
+
+def test_the_size_guard_fails_on_a_401_line_module(tmp_path: Path) -> None:
+    (tmp_path / "long.py").write_text("x = 1\n" * (LIMIT + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * LIMIT)
+    assert oversized([tmp_path / "long.py", tmp_path / "short.py"]) == {"long.py": LIMIT + 1}
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = import_graph(ROOT / "artifactkit")
+    assert len(graph) > 40
+    assert cycles(graph) == []
+
+
+def test_the_cycle_guard_sees_a_function_level_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import x\ny = 1\n")
+    (pkg / "b.py").write_text("x = 1\ndef f():\n    from pkg.a import y\n    return y\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_import_artifactkit_loads_no_machinery_and_the_public_names_resolve() -> None:
+    code = ("import sys, artifactkit\n"
+            "heavy = sorted(m for m in sys.modules if m.startswith(('multiprocessing', 'inotify_simple'))"
+            " or m.startswith('artifactkit.'))\n"
+            "print(heavy)\n"
+            "from artifactkit import (Store, ArtifactRef, FileMeta, capture, capture_tree, compare,\n"
+            "    assert_metadata_equal, materialize, probe_atime, private_noatime_tree, conformance)\n"
+            "assert callable(conformance.check)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_no_test_module_imports_another_test_module_and_diagnostics_import_only_the_package() -> None:
+    offenders = []
+    for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "diagnostics").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                leaf = name.rpartition(".")[2]
+                if (name.startswith("tests") and (leaf.startswith("test_") or path.parent.name == "diagnostics")):
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
