@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from bench_tables import AK_OPS, CORPORA, PEERS, QUICK_CORPORA, render_tables, targets
+from docs_tables import write_table
 
 SCHEMA: Final = "artifactkit.bench-store/1"
 MIB: Final = 1 << 20
@@ -332,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.table_from:
         with open(args.table_from, encoding="utf-8") as handle:
-            print(render_tables(json.load(handle)))
+            text = render_tables(json.load(handle))
+        print(text)
+        write_table("performance.md", "bench-store", text)
         return 0
     shapes = QUICK_CORPORA if args.quick else CORPORA
     repeats = args.repeats or (2 if args.quick else 7)
@@ -362,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(doc, handle, indent=1, sort_keys=True)
         handle.write("\n")
     print(render_tables(doc))
+    write_table("performance.md", "bench-store", render_tables(doc))
     return 0
 
 

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from docs_tables import write_table
+
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import ARTIFACTKIT, CopyFailedError, NamedCopier, argv_copier, resolve_copier
 
@@ -119,7 +121,9 @@ def main(argv: Sequence[str] | None = None, progress: Callable[[str], None] | No
     parser.add_argument("--table-from", type=Path, help="print the table from a kept evidence file and exit")
     args = parser.parse_args(argv)
     if args.table_from is not None:
-        print(markdown_from_evidence(json.loads(args.table_from.read_text(encoding="utf-8"))))
+        text = markdown_from_evidence(json.loads(args.table_from.read_text(encoding="utf-8")))
+        print(text)
+        write_table("conformance.md", "conformance", text)
         return 0
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     command = sanitized_command(raw_argv)
@@ -136,7 +140,9 @@ def main(argv: Sequence[str] | None = None, progress: Callable[[str], None] | No
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    print(markdown(reports, command))
+    text = markdown(reports, command)
+    print(text)
+    write_table("conformance.md", "conformance", text)
     return 0
 
 

@@ -4,7 +4,7 @@ Builds every filesystem of ``tests/fs_matrix.MATRIX`` on loop images in /dev/shm
 runs the probe, the strict fixture, a store round trip of every bundled corpus tree and a clamp
 experiment; compares each with what the kernel sources say the filesystem is; writes
 ``diagnostics/results/fs-matrix.json`` (sanitized: no absolute paths, user or host names) and
-prints the README's "Filesystem support" table. Everything is unmounted and detached at the end.
+prints the "Filesystem support" table in docs/filesystems.md. Everything is unmounted and detached at the end.
 
     sudo python3 diagnostics/fs_matrix.py                 # run, write the JSON, print the table
     python3 diagnostics/fs_matrix.py --table-from diagnostics/results/fs-matrix.json
@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final
+
+from docs_tables import write_table
 
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import ArtifactkitError
@@ -169,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-from", type=Path, metavar="FILE", help="only re-print the table of a saved run")
     args = parser.parse_args(argv)
     if args.table_from is not None:
-        print(table(json.loads(args.table_from.read_text(encoding="utf-8"))))
+        text = table(json.loads(args.table_from.read_text(encoding="utf-8")))
+        print(text)
+        write_table("filesystems.md", "fs-matrix", text)
         return EXIT_OK
     if os.geteuid() != 0:
         print("fs_matrix: needs root to mount test filesystems", file=sys.stderr)
@@ -178,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(table(doc))
+    write_table("filesystems.md", "fs-matrix", table(doc))
     return EXIT_OK if doc["all_as_expected"] else EXIT_DIFFERS
 
 

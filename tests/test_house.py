@@ -131,3 +131,10 @@ def test_no_test_module_imports_another_test_module_and_diagnostics_import_only_
                 if (name.startswith("tests") and (leaf.startswith("test_") or path.parent.name == "diagnostics")):
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offenders == []
+
+
+def test_the_readme_is_short_and_links_into_docs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    linked = {line.split("](docs/")[1].split(")")[0].split("#")[0] for line in readme.splitlines() if "](docs/" in line}
+    assert len(linked) >= 2 and all((ROOT / "docs" / name).is_file() for name in linked), linked
