@@ -68,11 +68,13 @@ def raise_if_unrepresentable(path: str, st: os.stat_result, *, atime_ns: int, mt
             )
 
 
-def _exact(entry: FileMeta, st: os.stat_result, fields: Sequence[str]) -> bool:
-    if tuple(fields) == STORED_FIELDS:  # the common case in a restore: one comparison per entry
-        return (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
-                and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
-                and (entry.kind != "file" or st.st_size == entry.size))
+def _exact(entry: FileMeta, st: os.stat_result) -> bool:
+    return (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
+            and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
+            and (entry.kind != "file" or st.st_size == entry.size))
+
+
+def _times_exact(entry: FileMeta, st: os.stat_result) -> bool:
     return st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
 
 
@@ -85,7 +87,8 @@ def verify_stored(pairs: Iterable[tuple[FileMeta, os.stat_result]], *, stage: st
     read advancing atime) and is reported by the one shared assertion listing *every* differing entry
     and field, at ``stage``. ``fields`` is :data:`STORED_FIELDS` or :data:`TIME_FIELDS`.
     """
-    wrong = [(entry, st) for entry, st in pairs if not _exact(entry, st, fields)]
+    exact = _exact if tuple(fields) == STORED_FIELDS else _times_exact  # decided once, not per entry
+    wrong = [(entry, st) for entry, st in pairs if not exact(entry, st)]
     if not wrong:
         return
     for entry, st in wrong:
