@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from typing import Self
 
 
 class PathSet:
@@ -62,3 +63,14 @@ class BackgroundLoop:
     def running(self) -> bool:
         """Whether the thread is still alive (``stop`` not yet called, and no failure)."""
         return self._thread.is_alive()
+
+    def stop(self) -> object:
+        """Stop the thread, release the kernel object, return what was seen (subclasses)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.running:
+            self.stop()

@@ -184,13 +184,6 @@ class FanotifyTracer(BackgroundLoop):
         self._raise_if_failed("fanotify reader")
         return self.report()
 
-    def __enter__(self) -> FanotifyTracer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.running:
-            self.stop()
-
 
 def start_tracer(dirs: Sequence[str | os.PathLike[str]]) -> FanotifyTracer:
     """Mark the mount holding ``dirs[0]`` and trace accesses under ``dirs``, or raise

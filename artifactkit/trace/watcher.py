@@ -227,13 +227,6 @@ class Watcher(BackgroundLoop):
         self._raise_if_failed("inotify watcher")
         return self.summary()
 
-    def __enter__(self) -> Watcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.running:
-            self.stop()
-
 
 # -- this process's own opens --------------------------------------------------------------------
 
