@@ -131,7 +131,8 @@ def callable_copier(spec: str) -> NamedCopier:
 def resolve_copier(spec: str | Sequence[str] | CopyFunction | NamedCopier) -> NamedCopier:
     """Turn any accepted copier description into a :class:`NamedCopier`.
 
-    A string is ``artifactkit``, ``module:function``, or a template such as
+    A string is ``artifactkit``, a named adapter (``restic``, ``borg``, ... see
+    :mod:`artifactkit.conformance.adapters`), ``module:function``, or a template such as
     ``'rsync -a --atimes {src}/ {dst}'``; a list is an argv template; a callable is used as is.
     """
     if isinstance(spec, NamedCopier):
@@ -140,6 +141,9 @@ def resolve_copier(spec: str | Sequence[str] | CopyFunction | NamedCopier) -> Na
         text = spec.strip()
         if text == ARTIFACTKIT:
             return NamedCopier(ARTIFACTKIT, store_copy)
+        from artifactkit.conformance import adapters  # noqa: PLC0415 - named adapters load on use
+        if text in adapters.ADAPTERS:
+            return NamedCopier(text, adapters.runner(text))
         if SRC in text or DST in text:
             try:
                 return argv_copier(shlex.split(text), label=text)
