@@ -111,12 +111,13 @@ def _from_the_copy(actual_ns: int, ctime_ns: int | None) -> bool:
 
 
 def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int | None,
-                  mtime_ns: int | None = None) -> str | None:
+                  mtime_ns: int | None = None, expected_mtime_ns: int | None = None) -> str | None:
     """Name what happened to a timestamp, or ``None`` when it is exact.
 
-    ``ctime_ns`` and ``mtime_ns`` are the *actual* entry's ctime and mtime (context, never compared):
-    an atime equal to the entry's own mtime was given that value (restic, borg without ``--atime``,
-    ``tarfile``: the archive has no atime, so the restore sets both times to the mtime).
+    ``ctime_ns`` and ``mtime_ns`` are the *actual* entry's ctime and mtime, ``expected_mtime_ns`` the
+    supplied mtime (context, never compared): an atime equal to either mtime was given that value
+    (restic, borg without ``--atime``, ``tarfile``: the archive has no atime, so the restore sets both
+    times to the mtime; a directory's mtime then moves on as its children are written).
     """
     if expected_ns == actual_ns:
         return None
@@ -128,7 +129,7 @@ def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int
             return name
     if abs(delta) < 10_000 and actual_ns in float_round_trips(expected_ns):
         return FLOAT_ROUNDED
-    if field == "atime_ns" and actual_ns == mtime_ns and not _from_the_copy(actual_ns, ctime_ns):
+    if field == "atime_ns" and actual_ns in (mtime_ns, expected_mtime_ns) and not _from_the_copy(actual_ns, ctime_ns):
         # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
         return SET_TO_MTIME
     if ctime_ns is not None:

@@ -139,6 +139,14 @@ def test_a_post_2038_mtime_copied_into_atime_is_set_to_mtime_not_a_read() -> Non
     assert classify(atime, mtime, ctime=NOW_NS) == dx.ADVANCED_BY_READ  # what the kit said without the context
 
 
+def test_a_directory_atime_given_the_supplied_mtime_is_set_to_mtime_after_its_mtime_moved_on() -> None:
+    # borg: the root dir got atime = mtime = the archived mtime, then extracting into it moved its mtime.
+    atime, mtime, moved = 1_700_000_001_987_654_321, 1_700_000_000_123_456_789, NOW_NS - 5_000
+    assert dx.classify_time(atime, mtime, field="atime_ns", ctime_ns=NOW_NS, mtime_ns=moved,
+                            expected_mtime_ns=mtime) == dx.SET_TO_MTIME
+    assert classify(atime, mtime, ctime=NOW_NS, mtime=moved) == dx.DIFFERS
+
+
 def test_both_times_from_the_copy_are_omitted_not_set_to_mtime() -> None:
     copy_time = NOW_NS - 40_000
     assert classify(1_500_000_000_123_456_789, copy_time, ctime=NOW_NS, mtime=copy_time) == dx.OMITTED
