@@ -72,10 +72,16 @@ class Steps:
 
 @contextmanager
 def steps(src: str, dst: str, name: str, log: list[str] | None = None) -> Iterator[Steps]:
-    """A scratch directory beside nothing of the caller's, removed afterwards; ``dst`` must not exist."""
+    """A scratch directory for the tool's repository, removed afterwards; ``dst`` must not exist.
+
+    It sits beside ``dst`` (as the ``artifactkit`` copier's scratch store does): a tool that restores
+    into its own directory is then moved into place by a rename, which changes nothing, never by a
+    cross-device copy, which would change everything.
+    """
     if os.path.lexists(dst):
         raise FileExistsError(f"the destination must not exist before the copy: {dst}")
-    with tempfile.TemporaryDirectory(prefix=f"artifactkit-{name}-") as tmp:
+    parent = os.path.dirname(os.path.abspath(dst))
+    with tempfile.TemporaryDirectory(prefix=f".artifactkit-{name}-", dir=parent) as tmp:
         yield Steps(os.path.abspath(src), os.path.abspath(dst), tmp, log if log is not None else [])
 
 
