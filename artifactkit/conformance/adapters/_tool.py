@@ -55,7 +55,8 @@ class Steps:
 
     def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
         """Run one step; return its stdout. Non-zero exit: :class:`ToolFailedError`, stderr whole."""
-        command = self.clean(shlex.join(argv))
+        # The tool by name, not by where it is installed: evidence carries no paths.
+        command = self.clean(shlex.join([os.path.basename(argv[0]), *argv[1:]]))
         where = f"(cd {self.clean(cwd)} && {command})" if cwd else command
         settings = " ".join(f"{k}={self.clean(v)}" for k, v in sorted((env or {}).items()))
         self.log.append(f"{settings} {where}".strip())
@@ -65,7 +66,8 @@ class Steps:
             stderr = self.clean(done.stderr)
             last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
             raise ToolFailedError(
-                f"{where} exited {done.returncode}: {last}\n--- its stderr ---\n{stderr}",
+                f"{os.path.basename(argv[0])} exited {done.returncode}: {last}\n  command: {where}\n"
+                f"--- its stderr ---\n{stderr}",
                 command=self.log[-1], returncode=done.returncode, stderr=stderr)
         return done.stdout
 
