@@ -67,5 +67,17 @@ class NotInPrivateTreeError(ArtifactkitError, PermissionError):
     """A flag change was aimed at a path outside the private tree it is allowed to touch."""
 
 
+class CopierSetupError(ArtifactkitError, RuntimeError):
+    """A copier cannot run here: its tool is missing or one of its steps failed (a setup error, exit 2)."""
+
+
+class ToolMissingError(CopierSetupError, FileNotFoundError):
+    """The program or module a named adapter drives is not installed (``tool``, ``package`` to install)."""
+
+
+class ToolFailedError(CopierSetupError):
+    """A step of a named adapter exited non-zero (``command``, ``returncode`` and the whole ``stderr``)."""
+
+
 class MetadataMismatchError(ArtifactkitError, AssertionError):
     """Actual metadata differs from what was originally supplied."""

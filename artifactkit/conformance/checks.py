@@ -39,17 +39,20 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import stat
+import subprocess
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import attrs
 
 from artifactkit._fsutil import remove_tree
-from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, resolve_copier
+from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize
-from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.errors import CopierSetupError, IsolationError, MetadataMismatchError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
@@ -75,6 +78,9 @@ class Failure:
     check: str
     corpus: str
     mismatch: Mismatch
+    #: For ``copier-failed``: the full command (when it was one) and the whole of its stderr.
+    command: str | None = None
+    stderr: str | None = None
 
     @property
     def path(self) -> str:
@@ -155,7 +161,8 @@ class CheckResult:
             "failures": [
                 {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
                  "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
-                 "delta_ns": items[0].delta_ns}
+                 "delta_ns": items[0].delta_ns,
+                 **({"command": items[0].command, "stderr": items[0].stderr} if diagnosis == COPIER_FAILED else {})}
                 for (corpus, field, diagnosis), items in groups.items()
             ],
         }
@@ -263,12 +270,11 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
     failures: list[Failure] = []
     try:
         copier(src, dst)
+    except CopierSetupError:
+        raise  # a named adapter that cannot run here: no verdict at all, never a row of passes
     except Exception as err:  # noqa: BLE001 - the copier is what is under test: any failure is a finding
         # Not a setup error: record it, then inspect whatever the copier left behind.
-        text = str(err) if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
-        message = text.replace(dst, "{dst}").replace(src, "{src}")
-        message = message if len(message) <= 200 else message[:197] + "..."  # one table cell, not a log
-        failures.append(Failure("content", corpus, Mismatch(".", "copier", None, message, COPIER_FAILED)))
+        failures.append(_copier_failed(err, corpus, src, dst))
     # Source first, lstat only: nothing of ours reads the source before this capture.
     source_now = {m.path: m for m in capture_tree(src, hash_content=False)} if os.path.lexists(src) else {}
     links = {path for path, meta in expected.items() if meta.kind == "symlink"}
@@ -285,6 +291,23 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
     after = capture_tree(dst, hash_content=False)
     failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))
     return failures, links_moved
+
+
+def _copier_failed(err: Exception, corpus: str, src: str, dst: str) -> Failure:
+    """The table gets one readable line; the JSON report the full command and the whole stderr."""
+    def clean(text: str) -> str:
+        return text.replace(dst, "{dst}").replace(src, "{src}")
+    if isinstance(err, CopyFailedError):
+        cell, command, stderr = str(err), err.command, err.stderr
+    else:
+        cell = f"{type(err).__name__}: {excerpt(clean(str(err)))}"
+        command, stderr = None, "".join(traceback.format_exception_only(err))  # no frames: no paths
+        if isinstance(err, subprocess.CalledProcessError):
+            command = shlex.join(map(str, err.cmd)) if isinstance(err.cmd, list | tuple) else str(err.cmd)
+            stderr = err.stderr if isinstance(err.stderr, str) else stderr
+    mismatch = Mismatch(".", "copier", None, clean(cell), COPIER_FAILED)
+    return Failure("content", corpus, mismatch, None if command is None else clean(command),
+                   None if stderr is None else clean(stderr))
 
 
 def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:

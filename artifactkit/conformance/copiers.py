@@ -35,7 +35,32 @@ class CopierError(Exception):
 
 
 class CopyFailedError(Exception):
-    """The copier ran and reported failure (non-zero exit); the message has its sanitized stderr."""
+    """The copier ran and reported failure (non-zero exit).
+
+    The message is one readable line; ``command`` is the full argv as a shell line and ``stderr`` the
+    whole of it, both sanitized (the temporary paths become ``{src}``/``{dst}``) for the JSON report.
+    """
+
+    def __init__(self, message: str, *, command: str | None = None, stderr: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
+        self.stderr = stderr
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_copy_failed, (str(self), self.command, self.stderr))
+
+
+def _rebuild_copy_failed(message: str, command: str | None, stderr: str | None) -> CopyFailedError:
+    return CopyFailedError(message, command=command, stderr=stderr)
+
+
+def excerpt(text: str, limit: int = 200) -> str:
+    """One table cell from a tool's stderr: its first line, and its last (where a traceback ends)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    cell = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return cell if len(cell) <= limit else cell[:limit - 3] + "..."
 
 
 @attrs.frozen
@@ -65,9 +90,9 @@ def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCo
                               stdin=subprocess.DEVNULL, check=False)
         if done.returncode != 0:
             # Evidence is sanitized: the temporary paths become the placeholders they came from.
-            detail = done.stderr.strip().replace(dst, DST).replace(src, SRC).splitlines()
-            first = detail[0] if detail else "no message"
-            raise CopyFailedError(f"exit status {done.returncode}: {first}")
+            stderr = done.stderr.replace(dst, DST).replace(src, SRC)
+            raise CopyFailedError(f"exit status {done.returncode}: {excerpt(stderr)}",
+                                  command=shlex.join(argv), stderr=stderr)
 
     return NamedCopier(label or shlex.join(argv), run)
 
@@ -106,7 +131,8 @@ def callable_copier(spec: str) -> NamedCopier:
 def resolve_copier(spec: str | Sequence[str] | CopyFunction | NamedCopier) -> NamedCopier:
     """Turn any accepted copier description into a :class:`NamedCopier`.
 
-    A string is ``artifactkit``, ``module:function``, or a template such as
+    A string is ``artifactkit``, a named adapter (``restic``, ``borg``, ... see
+    :mod:`artifactkit.conformance.adapters`), ``module:function``, or a template such as
     ``'rsync -a --atimes {src}/ {dst}'``; a list is an argv template; a callable is used as is.
     """
     if isinstance(spec, NamedCopier):
@@ -115,6 +141,9 @@ def resolve_copier(spec: str | Sequence[str] | CopyFunction | NamedCopier) -> Na
         text = spec.strip()
         if text == ARTIFACTKIT:
             return NamedCopier(ARTIFACTKIT, store_copy)
+        from artifactkit.conformance import adapters  # noqa: PLC0415 - named adapters load on use
+        if text in adapters.ADAPTERS:
+            return NamedCopier(text, adapters.runner(text))
         if SRC in text or DST in text:
             try:
                 return argv_copier(shlex.split(text), label=text)

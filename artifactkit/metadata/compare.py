@@ -91,7 +91,8 @@ def _compare_entry(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> lis
         if field not in fields:
             continue
         want, got = getattr(exp, field), getattr(act, field)
-        verdict = dx.classify_time(want, got, field=field, ctime_ns=act.ctime_ns)
+        verdict = dx.classify_time(want, got, field=field, ctime_ns=act.ctime_ns, mtime_ns=act.mtime_ns,
+                                   expected_mtime_ns=exp.mtime_ns)
         if verdict is not None:
             found.append(Mismatch(exp.path, field, want, got, verdict, delta_ns=got - want))
     return found

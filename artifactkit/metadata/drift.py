@@ -1,9 +1,9 @@
 """Explain *how* a timestamp came out wrong, from the two integers and a little context.
 
 The classifier is a flat decision list; order matters and is part of the contract:
-exact match, then clamping to a filesystem's range, truncation (coarsest unit that explains the
-value first), float round trips, and finally a move forward (a later read) or a value that dates
-from the copy rather than from the source.
+exact match, then clamping to a range edge, truncation (coarsest unit that explains the value
+first), float round trips, an atime that was given the entry's mtime, and finally a move forward (a
+later read) or a value that dates from the copy rather than from the source.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ FLOAT_ROUNDED: Final = "float-rounded"
 ADVANCED_BY_READ: Final = "advanced-by-read"
 OMITTED: Final = "omitted"
 CLAMPED: Final = "clamped"
+SET_TO_MTIME: Final = "set-to-mtime"
 DIFFERS: Final = "differs"
 MODE_DIFFERS: Final = "mode-differs"
 KIND_DIFFERS: Final = "kind-differs"
@@ -41,15 +42,27 @@ _TRUNCATION_UNITS: Final = (
     (1_000, MICROSECOND_TRUNCATED),
 )
 
-# Whole-second limits filesystems clamp to (kernel sources, s_time_min / s_time_max):
-# 32-bit signed (ext4 -I 128, xfs without bigtime, many others), ext4's 34-bit extra epoch,
-# xfs bigtime, and unsigned 32-bit (e.g. ext2/hfs style) — a clamped value lands on one of these.
-_CLAMP_LIMITS_S: Final = frozenset({
-    -(2**31),              # S32_MIN: also ext4's and xfs bigtime's minimum
-    2**31 - 1,             # S32_MAX: ext4 -I 128, xfs without bigtime (2038-01-19)
-    2**34 - 1 - 2**31,     # EXT4_EXTRA_TIMESTAMP_MAX (2446-05-10)
-    16299260424,           # XFS_BIGTIME_TIME_MAX (2486-07-02)
-    2**32 - 1, 0,          # unsigned 32-bit seconds (2106 / the epoch)
+# Whole-second range edges a value gets clamped to, as (floors, ceilings): a clamped value lands on
+# one of them *from outside* the range. Filesystems (kernel sources, s_time_min / s_time_max): 32-bit
+# signed (ext4 -I 128, xfs without bigtime), ext4's 34-bit extra epoch, xfs bigtime, unsigned 32-bit.
+# Tools: borg 1.2's safe_s/safe_ns clamp to 0 ... MAX_S = 2**31-1 minus 48 h ("to avoid any issues
+# that could be caused by tz calculations", borg/helpers/time.py; seen: 2100-01-01 restored as
+# 2147310847), its 64-bit MAX_NS likewise 48 h short of 2**63-1 ns; zip's DOS time runs 1980-01-01 to
+# 2107-12-31T23:59:58 (seen: a 1966 mtime unzipped as 315532800).
+_HOURS_48_NS: Final = 48 * 3600 * NS_PER_S
+_CLAMP_FLOORS_S: Final = frozenset({
+    -(2**31),                  # S32_MIN: also ext4's and xfs bigtime's minimum
+    0,                         # the epoch: unsigned seconds, borg's lower clamp
+    315_532_800,               # 1980-01-01T00:00:00Z, the DOS (zip) epoch
+})
+_CLAMP_CEILINGS_S: Final = frozenset({
+    2**31 - 1,                 # S32_MAX: ext4 -I 128, xfs without bigtime (2038-01-19)
+    2**31 - 1 - 48 * 3600,     # borg's MAX_S (2038-01-17T03:14:07)
+    (2**63 - 1 - _HOURS_48_NS) // NS_PER_S,  # borg's MAX_NS on 64-bit-only builds (2262)
+    2**32 - 1,                 # unsigned 32-bit seconds (2106-02-07)
+    2**34 - 1 - 2**31,         # EXT4_EXTRA_TIMESTAMP_MAX (2446-05-10)
+    16299260424,               # XFS_BIGTIME_TIME_MAX (2486-07-02)
+    4_354_819_198,             # 2107-12-31T23:59:58Z, the end of DOS time
 })
 
 # A restored value that dates from the copy itself sits shortly before the entry's ctime: the copy
@@ -84,24 +97,45 @@ def float_round_trips(value_ns: int) -> set[int]:
     return results
 
 
-def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int | None) -> str | None:
-    """Name what happened to a timestamp, or ``None`` when it is exact."""
+def is_clamped(expected_ns: int, actual_ns: int) -> bool:
+    """Whether ``actual_ns`` is a range edge that ``expected_ns`` lies beyond (by at least a second)."""
+    if actual_ns % NS_PER_S or abs(actual_ns - expected_ns) < NS_PER_S:
+        return False
+    edge = actual_ns // NS_PER_S
+    return (edge in _CLAMP_CEILINGS_S and expected_ns > actual_ns) or (
+        edge in _CLAMP_FLOORS_S and expected_ns < actual_ns)
+
+
+def _from_the_copy(actual_ns: int, ctime_ns: int | None) -> bool:
+    return ctime_ns is not None and ctime_ns - _COPY_WINDOW_NS <= actual_ns <= ctime_ns
+
+
+def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int | None,
+                  mtime_ns: int | None = None, expected_mtime_ns: int | None = None) -> str | None:
+    """Name what happened to a timestamp, or ``None`` when it is exact.
+
+    ``ctime_ns`` and ``mtime_ns`` are the *actual* entry's ctime and mtime, ``expected_mtime_ns`` the
+    supplied mtime (context, never compared): an atime equal to either mtime was given that value
+    (restic, borg without ``--atime``, ``tarfile``: the archive has no atime, so the restore sets both
+    times to the mtime; a directory's mtime then moves on as its children are written).
+    """
     if expected_ns == actual_ns:
         return None
     delta = actual_ns - expected_ns
-    if actual_ns % NS_PER_S == 0 and abs(delta) >= NS_PER_S and actual_ns // NS_PER_S in _CLAMP_LIMITS_S:
-        outward = (delta < 0 and actual_ns > 0) or (delta > 0 and actual_ns <= 0)
-        if outward:
-            return CLAMPED
+    if is_clamped(expected_ns, actual_ns):
+        return CLAMPED
     for unit, name in _TRUNCATION_UNITS:
         if actual_ns in truncations(expected_ns, unit):
             return name
     if abs(delta) < 10_000 and actual_ns in float_round_trips(expected_ns):
         return FLOAT_ROUNDED
+    if field == "atime_ns" and actual_ns in (mtime_ns, expected_mtime_ns) and not _from_the_copy(actual_ns, ctime_ns):
+        # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
+        return SET_TO_MTIME
     if ctime_ns is not None:
         if field == "atime_ns" and actual_ns > ctime_ns:
             # Only a read moves atime past the last metadata change: utime() sets ctime to now.
             return ADVANCED_BY_READ
-        if ctime_ns - _COPY_WINDOW_NS <= actual_ns <= ctime_ns:
+        if _from_the_copy(actual_ns, ctime_ns):
             return OMITTED
     return DIFFERS

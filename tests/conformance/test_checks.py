@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
 
 from artifactkit.conformance import checks as conformance
 from artifactkit.conformance.copiers import CopierError, NamedCopier, argv_copier, resolve_copier
-from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.errors import CopierSetupError, IsolationError, MetadataMismatchError, ToolFailedError
 from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
 
@@ -139,6 +140,38 @@ def test_a_failing_command_is_a_content_failure_with_its_sanitized_message(tmpfs
     first = report.result("content").failures[0]
     assert (first.field, first.diagnosis) == ("copier", conformance.COPIER_FAILED)
     assert first.actual == "exit status 1: cp: cannot stat '{src}/missing': No such file or directory"
+
+
+# Two lines on stderr (the second names the source), then a third of 5,000 characters.
+CHATTY = ("sh -c 'printf \"first line\\nsecond names %s\\n\" \"$0\" >&2; head -c 5000 /dev/zero | tr "
+          "\"\\0\" x >&2; exit 3' {src} {dst}")
+
+
+def test_a_failing_command_keeps_its_full_command_and_stderr_for_json_and_an_excerpt_for_the_table(
+        tmpfs_strict: Path) -> None:
+    report = conformance.check(CHATTY, corpus="basic", base=tmpfs_strict)
+    first = report.result("content").failures[0]
+    assert first.command == shlex.join(shlex.split(CHATTY))  # the whole argv, placeholders kept
+    assert first.stderr == "first line\nsecond names {src}\n" + "x" * 5000
+    assert first.actual is not None and len(str(first.actual)) <= 215
+    assert str(first.actual).startswith("exit status 3: first line ... xxx")
+    group = report.result("content").to_json()["failures"][0]
+    assert (group["diagnosis"], group["stderr"]) == (conformance.COPIER_FAILED, first.stderr)
+    assert group["command"] == first.command and "{src}" in group["command"] and "{dst}" in group["command"]
+    assert str(tmpfs_strict) not in json.dumps(report.to_json())
+
+
+def test_a_copier_that_cannot_run_is_a_setup_error_not_a_row_of_findings(tmpfs_strict: Path) -> None:
+    def restore_fails(src: str, dst: str) -> None:
+        os.mkdir(dst)
+        raise ToolFailedError("restore exited 1: repository is locked", command="tool restore", returncode=1,
+                              stderr="repository is locked\n")
+
+    before = set(tmpfs_strict.iterdir())
+    with pytest.raises(ToolFailedError, match="repository is locked") as caught:
+        conformance.check(restore_fails, corpus="basic", base=tmpfs_strict)
+    assert isinstance(caught.value, CopierSetupError) and caught.value.returncode == 1
+    assert set(tmpfs_strict.iterdir()) == before  # source and private tree cleaned up all the same
 
 
 @pytest.mark.parametrize(("spec", "label"), [

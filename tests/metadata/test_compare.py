@@ -37,6 +37,13 @@ def test_the_message_names_path_field_values_delta_diagnosis_and_stage() -> None
     assert all(m.stage == "download" for m in info.value.mismatches)
 
 
+def test_compare_gives_the_classifier_the_actual_mtime_so_an_atime_copied_from_it_is_named() -> None:
+    # restic and borg without --atime restore atime := mtime; a post-2038 mtime lies past ctime.
+    future = attrs.evolve(ENTRY, mtime_ns=4_102_444_800_123_456_789)
+    restored = attrs.evolve(future, atime_ns=future.mtime_ns, ctime_ns=1_790_000_000_000_000_000)
+    assert [(m.field, m.diagnosis) for m in compare([future], [restored])] == [("atime_ns", dx.SET_TO_MTIME)]
+
+
 def test_missing_unexpected_kind_and_content_are_named() -> None:
     other = FileMeta(path="b", kind="dir", mode=0o755, mtime_ns=1, atime_ns=1)
     found = compare([ENTRY, attrs.evolve(other, path="c")],

@@ -1,0 +1,126 @@
+"""Named adapters pin what each real store keeps: a new tool version that changes a verdict is a diff.
+
+Each adapter runs once over the small ``edge-times`` tree (pre-1970, post-2038, one-ns, setuid, sticky,
+a link with its own times) from a strictatime tmpfs. The pinned verdicts are the failed checks and,
+per failed check, every diagnosis seen. A missing tool skips with the package to install (a failure
+in CI, which installs them all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from artifactkit.cli.main import main
+from artifactkit.conformance import adapters
+from artifactkit.conformance import checks as conformance
+from artifactkit.conformance.copiers import resolve_copier
+from artifactkit.errors import ToolFailedError, ToolMissingError
+from tests.support.capability import skip_or_fail
+
+SET, OMIT, CLAMP = "set-to-mtime", "omitted", "clamped"
+MODE, READ = "mode-differs", "advanced-by-read"
+
+#: adapter -> {failed check: every diagnosis among its failures} on edge-times (tools of Debian 12,
+#: dvc 3.67, mlflow-skinny 3.17, Python 3.11). Read as findings in docs/real-stores.md.
+PINNED: dict[str, dict[str, set[str]]] = {
+    "restic": {"mode": {MODE}, "atime_ns": {SET}, "dir_times": {OMIT, SET}, "symlink_times": {SET}},
+    "borg": {"mtime_ns": {CLAMP}, "atime_ns": {CLAMP, SET}, "dir_times": {OMIT, SET}, "symlink_times": {SET}},
+    "borg-atime": {"mtime_ns": {CLAMP}, "atime_ns": {CLAMP}, "dir_times": {OMIT}},
+    "rclone": {"content": {"missing"}, "mode": {MODE}, "special_bits": {MODE}, "atime_ns": {SET},
+               "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+    "rclone-metadata": {"mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT}, "dir_times": {OMIT},
+                        "symlink_times": {OMIT}, "source_atime_untouched": {READ}},
+    "zip": {"special_bits": {MODE}, "mtime_ns": {CLAMP, "second-truncated"},
+            "atime_ns": {CLAMP, "second-truncated"}, "dir_times": {OMIT, "second-truncated"},
+            "symlink_times": {OMIT}, "source_atime_untouched": {READ}},
+    "zipfile": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "mtime_ns": {OMIT},
+                "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+    "tarfile": {"mtime_ns": {"float-rounded", "second-truncated"},
+                "atime_ns": {"float-rounded", "second-truncated", SET},
+                "dir_times": {"float-rounded", "second-truncated", SET}, "symlink_times": {OMIT},
+                "source_atime_untouched": {READ}},
+    "tar-posix": {},
+    "dvc": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "mtime_ns": {OMIT},
+            "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+    "mlflow": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT},
+               "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+}
+
+
+def _require_adapter(name: str) -> None:
+    try:
+        adapters.version(name)
+    except ToolMissingError as err:
+        skip_or_fail(f"the {name} adapter's tool is missing: {err}")
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_each_adapter_fails_exactly_its_pinned_checks_with_its_pinned_diagnoses(name: str, tmpfs_strict: Path) -> None:
+    _require_adapter(name)
+    report = conformance.check(name, corpus="edge-times", base=tmpfs_strict)
+    seen = {item.check: {f.diagnosis for f in item.failures} for item in report.checks if not item.passed}
+    assert seen == PINNED[name]
+
+
+def test_every_named_adapter_is_pinned_and_documents_its_options() -> None:
+    assert set(PINNED) == set(adapters.ADAPTERS)
+    for name in adapters.ADAPTERS:
+        assert resolve_copier(name).label == name
+        doc = adapters.adapter_module(name).__doc__ or ""
+        assert "Every option, and why" in doc, name
+
+
+def test_restic_json_reports_atime_set_to_mtime(tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _require_adapter("restic")
+    code = main(["conformance", "--copier", "restic", "--corpus", "edge-times", "--base", str(tmpfs_strict), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    atime = next(item for item in doc["checks"] if item["check"] == "atime_ns")
+    assert (code, atime["passed"], atime["diagnosis"]) == (1, False, "atime: set-to-mtime")
+
+
+def _fake_tool(bin_dir: Path, name: str, script: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(stat.S_IRWXU)
+
+
+def test_a_missing_tool_exits_2_naming_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there, and no restic beside this Python
+    assert main(["conformance", "--copier", "restic", "--corpus", "basic", "--base", str(tmp_path)]) == 2
+    assert "apt-get install restic" in capsys.readouterr().err
+
+
+def test_a_restore_that_fails_part_way_is_a_setup_error_with_its_stderr_not_a_row_of_passes(
+        tmpfs_strict: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # init and backup "succeed"; restore creates the target, writes half a line and fails.
+    _fake_tool(tmp_path, "restic", 'case "$1" in restore) mkdir -p "$4"; echo "restoring ..." >&2; '
+                                   'echo "Fatal: unable to load snapshot: ciphertext verification failed" >&2; '
+                                   'exit 1;; esac\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(ToolFailedError) as caught:
+        conformance.check("restic", corpus="basic", base=tmpfs_strict)
+    assert caught.value.returncode == 1
+    assert "restic restore latest --target {dst}" in caught.value.command
+    assert caught.value.stderr == "restoring ...\nFatal: unable to load snapshot: ciphertext verification failed\n"
+    assert main(["conformance", "--copier", "restic", "--corpus", "basic", "--base", str(tmpfs_strict)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "ciphertext verification failed" in err and "restoring ..." in err
+
+
+def test_an_adapter_logs_each_command_with_placeholders_instead_of_paths(tmp_path: Path) -> None:
+    _require_adapter("tar-posix")
+    src = tmp_path / "src"
+    src.mkdir()
+    log: list[str] = []
+    adapters.runner("tar-posix", log)(str(src), str(tmp_path / "dst"))
+    assert len(log) == 2 and all("{tmp}/a.tar" in line for line in log)
+    assert "-C {src} ." in log[0] and "-C {dst}" in log[1]
+    assert not any(str(tmp_path) in line for line in log)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "src"]  # the scratch dir is gone
