@@ -13,6 +13,7 @@ from artifactkit.conformance.copiers import CopierError, NamedCopier, argv_copie
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
+from tests.support.capability import require_loop_devices
 
 # Small trees that hold every kind of entry the checks sort by: files, nested and sticky dirs,
 # setuid, links to a file, to a dir, dangling and upward; ns extremes before 1970 and after 2038.
@@ -62,6 +63,8 @@ def test_time_failures_name_the_field_values_and_delta_of_every_entry(tmpfs_stri
 @pytest.mark.parametrize("fs", ["ext4-relatime", "tmpfs-strictatime", "tmpfs-relatime"])
 def test_artifactkit_store_passes_every_check_on_every_corpus_tree(fs: str, mounts: Mounts) -> None:
     kind, _, options = fs.partition("-")
+    if kind == "ext4":
+        require_loop_devices()
     base = mounts.ext4(options) if kind == "ext4" else mounts.tmpfs(options)
     report = conformance.check("artifactkit", base=base)
     report.raise_for_failures()

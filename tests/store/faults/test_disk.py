@@ -17,6 +17,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 from artifactkit.testing.crash import snapshot
 from artifactkit.testing.mounts import Mounts
+from tests.support.capability import require_loop_devices
 
 
 def errno_of(err: BaseException) -> int | None:
@@ -84,6 +85,7 @@ def test_a_download_that_fills_the_destination_fails_with_enospc_and_leaves_noth
 
 def test_a_read_only_store_refuses_publish_and_gc_with_erofs_but_still_serves_downloads(
         mounts: Mounts, fast_tmp: Path, read_only_afterwards: list[Path]) -> None:
+    require_loop_devices()
     point = mounts.ext4("relatime", size_mb=32)
     supplied = materialize("basic", fast_tmp / "src")
     store = Store(point / "store")
