@@ -69,3 +69,11 @@ class NotInPrivateTreeError(ArtifactkitError, PermissionError):
 
 class MetadataMismatchError(ArtifactkitError, AssertionError):
     """Actual metadata differs from what was originally supplied."""
+
+
+class NotAStoreError(ArtifactkitError, FileNotFoundError):
+    """A path given as a store holds no artifactkit store (a typo must not read as an empty store)."""
+
+
+class CopierCannotRunError(ArtifactkitError):
+    """A copier under test could not run at all (missing program, import error, failure before ``{dst}``)."""

@@ -46,14 +46,18 @@ def render(report: Report, require: tuple[str, ...]) -> str:
         first = item.failures[0] if item.failures else None
         rows.append((
             item.check + ("" if item.check in require else " (not required)"),
-            "pass" if item.passed else f"FAIL {item.diagnosis}",
+            {True: "pass", None: f"not run ({item.reason})"}.get(item.passed, f"FAIL {item.diagnosis}"),
             str(len(item.failures)),
             f"{first.corpus}: {first.path}" if first else "",
         ))
     verdict = "all required checks hold" if report.holds(require) else "a required check failed"
+    if all(item.passed is None for item in report.checks):
+        verdict = "no check ran here"
+    not_run = [f"{name} ({why})" for name, why in report.not_run]
     return "\n".join([
         f"copier: {report.copier}",
-        f"corpus: {', '.join(report.corpus)}",
+        f"corpus: {', '.join(n for n in report.corpus if n not in dict(report.not_run)) or 'none run'}",
+        *([f"not run: {', '.join(not_run)}"] if not_run else []),
         f"source: {report.environment['source_fs']}; destination: {report.environment['destination_fs']}, "
         f"isolation by {report.environment['isolation']}",
         "",

@@ -48,8 +48,8 @@ import attrs
 
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, resolve_copier
-from artifactkit.conformance.corpus import corpus_names, materialize
-from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
+from artifactkit.errors import CopierCannotRunError, IsolationError, MetadataMismatchError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
@@ -132,10 +132,14 @@ class CheckResult:
 
     check: str
     failures: tuple[Failure, ...] = ()
+    #: Set when the check ran on no tree at all (e.g. every tree asked for needs root): passed is None.
+    reason: str | None = None
 
     @property
-    def passed(self) -> bool:
-        return not self.failures
+    def passed(self) -> bool | None:
+        if self.failures:
+            return False
+        return None if self.reason else True
 
     @property
     def diagnosis(self) -> str | None:
@@ -143,7 +147,7 @@ class CheckResult:
         return self.failures[0].headline() if self.failures else None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"check", "passed", "diagnosis", "failures"}``; failures grouped by corpus, field and
+        """``{"check", "passed", "diagnosis", "reason", "failures"}``; failures grouped by corpus, field and
         diagnosis (a 1,000-file tree must not make a 1,000-entry list), each with its first case."""
         groups: dict[tuple[str, str, str], list[Failure]] = {}
         for failure in self.failures:
@@ -152,6 +156,7 @@ class CheckResult:
             "check": self.check,
             "passed": self.passed,
             "diagnosis": self.diagnosis,
+            "reason": self.reason,
             "failures": [
                 {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
                  "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
@@ -170,6 +175,8 @@ class Report:
     checks: tuple[CheckResult, ...]
     environment: dict[str, str] = attrs.field(eq=False)
     source_links_moved: int = 0
+    #: (tree, reason) for every corpus tree that could not be run here, e.g. ``"not run: needs root"``.
+    not_run: tuple[tuple[str, str], ...] = ()
 
     def result(self, name: str) -> CheckResult:
         for item in self.checks:
@@ -180,7 +187,7 @@ class Report:
     @property
     def failed(self) -> frozenset[str]:
         """Names of the checks that failed."""
-        return frozenset(item.check for item in self.checks if not item.passed)
+        return frozenset(item.check for item in self.checks if item.passed is False)
 
     @property
     def passed(self) -> bool:
@@ -210,7 +217,13 @@ class Report:
             "passed": self.passed,
             "source_links_moved": self.source_links_moved,
             "checks": [item.to_json() for item in self.checks],
+            "corpora": [self._tree_json(name) for name in self.corpus],
         }
+
+    def _tree_json(self, name: str) -> dict[str, Any]:
+        reason = dict(self.not_run).get(name)
+        failed = any(f.corpus == name for item in self.checks for f in item.failures)
+        return {"corpus": name, "passed": None if reason else not failed, "reason": reason}
 
 
 def _validated(names: Iterable[str]) -> tuple[str, ...]:
@@ -263,9 +276,17 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
     failures: list[Failure] = []
     try:
         copier(src, dst)
-    except Exception as err:  # noqa: BLE001 - the copier is what is under test: any failure is a finding
-        # Not a setup error: record it, then inspect whatever the copier left behind.
+    except Exception as err:  # the copier is what is under test: any failure is a finding (or re-raised)
         text = str(err) if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
+        if not os.path.lexists(dst):
+            # It never produced {dst}: nothing was copied, so no check ran. A setup error, in full.
+            detail = err.detail if isinstance(err, CopyFailedError) else text
+            detail = detail.replace(dst, "{dst}").replace(src, "{src}")
+            raise CopierCannotRunError(
+                f"copier {copier.label} cannot run: it failed before creating {{dst}} (corpus tree "
+                f"{corpus!r}), so no check ran:\n{detail}", copier=copier.label, corpus=corpus, detail=detail,
+            ) from err
+        # Not a setup error: record it, then inspect whatever the copier left behind.
         message = text.replace(dst, "{dst}").replace(src, "{src}")
         message = message if len(message) <= 200 else message[:197] + "..."  # one table cell, not a log
         failures.append(Failure("content", corpus, Mismatch(".", "copier", None, message, COPIER_FAILED)))
@@ -309,8 +330,11 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     :func:`artifactkit.conformance.copiers.resolve_copier` accepts; ``dst`` does not exist before the copy.
     Destinations live in a verified private noatime tree under ``base`` (default: the temp dir);
     sources under ``source_base`` (default: ``base``), which must be a filesystem where reads move
-    atime. Raises :class:`IsolationError` when either condition cannot be met; check failures are
-    in the report, never raised (see :meth:`Report.raise_for_failures`).
+    atime. Raises :class:`IsolationError` when either condition cannot be met, and
+    :class:`CopierCannotRunError` when the copier fails before creating ``dst`` (it cannot run at
+    all: nothing was checked); check failures are in the report, never raised (see
+    :meth:`Report.raise_for_failures`). A tree this process cannot read back (a mode-000 file
+    without root) is not run: ``Report.not_run`` says so, and it is neither a pass nor a failure.
     """
     named = resolve_copier(copier)
     names = corpus_names() if corpus is None else [corpus] if isinstance(corpus, str) else list(corpus)
@@ -326,10 +350,13 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
             fs_type=source_probe.fs_type, failed="source-atime")
     failures: list[Failure] = []
     links_moved = 0
+    not_run = [(name, reason) for name in names if (reason := needs_root(name))]
     with private_noatime_tree(dst_base, probe=source_probe) as tree:
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
             for name in names:
+                if name in dict(not_run):
+                    continue
                 if progress is not None:
                     progress(name)
                 found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
@@ -340,6 +367,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
         finally:
             remove_tree(src_parent, ignore_errors=True)
         environment = _environment(source_probe, tree)
-    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name)) for name in CHECKS)
-    return Report(named.label, tuple(names), rows, environment, links_moved)
+    skipped = dict(not_run)
+    none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in not_run})) if len(skipped) == len(names) else None
+    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran) for name in CHECKS)
+    return Report(named.label, tuple(names), rows, environment, links_moved, tuple(not_run))
 

@@ -35,7 +35,15 @@ class CopierError(Exception):
 
 
 class CopyFailedError(Exception):
-    """The copier ran and reported failure (non-zero exit); the message has its sanitized stderr."""
+    """The copier reported failure (non-zero exit, or it could not be started).
+
+    The message is one line for a table cell; ``detail`` keeps the whole sanitized stderr, which a
+    copier that never produced ``{dst}`` shows in full as a setup error.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 @attrs.frozen
@@ -61,13 +69,17 @@ def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCo
 
     def run(src: str, dst: str) -> None:
         actual = [arg.replace(SRC, src).replace(DST, dst) for arg in argv]
-        done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, check=False)
+        try:
+            done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
+                                  stdin=subprocess.DEVNULL, check=False)
+        except OSError as err:  # no such program, or not executable: it never ran
+            raise CopyFailedError(f"cannot run {argv[0]!r}: {err.strerror}") from err
         if done.returncode != 0:
             # Evidence is sanitized: the temporary paths become the placeholders they came from.
-            detail = done.stderr.strip().replace(dst, DST).replace(src, SRC).splitlines()
-            first = detail[0] if detail else "no message"
-            raise CopyFailedError(f"exit status {done.returncode}: {first}")
+            detail = done.stderr.strip().replace(dst, DST).replace(src, SRC)
+            first = detail.splitlines()[0] if detail else "no message"
+            raise CopyFailedError(f"exit status {done.returncode}: {first}",
+                                  f"exit status {done.returncode}: {detail or 'no message'}")
 
     return NamedCopier(label or shlex.join(argv), run)
 
