@@ -8,7 +8,7 @@ import shutil
 import stat
 
 
-def remove_tree(path: str, *, dir_fd: int | None = None, ignore_errors: bool = False) -> None:
+def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, ignore_errors: bool = False) -> None:
     """Remove the directory tree at ``path`` (relative to ``dir_fd`` if given); absent is fine.
 
     A restored or corpus tree may hold directories with mode ``0o555`` or ``0o000``; without root

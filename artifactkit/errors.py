@@ -81,3 +81,11 @@ class ToolFailedError(CopierSetupError):
 
 class MetadataMismatchError(ArtifactkitError, AssertionError):
     """Actual metadata differs from what was originally supplied."""
+
+
+class NotAStoreError(ArtifactkitError, FileNotFoundError):
+    """A path given as a store holds no artifactkit store (a typo must not read as an empty store)."""
+
+
+class CopierCannotRunError(CopierSetupError):
+    """A copier under test could not run at all (missing program, import error, failure before ``{dst}``)."""

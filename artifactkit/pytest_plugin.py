@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from artifactkit.errors import IsolationError
-from artifactkit.isolation.probe import AtimeProbe, probe_atime
+from artifactkit.isolation.probe import AtimeProbe, isolation_choice, probe_atime
 from artifactkit.isolation.readers import ReaderHandle, start_readers
 from artifactkit.isolation.tree import REMEDY, NoatimeTree, noatime_subtree, private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
@@ -82,29 +82,22 @@ def _probe(config: pytest.Config, base: Path) -> AtimeProbe:
     cache = config.stash[PROBES]
     key = os.path.realpath(base)
     if key not in cache:
+        source = config.stash[SETTINGS].source
         try:
+            # A base the user names but has not made yet is made, as pytest's --basetemp is.
+            base.mkdir(parents=True, exist_ok=True)
             cache[key] = probe_atime(base)
         except OSError as err:
+            # They may already have passed --artifactkit-base: the remedy is about *which* directory.
+            remedy = (f"point {source} at an existing writable directory on a test filesystem (tmpfs, ext4, xfs)"
+                      if source != "default" else f"{REMEDY}")
             cache[key] = IsolationError(
-                f"cannot probe atime behaviour at {key} ({config.stash[SETTINGS].source}): {err}; "
-                f"remedy: {REMEDY}", base=key, failed="probe")
+                f"cannot probe atime behaviour at {key} ({source}): {err.strerror or err}; remedy: {remedy}",
+                base=key, failed="probe")
     found = cache[key]
     if isinstance(found, Exception):
         raise found
     return found
-
-
-def isolation_choice(probe: AtimeProbe) -> str:
-    """What :func:`private_noatime_tree` will do on this filesystem, in words."""
-    if not probe.reads_move_atime:
-        return "noatime-mount (no flag needed)"
-    if probe.noatime_flag != "supported":
-        return f"NONE: flag {probe.noatime_flag}, noatime_tree will error"
-    if not probe.flag_inherited:
-        return "NONE: flag not inherited, noatime_tree will error"
-    if probe.flag_effective is False:
-        return "NONE: flag not effective, noatime_tree will error"
-    return "flag (FS_NOATIME_FL on each private tree)"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

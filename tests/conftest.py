@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from artifactkit.testing.mounts import Mounts
-from tests.support.capability import require_mounts
+from tests.support.capability import require_loop_devices, require_mounts
 
 settings.register_profile(
     "artifactkit", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -44,6 +44,7 @@ def tmpfs_relatime(mounts: Mounts) -> Path:
 @pytest.fixture(scope="session")
 def ext4_whole_seconds(mounts: Mounts) -> Path:
     """ext4 made with 128-byte inodes: whole-second timestamps, 32-bit range (ends 2038)."""
+    require_loop_devices()
     return mounts.ext4("relatime", mkfs_args=("-I", "128"))
 
 
@@ -68,6 +69,7 @@ def fast_tmp(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def ext4_relatime(mounts: Mounts) -> Path:
     """A loop ext4 with default options (relatime): another filesystem than the tmpfs tests use."""
+    require_loop_devices()
     return mounts.ext4("relatime")
 
 

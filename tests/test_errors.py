@@ -11,7 +11,8 @@ from artifactkit import errors
 
 LEAVES = [errors.UnsupportedFileType, errors.UnsafePathError, errors.IntegrityError, errors.SourceChangedError,
           errors.TimestampNotRepresentable, errors.IsolationError, errors.NotInPrivateTreeError,
-          errors.MetadataMismatchError, errors.CopierSetupError, errors.ToolMissingError, errors.ToolFailedError]
+          errors.MetadataMismatchError, errors.CopierSetupError, errors.ToolMissingError, errors.ToolFailedError,
+          errors.NotAStoreError, errors.CopierCannotRunError]
 
 
 @pytest.mark.parametrize("cls", LEAVES)
@@ -28,6 +29,7 @@ def test_leaves_subclass_the_builtins_callers_already_catch() -> None:
     assert issubclass(errors.UnsafePathError, ValueError)
     assert issubclass(errors.NotInPrivateTreeError, PermissionError)
     assert issubclass(errors.ToolMissingError, FileNotFoundError)
+    assert issubclass(errors.NotAStoreError, FileNotFoundError)
 
 
 def test_the_public_face_only_reexports_a_sorted_all() -> None:

@@ -29,7 +29,7 @@ from artifactkit.isolation.probe import HISTORICAL_NS, probe_atime, read_moves_a
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
 from artifactkit.testing.mounts import Mounts, loops_under, mounts_under, sweep_stale
-from tests.support.capability import require_mounts, require_tool
+from tests.support.capability import require_loop_devices, require_tool
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,6 +42,8 @@ def spec(request: pytest.FixtureRequest) -> FsSpec:
 @pytest.fixture
 def work(spec: FsSpec, mounts: Mounts) -> Iterator[Path]:
     """A fresh directory on the session's mount of ``spec``, removed after the test."""
+    if spec.fs_type not in ("tmpfs", "ramfs"):
+        require_loop_devices()
     if spec.tool is not None:
         require_tool(*spec.tool)
     path = Path(tempfile.mkdtemp(prefix="work-", dir=build(spec, mounts)))
@@ -156,7 +158,7 @@ def _assert_nothing_left(base: str) -> None:
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    require_mounts()
+    require_loop_devices()  # the whole matrix, ext4 images included
     for spec in MATRIX:
         if spec.tool is not None:
             require_tool(*spec.tool)

@@ -4,6 +4,7 @@ import no other test module. Each guard is a function the tests below also aim a
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,21 @@ def test_the_readme_is_short_and_links_into_docs() -> None:
     assert len(readme.splitlines()) <= 200
     linked = {line.split("](docs/")[1].split(")")[0].split("#")[0] for line in readme.splitlines() if "](docs/" in line}
     assert len(linked) >= 2 and all((ROOT / "docs" / name).is_file() for name in linked), linked
+
+
+def test_the_test_extra_holds_only_what_the_tests_import_and_the_linters_are_in_dev() -> None:
+    import tomllib
+
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = {name: {re.split(r"[<>=\[ ]", req)[0] for req in reqs}
+              for name, reqs in doc["project"]["optional-dependencies"].items()}
+    assert extras["test"] == {"pytest", "pytest-xdist", "hypothesis", "pyfakefs"}
+    assert {"mypy", "ruff"} <= extras["dev"]
+
+
+def test_the_mit_license_ships_in_sdist_and_wheel() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")

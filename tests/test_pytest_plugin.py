@@ -140,3 +140,21 @@ def test_a_fake_filesystem_makes_the_fixture_error(pytester: pytest.Pytester, fa
     result = pytester.runpytest(f"--artifactkit-base={fast_tmp}")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*IsolationError*fake*pyfakefs*remedy*"])
+
+
+def test_a_base_that_does_not_exist_yet_is_created(pytester: pytest.Pytester, fast_tmp: Path) -> None:
+    pytester.makepyfile("def test_uses_it(noatime_tree):\n    assert noatime_tree.is_dir()\n")
+    base = fast_tmp / "not" / "yet" / "created"
+    result = pytester.runpytest(f"--artifactkit-base={base}")
+    result.assert_outcomes(passed=1)
+    assert base.is_dir()
+
+
+def test_a_base_that_cannot_be_made_names_what_to_change_not_the_option_already_passed(
+        pytester: pytest.Pytester, fast_tmp: Path) -> None:
+    (fast_tmp / "file").write_text("in the way")
+    pytester.makepyfile("def test_uses_it(noatime_tree):\n    pass\n")
+    result = pytester.runpytest(f"--artifactkit-base={fast_tmp / 'file' / 'below'}", "-rE")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*remedy: point --artifactkit-base at an existing writable directory*"])
+    assert "or pass --artifactkit-base" not in result.stdout.str()

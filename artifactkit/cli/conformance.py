@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from artifactkit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SETUP, emit_json, error, table
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import CopierError, resolve_copier
 from artifactkit.conformance.corpus import corpus_names
@@ -17,6 +17,7 @@ def register(subparsers: Any) -> None:
     """Add the ``conformance`` subcommand to the top-level parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "conformance", help="check that a copy tool or store preserves metadata exactly",
+        epilog=EXIT_CODES_HELP,
         description="Copy every corpus tree with COPIER from a source where reads move atime into a verified "
                     "private noatime tree, and check content, mode, special bits, mtime_ns, atime_ns, "
                     "directory and symlink times, that exactness survives a later read, and that the source "
@@ -46,14 +47,18 @@ def render(report: Report, require: tuple[str, ...]) -> str:
         first = item.failures[0] if item.failures else None
         rows.append((
             item.check + ("" if item.check in require else " (not required)"),
-            "pass" if item.passed else f"FAIL {item.diagnosis}",
+            {True: "pass", None: f"not run ({item.reason})"}.get(item.passed, f"FAIL {item.diagnosis}"),
             str(len(item.failures)),
             f"{first.corpus}: {first.path}" if first else "",
         ))
     verdict = "all required checks hold" if report.holds(require) else "a required check failed"
+    if all(item.passed is None for item in report.checks):
+        verdict = "no check ran here"
+    not_run = [f"{name} ({why})" for name, why in report.not_run]
     return "\n".join([
         f"copier: {report.copier}",
-        f"corpus: {', '.join(report.corpus)}",
+        f"corpus: {', '.join(n for n in report.corpus if n not in dict(report.not_run)) or 'none run'}",
+        *([f"not run: {', '.join(not_run)}"] if not_run else []),
         f"source: {report.environment['source_fs']}; destination: {report.environment['destination_fs']}, "
         f"isolation by {report.environment['isolation']}",
         "",
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         corpus = _parse_corpus(args.corpus)
         report = check(copier, corpus=corpus, base=args.base, progress=_progress)
     except (CopierError, ValueError, OSError, ArtifactkitError) as err:
-        error(str(err))
+        error(describe(err, **{"--base": args.base}))
         return EXIT_SETUP
     finally:
         if sys.stderr.isatty():

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+import tempfile
+from typing import Any, Final
 
-from artifactkit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SETUP, emit_json, error, table
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
 from artifactkit.errors import ArtifactkitError
+from artifactkit.metadata.compare import FIELDS
 from artifactkit.trace.engine import COPIERS, ISOLATIONS, CycleProgress, DiagnoseConfig, DiagnoseResult, run_diagnose
 from artifactkit.trace.evidence import to_evidence, write_evidence
 
@@ -22,6 +24,7 @@ def register(subparsers: Any) -> None:
     """Add the ``diagnose`` subcommand to the top-level parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "diagnose", help="traced publish/download cycles under competing readers, with evidence",
+        epilog=EXIT_CODES_HELP,
         description="Publish and download a corpus tree with historical ns times, CYCLES times, while "
                     "competing reader processes read every file and an inotify watcher (and fanotify, "
                     "with CAP_SYS_ADMIN) accounts for every access; check both stages against the "
@@ -68,16 +71,24 @@ class _Progress:
             self.shown = False
 
 
-def render(result: DiagnoseResult) -> str:
-    """The closing summary for people: one row per figure, units spelled out."""
+#: The summary fits a 100-column terminal; the long texts are whole in --json.
+WIDTH: Final = 100
+_LOWER_BOUND: Final = ("lower bound: without fanotify (CAP_SYS_ADMIN) inotify counts events, "
+                       "not who read")
+
+
+def render(result: DiagnoseResult, base: str | None = None) -> str:
+    """The closing summary for people: one row per figure, units spelled out, at most WIDTH columns."""
     env, acc = result.environment, result.accesses
     rows: list[tuple[str, str]] = [
+        ("base", base or f"{tempfile.gettempdir()} (the system temp dir)"),
         ("filesystem", f"{env.fs_type} ({env.atime_policy})"),
         ("isolation", f"{env.isolation_mode} (requested {env.isolation_requested})"),
         ("verified how", env.verified_how),
         ("copier", env.copier),
-        ("cycles", f"{result.cycles_run} x {result.interval_ns} ns interval"),
-        ("checks", f"{result.checks} ({result.failed_checks} failed)"),
+        ("cycles", f"{result.cycles_run} x {result.config.interval_ms} ms interval"),
+        ("checks", f"{result.checks} ({result.failed_checks} failed): publish and download of each cycle"),
+        ("checked fields", ", ".join(FIELDS)),
     ]
     by_diagnosis = result.by_diagnosis()
     rows += [(f"mismatches: {name}", str(count)) for name, count in sorted(by_diagnosis.items())]
@@ -89,13 +100,15 @@ def render(result: DiagnoseResult) -> str:
         ("inotify events", f"{sum(result.inotify.as_dict().values())} ({result.inotify.overflows} overflows)"),
         ("accesses: self", str(acc.self_accesses)),
         ("accesses: readers", str(acc.reader_accesses)),
-        ("accesses: unexplained", str(acc.unexplained) + ("" if acc.method == "fanotify" else " (lower bound)")),
+        ("accesses: unexplained", str(acc.unexplained) + ("" if acc.method == "fanotify" else f" ({_LOWER_BOUND})")),
         ("attribution", acc.method if acc.method == "fanotify" else f"{acc.method}; {env.fanotify}"),
     ]
     rows += [(f"  pid {item.pid}", f"{item.executable}: {item.events} event(s)") for item in acc.attributed]
     rows.append(("duration", f"{result.duration_ns // 1_000_000} ms"))
     verdict = "all checks hold" if result.ok else f"{result.failed_checks} check(s) failed"
-    return table(rows, ("figure", "value")) + f"\n\ndiagnose: {verdict}"
+    room = WIDTH - 2 - max(len(label) for label, _ in [*rows, ("figure", "")])
+    fitted = [(label, value if len(value) <= room else value[:room - 15] + " ... (--json)") for label, value in rows]
+    return table(fitted, ("figure", "value")) + f"\n\ndiagnose: {verdict}"
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -123,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_diagnose(config, progress=progress)
     except (OSError, ArtifactkitError) as err:
         progress.close()
-        error(f"diagnose cannot run: {err}")
+        error(f"diagnose cannot run: {describe(err, **{'--base': args.base})}")
         return EXIT_SETUP
     finally:
         progress.close()
@@ -134,10 +147,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_evidence(doc, args.output)
         except (OSError, ValueError) as err:
-            error(f"cannot write evidence to {args.output!r}: {err}")
+            error(f"cannot write evidence: {describe(err, **{'--output': args.output})}")
             return EXIT_SETUP
     if args.json:
         emit_json(doc)
     else:
-        print(render(result))
+        print(render(result, args.base))
     return EXIT_OK if result.ok else EXIT_FAILED

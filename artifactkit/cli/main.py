@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 from collections.abc import Sequence
 
 from artifactkit.cli.common import error
@@ -18,11 +19,19 @@ SUBCOMMAND_MODULES = (
 )
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("artifactkit")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="artifactkit",
         description="Prove that an artifact store preserves file metadata exactly "
                     "(exit 0: all checks hold, 1: a check failed, 2: setup/isolation/usage error).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMAND_MODULES:
         importlib.import_module(module).register(subparsers)

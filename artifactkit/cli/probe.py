@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from artifactkit.cli.common import EXIT_OK, EXIT_SETUP, emit_json, error, table
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
 from artifactkit.errors import ArtifactkitError
-from artifactkit.isolation.probe import AtimeProbe, probe_atime
+from artifactkit.isolation.probe import AtimeProbe, isolation_choice, probe_atime
 
 
 def register(subparsers: Any) -> None:
     """Add the ``probe`` subcommand to the top-level parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "probe", help="find out by experiment what a directory's filesystem does to atime",
+        epilog=EXIT_CODES_HELP,
         description="Probe DIR's filesystem with scratch files (removed afterwards): whether reads move "
                     "historical and future atimes, FS_NOATIME_FL support, inheritance and effect, "
                     "timestamp granularity and range. Exit 0, or 2 on a setup error.")
@@ -30,7 +31,7 @@ def render(probe: AtimeProbe) -> str:
     rows = [(key, _show(doc[key])) for key in (
         "fs_type", "mount_options", "atime_policy", "reads_move_historical_atime", "reads_move_future_atime",
         "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok")]
-    return table(rows, ("finding", "value"))
+    return table(rows, ("finding", "value")) + f"\n\nnoatime_tree here would use: {isolation_choice(probe)}"
 
 
 def _show(value: object) -> str:
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         probe = probe_atime(args.directory)
     except (OSError, ArtifactkitError) as err:
-        error(f"cannot probe {args.directory!r}: {err}")
+        error(f"cannot probe: {describe(err, DIR=args.directory)}")
         return EXIT_SETUP
     if args.json:
         emit_json(probe.to_json())

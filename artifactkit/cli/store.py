@@ -7,7 +7,16 @@ from typing import Any
 
 import attrs
 
-from artifactkit.cli.common import EXIT_FAILED, EXIT_OK, EXIT_SETUP, emit_json, error, table
+from artifactkit.cli.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SETUP,
+    describe,
+    emit_json,
+    error,
+    table,
+)
 from artifactkit.errors import (
     ArtifactkitError,
     IntegrityError,
@@ -17,29 +26,37 @@ from artifactkit.errors import (
 from artifactkit.store.store import Store
 
 
+def _parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
+            description: str) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(name, help=summary, description=description, epilog=EXIT_CODES_HELP)
+    parser.add_argument("--store", required=True, metavar="PATH",
+                        help="the store: a local directory (publish creates it and its parents)")
+    parser.add_argument("--json", action="store_true", help=f"print one artifactkit.{name}/1 JSON document")
+    return parser
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("publish", help="publish a directory tree as the next version of NAME")
-    p.add_argument("src")
-    p.add_argument("--store", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--json", action="store_true")
+    p = _parser(subparsers, "publish", "publish a directory tree as the next version of NAME",
+                "Capture SRC (lstat before any read), store its content by sha256 and its metadata in a "
+                "manifest, and make the new version visible only once everything is durable.")
+    p.add_argument("src", metavar="SRC", help="the directory tree to publish")
+    p.add_argument("--name", required=True, help="artifact name; each publish adds version 1, 2, ...")
     p.set_defaults(func=_publish)
 
-    p = subparsers.add_parser("download", help="download NAME[@VERSION] into DEST (which must not exist)")
-    p.add_argument("ref", metavar="NAME[@VERSION]")
-    p.add_argument("dest")
-    p.add_argument("--store", required=True)
-    p.add_argument("--json", action="store_true")
+    p = _parser(subparsers, "download", "download NAME[@VERSION] into DEST (which must not exist)",
+                "Restore a version with exact modes and nanosecond mtime/atime, verify every digest and "
+                "every time by reading it back, then make DEST appear in one rename.")
+    p.add_argument("ref", metavar="NAME[@VERSION]", help="artifact name, latest version unless @VERSION (1, 2, ...)")
+    p.add_argument("dest", metavar="DEST", help="destination directory; must not exist")
     p.set_defaults(func=_download)
 
-    p = subparsers.add_parser("verify", help="check every manifest and blob (read-only); exit 1 on findings")
-    p.add_argument("--store", required=True)
-    p.add_argument("--json", action="store_true")
+    p = _parser(subparsers, "verify", "check every manifest and blob (read-only); exit 1 on findings",
+                "Hash every manifest and every blob it needs, and list corrupt, missing, unreadable and "
+                "orphaned items; nothing is changed.")
     p.set_defaults(func=_verify)
 
-    p = subparsers.add_parser("ls", help="list published versions")
-    p.add_argument("--store", required=True)
-    p.add_argument("--json", action="store_true")
+    p = _parser(subparsers, "ls", "list published versions",
+                "List every visible version: name, version and manifest sha256 (no manifest is read).")
     p.set_defaults(func=_ls)
 
 
@@ -52,7 +69,8 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
         return int(action(args))
     except (ArtifactkitError, OSError, LookupError, ValueError) as err:
         # A failed check (integrity, mismatch) is exit 1; bad input or environment is exit 2.
-        error(str(err))
+        error(describe(err, source=getattr(args, "src", None), destination=getattr(args, "dest", None),
+                       **{"--store": args.store}))
         failed = (IntegrityError, MetadataMismatchError, TimestampNotRepresentable)
         return EXIT_FAILED if isinstance(err, failed) else EXIT_SETUP
 

@@ -51,8 +51,8 @@ import attrs
 
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
-from artifactkit.conformance.corpus import corpus_names, materialize
-from artifactkit.errors import CopierSetupError, IsolationError, MetadataMismatchError
+from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
+from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError, MetadataMismatchError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
@@ -138,10 +138,14 @@ class CheckResult:
 
     check: str
     failures: tuple[Failure, ...] = ()
+    #: Set when the check ran on no tree at all (e.g. every tree asked for needs root): passed is None.
+    reason: str | None = None
 
     @property
-    def passed(self) -> bool:
-        return not self.failures
+    def passed(self) -> bool | None:
+        if self.failures:
+            return False
+        return None if self.reason else True
 
     @property
     def diagnosis(self) -> str | None:
@@ -149,7 +153,7 @@ class CheckResult:
         return self.failures[0].headline() if self.failures else None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"check", "passed", "diagnosis", "failures"}``; failures grouped by corpus, field and
+        """``{"check", "passed", "diagnosis", "reason", "failures"}``; failures grouped by corpus, field and
         diagnosis (a 1,000-file tree must not make a 1,000-entry list), each with its first case."""
         groups: dict[tuple[str, str, str], list[Failure]] = {}
         for failure in self.failures:
@@ -158,6 +162,7 @@ class CheckResult:
             "check": self.check,
             "passed": self.passed,
             "diagnosis": self.diagnosis,
+            "reason": self.reason,
             "failures": [
                 {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
                  "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
@@ -177,6 +182,8 @@ class Report:
     checks: tuple[CheckResult, ...]
     environment: dict[str, str] = attrs.field(eq=False)
     source_links_moved: int = 0
+    #: (tree, reason) for every corpus tree that could not be run here, e.g. ``"not run: needs root"``.
+    not_run: tuple[tuple[str, str], ...] = ()
 
     def result(self, name: str) -> CheckResult:
         for item in self.checks:
@@ -187,7 +194,7 @@ class Report:
     @property
     def failed(self) -> frozenset[str]:
         """Names of the checks that failed."""
-        return frozenset(item.check for item in self.checks if not item.passed)
+        return frozenset(item.check for item in self.checks if item.passed is False)
 
     @property
     def passed(self) -> bool:
@@ -217,7 +224,13 @@ class Report:
             "passed": self.passed,
             "source_links_moved": self.source_links_moved,
             "checks": [item.to_json() for item in self.checks],
+            "corpora": [self._tree_json(name) for name in self.corpus],
         }
+
+    def _tree_json(self, name: str) -> dict[str, Any]:
+        reason = dict(self.not_run).get(name)
+        failed = any(f.corpus == name for item in self.checks for f in item.failures)
+        return {"corpus": name, "passed": None if reason else not failed, "reason": reason}
 
 
 def _validated(names: Iterable[str]) -> tuple[str, ...]:
@@ -272,7 +285,15 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
         copier(src, dst)
     except CopierSetupError:
         raise  # a named adapter that cannot run here: no verdict at all, never a row of passes
-    except Exception as err:  # noqa: BLE001 - the copier is what is under test: any failure is a finding
+    except Exception as err:
+        if not os.path.lexists(dst):
+            # It never produced {dst}: nothing was copied, so no check ran. A setup error, in full.
+            text = err.detail if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
+            detail = text.replace(dst, "{dst}").replace(src, "{src}")
+            raise CopierCannotRunError(
+                f"copier {copier.label} cannot run: it failed before creating {{dst}} (corpus tree "
+                f"{corpus!r}), so no check ran:\n{detail}", copier=copier.label, corpus=corpus, detail=detail,
+            ) from err
         # Not a setup error: record it, then inspect whatever the copier left behind.
         failures.append(_copier_failed(err, corpus, src, dst))
     # Source first, lstat only: nothing of ours reads the source before this capture.
@@ -332,8 +353,11 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     :func:`artifactkit.conformance.copiers.resolve_copier` accepts; ``dst`` does not exist before the copy.
     Destinations live in a verified private noatime tree under ``base`` (default: the temp dir);
     sources under ``source_base`` (default: ``base``), which must be a filesystem where reads move
-    atime. Raises :class:`IsolationError` when either condition cannot be met; check failures are
-    in the report, never raised (see :meth:`Report.raise_for_failures`).
+    atime. Raises :class:`IsolationError` when either condition cannot be met, and
+    :class:`CopierCannotRunError` when the copier fails before creating ``dst`` (it cannot run at
+    all: nothing was checked); check failures are in the report, never raised (see
+    :meth:`Report.raise_for_failures`). A tree this process cannot read back (a mode-000 file
+    without root) is not run: ``Report.not_run`` says so, and it is neither a pass nor a failure.
     """
     named = resolve_copier(copier)
     names = corpus_names() if corpus is None else [corpus] if isinstance(corpus, str) else list(corpus)
@@ -349,10 +373,13 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
             fs_type=source_probe.fs_type, failed="source-atime")
     failures: list[Failure] = []
     links_moved = 0
+    not_run = [(name, reason) for name in names if (reason := needs_root(name))]
     with private_noatime_tree(dst_base, probe=source_probe) as tree:
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
             for name in names:
+                if name in dict(not_run):
+                    continue
                 if progress is not None:
                     progress(name)
                 found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
@@ -363,6 +390,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
         finally:
             remove_tree(src_parent, ignore_errors=True)
         environment = _environment(source_probe, tree)
-    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name)) for name in CHECKS)
-    return Report(named.label, tuple(names), rows, environment, links_moved)
+    skipped = dict(not_run)
+    none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in not_run})) if len(skipped) == len(names) else None
+    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran) for name in CHECKS)
+    return Report(named.label, tuple(names), rows, environment, links_moved, tuple(not_run))
 

@@ -49,6 +49,16 @@ class CopyFailedError(Exception):
     def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild_copy_failed, (str(self), self.command, self.stderr))
 
+    @property
+    def detail(self) -> str:
+        """The whole story for a setup error: the one-line message, the command and the full stderr."""
+        parts = [str(self)]
+        if self.command:
+            parts.append(f"command: {self.command}")
+        if self.stderr and self.stderr.strip():
+            parts.append(self.stderr.rstrip())
+        return "\n".join(parts)
+
 
 def _rebuild_copy_failed(message: str, command: str | None, stderr: str | None) -> CopyFailedError:
     return CopyFailedError(message, command=command, stderr=stderr)
@@ -61,6 +71,7 @@ def excerpt(text: str, limit: int = 200) -> str:
         return "no message"
     cell = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
     return cell if len(cell) <= limit else cell[:limit - 3] + "..."
+
 
 
 @attrs.frozen
@@ -86,8 +97,12 @@ def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCo
 
     def run(src: str, dst: str) -> None:
         actual = [arg.replace(SRC, src).replace(DST, dst) for arg in argv]
-        done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, check=False)
+        try:
+            done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
+                                  stdin=subprocess.DEVNULL, check=False)
+        except OSError as err:  # no such program, or not executable: it never ran
+            raise CopyFailedError(f"cannot run {argv[0]!r}: {err.strerror}", command=shlex.join(argv),
+                                  stderr=str(err.strerror)) from err
         if done.returncode != 0:
             # Evidence is sanitized: the temporary paths become the placeholders they came from.
             stderr = done.stderr.replace(dst, DST).replace(src, SRC)

@@ -8,10 +8,12 @@ values *as supplied* — the ground truth every later stage is checked against.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import os
 import random
+import tempfile
 import tomllib
 from typing import Any
 
@@ -80,6 +82,35 @@ def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
     return FileMeta(path=raw["path"], kind=kind, mode=int(raw["mode"]), size=size,
                     mtime_ns=int(raw["mtime_ns"]), atime_ns=int(raw["atime_ns"]),
                     sha256=sha256, target=raw.get("target"))
+
+
+#: Why a corpus tree is left out for a user who cannot read what it holds.
+NEEDS_ROOT = "not run: needs root"
+
+
+@functools.cache
+def can_read_unreadable() -> bool:
+    """Whether this process can open a mode-000 file it owns (CAP_DAC_OVERRIDE: root), found by trying."""
+    with tempfile.TemporaryDirectory(prefix="artifactkit-dac-probe-") as scratch:
+        path = os.path.join(scratch, "locked")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o000))
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except PermissionError:
+            return False
+        return True
+
+
+def needs_root(spec: TreeSpec | str) -> str | None:
+    """``NEEDS_ROOT`` when ``spec`` holds an entry its owner cannot read and this process is not root.
+
+    Such a tree can be built, but no copier (and no capture of ours) can read it back without
+    CAP_DAC_OVERRIDE: for an ordinary user it is "not run", never a failure of the copier.
+    """
+    tree = load_tree(spec) if isinstance(spec, str) else spec
+    locked = any((e.kind == "file" and not e.mode & 0o400) or (e.kind == "dir" and e.mode & 0o500 != 0o500)
+                 for e in tree.entries)
+    return NEEDS_ROOT if locked and not can_read_unreadable() else None
 
 
 def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[FileMeta]:

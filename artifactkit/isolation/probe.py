@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 from typing import Any, Final, Literal
 
 import attrs
 
+from artifactkit._fsutil import remove_tree
 from artifactkit.isolation.flags import FlagResult, get_flags, set_noatime_flag
 from artifactkit.isolation.reading import read_file
 from artifactkit.metadata.drift import GRANULARITIES_NS
@@ -221,10 +221,23 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
         device = os.lstat(where).st_dev
     finally:
         with contextlib.suppress(OSError):
-            shutil.rmtree(scratch)
+            remove_tree(scratch)
     return AtimeProbe(
         directory=where, device=device, fs_type=info.fs_type, mount_options=info.options,
         reads_move_historical_atime=historical, reads_move_future_atime=future,
         noatime_flag=support, flag_inherited=inherited, flag_effective=effective,
         granularity_ns=granularity, pre_1970_ok=pre_1970, post_2038_ok=post_2038,
     )
+
+
+def isolation_choice(probe: AtimeProbe) -> str:
+    """What :func:`~artifactkit.isolation.tree.private_noatime_tree` will do on this filesystem, in words."""
+    if not probe.reads_move_atime:
+        return "noatime-mount (no flag needed)"
+    if probe.noatime_flag != "supported":
+        return f"NONE: flag {probe.noatime_flag}, noatime_tree will error"
+    if not probe.flag_inherited:
+        return "NONE: flag not inherited, noatime_tree will error"
+    if probe.flag_effective is False:
+        return "NONE: flag not effective, noatime_tree will error"
+    return "flag (FS_NOATIME_FL on each private tree)"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import tempfile
 import types
@@ -21,6 +20,7 @@ from typing import Final, Literal
 
 import attrs
 
+from artifactkit._fsutil import remove_tree
 from artifactkit._syscalls import opened_dir
 from artifactkit.errors import IsolationError
 from artifactkit.isolation import flags as _flags_module
@@ -51,7 +51,7 @@ class NoatimeTree:
 
     def close(self) -> None:
         """Remove the tree and its private container (flagged inodes delete normally)."""
-        shutil.rmtree(self.container, ignore_errors=True)
+        remove_tree(self.container, ignore_errors=True)
 
     def __enter__(self) -> NoatimeTree:
         return self
@@ -106,7 +106,7 @@ def private_noatime_tree(base: str | os.PathLike[str], *, probe: AtimeProbe | No
             how = _confirm_no_moves(tree, probe, where)
             mode = "noatime-mount"
     except BaseException:
-        shutil.rmtree(container, ignore_errors=True)
+        remove_tree(container, ignore_errors=True)
         raise
     return NoatimeTree(Path(tree), probe, mode, how, Path(container))
 
@@ -166,7 +166,7 @@ def _flag_tree(tree: str, container: str, probe: AtimeProbe, base: str) -> str:
             raise _fail(fs, base, "explicit-utime",
                         f"explicit utime(ns={wanted}) stored ({st.st_atime_ns}, {st.st_mtime_ns})")
     finally:
-        shutil.rmtree(nested, ignore_errors=True)
+        remove_tree(nested, ignore_errors=True)
         for path in (files[0], control):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -230,11 +230,11 @@ def noatime_subtree(parent: NoatimeTree) -> NoatimeTree:
     path = tempfile.mkdtemp(prefix="t-", dir=parent.path)
     device = os.lstat(path).st_dev
     if device != parent.probe.device:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)
         raise _fail(parent.probe.fs_type, os.fspath(parent.path), "device",
                     "the subtree is on another filesystem than the verified tree (a mount inside it?)")
     if parent.mode == "flag" and not get_flags(path).noatime:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)
         raise _fail(parent.probe.fs_type, os.fspath(parent.path), "inheritance",
                     "a new subtree of the verified tree lacks FS_NOATIME_FL (was the flag cleared on the "
                     "tree during the session?)")

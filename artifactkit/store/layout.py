@@ -20,6 +20,7 @@ import re
 import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
+from artifactkit.errors import NotAStoreError
 
 
 @attrs.frozen(order=True)
@@ -85,19 +86,40 @@ class StoreLayout:
         return sorted(ArtifactRef(name, version, digest)
                       for name in names for version, digest in self.versions(name))
 
+    def require_store(self) -> None:
+        """Raise :class:`NotAStoreError` unless a store lives at ``root``.
+
+        Reading a missing store as an empty one turned a typo in CI into "0 versions: clean".
+        """
+        if os.path.isdir(self.manifests_dir):
+            return
+        if os.path.lexists(self.root) and not os.path.isdir(self.root):
+            raise NotAStoreError(f"no artifactkit store at {self.root}: it is a file, not a directory",
+                                 path=self.root)
+        raise NotAStoreError(f"no artifactkit store at {self.root}", path=self.root)
+
     def create(self) -> None:
-        """Create missing layout dirs and make each durable in its parent.
+        """Create the store, its missing parents and layout dirs, and make each durable in its parent.
 
         A visible manifest is only as durable as every directory above it: without these fsyncs a
         power cut after the first publish returned could lose ``blobs/`` or the whole store.
         """
-        for path in (self.root, self.blobs_dir, self.manifests_dir, self.staging_dir, self.locks_dir):
+        missing = []
+        top = self.root
+        while not os.path.lexists(top):
+            missing.append(top)
+            top = os.path.dirname(top)
+        if not os.path.isdir(top) or (os.path.exists(self.root) and not os.path.isdir(self.root)):
+            raise NotAStoreError(f"cannot make an artifactkit store at {self.root}: {top} is a file, "
+                                 "not a directory", path=self.root)
+        for path in (*reversed(missing), self.blobs_dir, self.manifests_dir, self.staging_dir, self.locks_dir):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
         # Whoever created them: a publisher killed between its mkdir and its fsync would otherwise
         # leave layout dirs that no later publisher ever makes durable.
-        fsync_dir(self.root)
-        fsync_dir(os.path.dirname(self.root) or "/")
+        for path in (self.root, *missing):
+            fsync_dir(path)
+        fsync_dir(os.path.dirname(missing[-1] if missing else self.root) or "/")
 
 
 def commit_name(staged: str, final: str) -> None:

@@ -49,7 +49,8 @@ class Store:
         return publish_tree(self.layout, tree, name, commit=self._commit_manifest)
 
     def list(self) -> list[ArtifactRef]:
-        """Every visible version, sorted by name then version."""
+        """Every visible version, sorted by name then version (:class:`NotAStoreError` if no store)."""
+        self.layout.require_store()
         return self.layout.refs()
 
     def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
@@ -59,10 +60,14 @@ class Store:
         name = name_or_ref
         if version is None and "@" in name:
             name, _, text = name.rpartition("@")
-            if not text.isdigit():
-                raise ValueError(f"version in {name_or_ref!r} must be a positive integer")
+            if not text.removeprefix("-").isdigit():
+                raise ValueError(f"version {text!r} of {name!r} must be a positive integer (1, 2, ...)")
             version = int(text)
+        if version is not None and version < 1:
+            # demo@0 and demo@-1 are the same mistake and get the same answer.
+            raise ValueError(f"version {str(version)!r} of {name!r} must be a positive integer (1, 2, ...)")
         check_artifact_name(name)
+        self.layout.require_store()
         versions = self.layout.versions(name)
         if not versions:
             raise LookupError(f"no artifact named {name!r} in {self.root}")
@@ -89,14 +94,13 @@ class Store:
         return ref
 
     def verify(self) -> VerifyReport:
-        """Check every manifest and blob without changing anything."""
+        """Check every manifest and blob without changing anything (:class:`NotAStoreError` if no store)."""
+        self.layout.require_store()
         return verify_store(self.layout)
 
     def gc(self) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
-        if not os.path.isdir(self.layout.manifests_dir):
-            # Never create a store here: a mistyped path should not grow an empty one.
-            raise FileNotFoundError(errno.ENOENT, "no artifactkit store here (no manifests/ directory)", self.root)
+        self.layout.require_store()  # never create a store here: a mistyped path must not grow one
         self._ensure_layout()
         with store_lock(self.layout.locks_dir, exclusive=True):
             return collect_garbage(self.layout)

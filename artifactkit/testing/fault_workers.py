@@ -123,6 +123,8 @@ def run_role(role: str, *, index: int, store_root: str, work: str, duration_ns: 
 def _one_op(role: str, *, index: int, step: int, store: Store, scratch: str, rng: random.Random,
             done: dict[str, Any]) -> None:
     kind, _, arg = role.partition(":")
+    if kind != "publish" and not os.path.isdir(store.layout.manifests_dir):
+        return  # no publisher has made the store yet: it is not a store (NotAStoreError) until then
     if kind == "publish":
         supplied = materialize(_tree(index, step), scratch)
         ref = store.publish(scratch, "shared" if arg == "shared" else f"solo-{index}")
@@ -145,7 +147,7 @@ def _one_op(role: str, *, index: int, step: int, store: Store, scratch: str, rng
     else:
         # Crash debris for gc to find: it must remove exactly these, never a blob a version needs.
         if not os.path.isdir(store.layout.staging_dir):
-            return  # no publisher has made the layout yet
+            return  # the first publisher is still making the layout
         data = f"debris {index}-{step}".encode()
         sha = hashlib.sha256(data).hexdigest()
         with open(os.path.join(store.layout.blobs_dir, sha), "wb") as handle:

@@ -23,6 +23,7 @@ from typing import Final, Literal
 
 import attrs
 
+from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.corpus import corpus_names, materialize
 from artifactkit.errors import IsolationError, MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.isolation.flags import get_flags
@@ -179,7 +180,7 @@ def _open_workspace(isolation: Isolation, base: str, probe: AtimeProbe) -> _Work
                + f" atime here (policy {probe.atime_policy})")
         if inherited:
             how += "; the base already passes FS_NOATIME_FL down, so this control cannot show drift"
-        return _Workspace(path, "none", how, lambda: shutil.rmtree(path, ignore_errors=True))
+        return _Workspace(path, "none", how, lambda: remove_tree(path, ignore_errors=True))
     if isolation == "flag" and not probe.reads_move_atime:
         raise IsolationError(
             f"--isolation flag on {probe.fs_type} ({base}): reads never move atime here, so FS_NOATIME_FL "
@@ -314,7 +315,7 @@ class _Cycle:
             found += _check(index, "download", "destination", supplied, capture_tree(dest))
         # Keep the readers' passes short: only the store itself accumulates (one manifest a cycle).
         for path in (src, dest, copied):
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path, ignore_errors=True)
         return found
 
 

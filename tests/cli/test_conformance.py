@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit.cli.main import main
+from artifactkit.conformance import corpus
 from artifactkit.conformance.checks import CHECKS
 from artifactkit.testing.mounts import Mounts
 
@@ -88,3 +89,54 @@ def test_the_installed_command_is_quiet_in_a_pipe_and_finds_project_copiers(tmpf
         capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+@pytest.fixture
+def not_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as an ordinary user sees it: a mode-000 file cannot be read back."""
+    monkeypatch.setattr(corpus, "can_read_unreadable", lambda: False)
+
+
+@pytest.mark.usefixtures("not_root")
+def test_a_tree_that_needs_root_is_not_run_for_a_normal_user_and_the_store_still_passes(
+        fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", "artifactkit", "--corpus", "basic", "--corpus", "special-modes",
+                 "--base", str(fast_tmp), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["corpora"] == [{"corpus": "basic", "passed": True, "reason": None},
+                              {"corpus": "special-modes", "passed": None, "reason": "not run: needs root"}]
+    assert all(item["passed"] is True for item in doc["checks"])
+
+
+@pytest.mark.usefixtures("not_root")
+def test_when_no_tree_can_run_every_check_is_null_with_its_reason_never_a_pass(
+        fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["conformance", "--copier", "artifactkit", "--corpus", "special-modes", "--base", str(fast_tmp)]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {(item["passed"], item["reason"]) for item in doc["checks"]} == {
+        (None, "special-modes: not run: needs root")}
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert " pass" not in out and "not run: special-modes (not run: needs root)" in out
+
+
+def test_the_default_corpus_passes_for_whoever_runs_it(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As root every tree runs; as a normal user special-modes is "not run", never a failure.
+    assert main(["conformance", "--copier", "artifactkit", "--base", str(fast_tmp)]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("copier", [
+    "no-such-tool-xyz {src} {dst}",                                        # missing program
+    "sh -c 'for i in 1 2 3; do echo line $i of the story >&2; done; exit 7' sh {src} {dst}",  # before {dst}
+])
+def test_a_copier_that_cannot_run_is_a_setup_error_with_its_whole_stderr_and_no_pass(
+        copier: str, fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", copier, "--corpus", "basic", "--base", str(fast_tmp)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "pass" not in captured.out
+    assert "cannot run" in captured.err
+    if "story" in copier:
+        assert [n for n in "123" if f"line {n} of the story" in captured.err] == ["1", "2", "3"]

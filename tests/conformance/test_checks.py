@@ -11,9 +11,16 @@ import pytest
 
 from artifactkit.conformance import checks as conformance
 from artifactkit.conformance.copiers import CopierError, NamedCopier, argv_copier, resolve_copier
-from artifactkit.errors import CopierSetupError, IsolationError, MetadataMismatchError, ToolFailedError
+from artifactkit.errors import (
+    CopierCannotRunError,
+    CopierSetupError,
+    IsolationError,
+    MetadataMismatchError,
+    ToolFailedError,
+)
 from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
+from tests.support.capability import require_loop_devices
 
 # Small trees that hold every kind of entry the checks sort by: files, nested and sticky dirs,
 # setuid, links to a file, to a dir, dangling and upward; ns extremes before 1970 and after 2038.
@@ -63,6 +70,8 @@ def test_time_failures_name_the_field_values_and_delta_of_every_entry(tmpfs_stri
 @pytest.mark.parametrize("fs", ["ext4-relatime", "tmpfs-strictatime", "tmpfs-relatime"])
 def test_artifactkit_store_passes_every_check_on_every_corpus_tree(fs: str, mounts: Mounts) -> None:
     kind, _, options = fs.partition("-")
+    if kind == "ext4":
+        require_loop_devices()
     base = mounts.ext4(options) if kind == "ext4" else mounts.tmpfs(options)
     report = conformance.check("artifactkit", base=base)
     report.raise_for_failures()
@@ -118,7 +127,7 @@ def test_json_document_has_the_schema_and_exactly_the_check_names(tmpfs_strict: 
     doc = conformance.check(faulty.drops_atime, corpus=SMALL, base=tmpfs_strict).to_json()
     assert doc["schema"] == "artifactkit.conformance/1"
     assert [item["check"] for item in doc["checks"]] == list(conformance.CHECKS)
-    assert all(set(item) == {"check", "passed", "diagnosis", "failures"} for item in doc["checks"])
+    assert all(set(item) == {"check", "passed", "diagnosis", "reason", "failures"} for item in doc["checks"])
     atime = next(item for item in doc["checks"] if item["check"] == "atime_ns")
     assert atime["passed"] is False
     assert atime["diagnosis"] == "atime: omitted"
@@ -135,15 +144,26 @@ def test_argv_templates_run_without_a_shell_and_name_both_placeholders(tmpfs_str
         argv_copier(["cp", "-a", "{src}"])
 
 
-def test_a_failing_command_is_a_content_failure_with_its_sanitized_message(tmpfs_strict: Path) -> None:
-    report = conformance.check("cp {src}/missing {dst}", corpus="basic", base=tmpfs_strict)
+def test_a_command_failing_before_it_creates_dst_is_a_setup_error_with_its_sanitized_message(
+        tmpfs_strict: Path) -> None:
+    with pytest.raises(CopierCannotRunError) as caught:
+        conformance.check("cp {src}/missing {dst}", corpus="basic", base=tmpfs_strict)
+    detail = caught.value.detail
+    assert detail.startswith("exit status 1: cp: cannot stat '{src}/missing': No such file or directory")
+    assert "command: cp '{src}/missing' '{dst}'" in detail  # the full command and stderr, not an excerpt
+    assert str(tmpfs_strict) not in str(caught.value)
+
+
+def test_a_command_failing_after_it_created_dst_is_a_content_failure(tmpfs_strict: Path) -> None:
+    report = conformance.check(["sh", "-c", 'mkdir "$1"; echo half done >&2; exit 3', "sh", "{dst}", "{src}"],
+                               corpus="basic", base=tmpfs_strict)
     first = report.result("content").failures[0]
-    assert (first.field, first.diagnosis) == ("copier", conformance.COPIER_FAILED)
-    assert first.actual == "exit status 1: cp: cannot stat '{src}/missing': No such file or directory"
+    assert (first.field, first.diagnosis, first.actual) == ("copier", conformance.COPIER_FAILED,
+                                                            "exit status 3: half done")
 
 
 # Two lines on stderr (the second names the source), then a third of 5,000 characters.
-CHATTY = ("sh -c 'printf \"first line\\nsecond names %s\\n\" \"$0\" >&2; head -c 5000 /dev/zero | tr "
+CHATTY = ("sh -c 'mkdir \"$1\"; printf \"first line\\nsecond names %s\\n\" \"$0\" >&2; head -c 5000 /dev/zero | tr "
           "\"\\0\" x >&2; exit 3' {src} {dst}")
 
 

@@ -24,7 +24,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import scan_tree
 from artifactkit.store.store import Store
 from artifactkit.testing.mounts import Mounts
-from tests.support.capability import require_tool
+from tests.support.capability import require_loop_devices, require_tool
 
 OLD_NS = 1_000_000_000_123_456_789          # 2001, every ns digit used
 REMEDY = re.escape("remedy: run on a noatime test filesystem, or pass --artifactkit-base=PATH on one")
@@ -33,6 +33,7 @@ REMEDY = re.escape("remedy: run on a noatime test filesystem, or pass --artifact
 @pytest.fixture(scope="module")
 def btrfs(mounts: Mounts) -> Path:
     """btrfs: supports FS_NOATIME_FL but passes it to no new inode (a real non-inheriting fs)."""
+    require_loop_devices()
     require_tool("mkfs.btrfs", "btrfs-progs")
     image = mounts.image("btrfs", 128)
     subprocess.run(["mkfs.btrfs", "-q", str(image)], check=True, capture_output=True)

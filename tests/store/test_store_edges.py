@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import IntegrityError, MetadataMismatchError, Store, assert_metadata_equal
+from artifactkit import IntegrityError, MetadataMismatchError, NotAStoreError, Store, assert_metadata_equal
 from artifactkit.conformance.corpus import materialize, parse_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.download import verify_entries
@@ -160,10 +160,40 @@ def test_a_fifo_planted_as_a_blob_is_refused_without_hanging(fast_tmp: Path) -> 
     assert not store.verify().ok
 
 
-def test_gc_never_creates_a_store_where_there_is_none(fast_tmp: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        Store(fast_tmp / "typo").gc()
-    assert not (fast_tmp / "typo").exists()
+@pytest.mark.parametrize("call", ["gc", "verify", "list", "download", "manifest"])
+def test_a_path_that_is_not_a_store_is_one_named_error_and_nothing_is_created(fast_tmp: Path, call: str) -> None:
+    store = Store(fast_tmp / "typo")
+    args = {"download": ("demo", fast_tmp / "out"), "manifest": ("demo",)}.get(call, ())
+    with pytest.raises(NotAStoreError, match=r"no artifactkit store at .*typo$"):
+        getattr(store, call)(*args)
+    assert not (fast_tmp / "typo").exists() and not (fast_tmp / "out").exists()
+
+
+def test_a_file_where_a_store_should_be_gets_one_clear_message(fast_tmp: Path) -> None:
+    (fast_tmp / "src").mkdir()
+    (fast_tmp / "file").write_text("not a store")
+    for action in (lambda s: s.verify(), lambda s: s.list(), lambda s: s.publish(fast_tmp / "src", "demo")):
+        with pytest.raises(NotAStoreError, match="is a file, not a directory"):
+            action(Store(fast_tmp / "file"))
+    with pytest.raises(NotAStoreError, match="is a file, not a directory"):
+        Store(fast_tmp / "file" / "below").publish(fast_tmp / "src", "demo")
+
+
+def test_publish_creates_a_missing_store_and_its_parents(fast_tmp: Path) -> None:
+    supplied = materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "not" / "yet" / "store")
+    store.download(store.publish(fast_tmp / "src", "demo"), fast_tmp / "out")
+    assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="download")
+    assert [str(ref) for ref in store.list()] == ["demo@1"]
+
+
+@pytest.mark.parametrize("ref", ["demo@0", "demo@-1", "demo@x"])
+def test_a_version_that_is_not_a_positive_integer_gets_the_same_kind_of_message(fast_tmp: Path, ref: str) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(fast_tmp / "src", "demo")
+    with pytest.raises(ValueError, match=r"^version '.+' of 'demo' must be a positive integer \(1, 2, \.\.\.\)$"):
+        store.resolve(ref)
 
 
 def test_a_very_long_destination_name_still_gets_a_staging_directory(fast_tmp: Path) -> None:

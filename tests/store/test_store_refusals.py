@@ -31,6 +31,7 @@ def forge(store: Store, edit: object, *, rename: bool = True) -> None:
     doc = json.loads(path.read_bytes())
     edit(doc)  # type: ignore[operator]
     body = json.dumps(doc).encode()
+    path.chmod(0o644)  # the store writes manifests 0o444; only root's DAC override writes through that
     path.write_bytes(body)
     if rename:
         path.rename(path.with_name(f"{ref.version}.{digest_of(body)}.json"))

@@ -1,16 +1,26 @@
-"""Gate tests on capabilities found by probing, never on platform names.
+"""Gate tests on capabilities found by probing, never on platform names or on "euid is 0".
 
-A test that needs root and real mounts calls :func:`require_mounts`: on a laptop (not root) it
-is an explicit environmental skip; with ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` (CI) that skip is a
-failure instead, so the filesystem matrix can never silently stop running.
+Each root-only test calls exactly one ``require_*`` here, and the skip says what it needs and what
+was tried. With ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` (CI as root) every such skip is a failure
+instead, so the filesystem matrix can never silently stop running.
+
+Every probe does the real thing once (mount a tmpfs, call ``fanotify_init``, open a mode-000 file,
+look at the loop-control device) and caches the answer: a user namespace makes euid 0 without
+most of root's powers, and a root without CAP_SYS_ADMIN (a container) cannot mount either.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import shutil
+import subprocess
+import tempfile
 
 import pytest
+
+from artifactkit.conformance.corpus import can_read_unreadable
 
 REQUIRE_ENV = "ARTIFACTKIT_REQUIRE_FS_MATRIX"
 
@@ -26,13 +36,75 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+@functools.cache
+def in_user_namespace() -> bool:
+    """Inside a user namespace other than the initial one (whose map is the identity over all uids)."""
+    with open("/proc/self/uid_map", encoding="ascii") as handle:
+        return handle.read().split() != ["0", "0", "4294967295"]
+
+
+@functools.cache
+def can_mount() -> bool:
+    """Whether ``mount -t tmpfs`` works here: tried on a scratch directory, then undone."""
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        return False
+    point = tempfile.mkdtemp(prefix="artifactkit-mount-probe-")
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", point],
+                              capture_output=True, check=False, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            return False
+        subprocess.run(["umount", point], capture_output=True, check=True)
+        return True
+    finally:
+        os.rmdir(point)
+
+
+@functools.cache
+def can_attach_loop_devices() -> bool:
+    """A loop device needs read-write /dev/loop-control, outside any user namespace, and the tools."""
+    if in_user_namespace() or not os.access("/dev/loop-control", os.R_OK | os.W_OK):
+        return False
+    # /usr/sbin holds both; it is not on a Debian non-root PATH, which alone must not look like a pass.
+    return all(shutil.which(tool) is not None for tool in ("losetup", "mkfs.ext4"))
+
+
+@functools.cache
+def can_fanotify() -> bool:
+    """``fanotify_init(FAN_CLASS_NOTIF)`` as the tracer calls it (CAP_SYS_ADMIN in the initial namespace)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.fanotify_init(0, os.O_RDONLY)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
 def require_mounts() -> None:
-    """Root and the mount(8) tooling are the prerequisites for every real-filesystem test."""
-    if os.geteuid() != 0:
-        skip_or_fail("needs root to mount real test filesystems (tmpfs/ext4/ramfs/xfs/btrfs/overlay)")
-    for tool in ("mount", "umount", "losetup", "mkfs.ext4"):
-        if shutil.which(tool) is None:
-            skip_or_fail(f"needs {tool} (util-linux / e2fsprogs) to create test filesystems")
+    """Mounting tmpfs/ramfs/overlay: real root, or CAP_SYS_ADMIN over a mount namespace."""
+    if not can_mount():
+        skip_or_fail("needs to mount test filesystems (tmpfs/ramfs/overlay): tried `mount -t tmpfs` on a "
+                     "scratch dir and was refused (run as root, or inside `unshare -Urm`)")
+
+
+def require_loop_devices() -> None:
+    """ext4/xfs/btrfs images: loop devices, which only real root (not a user namespace) can attach."""
+    require_mounts()
+    if not can_attach_loop_devices():
+        skip_or_fail("needs loop devices for ext4/xfs/btrfs images: /dev/loop-control is not read-write "
+                     "here or this is a user namespace (real root only), or losetup/mkfs.ext4 are missing")
+
+
+def require_fanotify() -> None:
+    if not can_fanotify():
+        skip_or_fail("needs fanotify: fanotify_init(FAN_CLASS_NOTIF) was refused (CAP_SYS_ADMIN, real root)")
+
+
+def require_reading_unreadable_files() -> None:
+    """Reading a mode-000 file (the special-modes corpus has one) needs CAP_DAC_OVERRIDE (root)."""
+    if not can_read_unreadable():
+        skip_or_fail("needs to read a mode-000 file (special-modes corpus): opening one was refused "
+                     "(CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH, root)")
 
 
 def require_tool(tool: str, package: str) -> None:

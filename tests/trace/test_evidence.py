@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import pwd
 from pathlib import Path
 
 import attrs
@@ -59,7 +60,7 @@ def test_a_real_run_leaves_nothing_identifying_in_its_evidence(small_result: Dia
 
 
 def test_sanitize_replaces_paths_users_and_hosts_everywhere() -> None:
-    user = os.environ.get("USER") or "root"
+    user = pwd.getpwuid(os.getuid()).pw_name  # not $USER: CI's clean environment may not set it
     host = platform.node()
     dirty = {"msg": f"failed at /home/{user}/work/x.bin on {host}",
              "nested": [{"why": f"see /tmp/artifactkit-abc/tree (by {user})"}],

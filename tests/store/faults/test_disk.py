@@ -17,6 +17,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 from artifactkit.testing.crash import snapshot
 from artifactkit.testing.mounts import Mounts
+from tests.support.capability import in_user_namespace, require_loop_devices, skip_or_fail
 
 
 def errno_of(err: BaseException) -> int | None:
@@ -37,7 +38,10 @@ def big_tree(size: int) -> TreeSpec:
 
 
 def remount(point: Path, mode: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{mode}", str(point)], check=True, capture_output=True)
+    # In a user namespace mount(8) replays tmpfs' uid=/gid= options, host ids that are unmapped
+    # there (EINVAL); a bind remount flips only the mount's own read-only flag: the same EROFS.
+    options = f"remount,bind,{mode}" if in_user_namespace() else f"remount,{mode}"
+    subprocess.run(["mount", "-o", options, str(point)], check=True, capture_output=True)
 
 
 @pytest.fixture
@@ -84,6 +88,7 @@ def test_a_download_that_fills_the_destination_fails_with_enospc_and_leaves_noth
 
 def test_a_read_only_store_refuses_publish_and_gc_with_erofs_but_still_serves_downloads(
         mounts: Mounts, fast_tmp: Path, read_only_afterwards: list[Path]) -> None:
+    require_loop_devices()
     point = mounts.ext4("relatime", size_mb=32)
     supplied = materialize("basic", fast_tmp / "src")
     store = Store(point / "store")
@@ -115,16 +120,28 @@ def test_an_unwritable_destination_raises_a_clear_error_and_leaves_the_store_as_
     with pytest.raises(OSError) as caught:
         store.download("demo", read_only / "dest")
     assert caught.value.errno == errno.EROFS
-    # root ignores modes, so the immutable flag is what makes a directory unwritable for root too
-    immutable = fast_tmp / "immutable"
-    immutable.mkdir()
-    subprocess.run(["chattr", "+i", str(immutable)], check=True)
+    assert snapshot(fast_tmp / "store") == before
+
+
+def test_a_destination_in_a_directory_nobody_may_write_is_a_permission_error(fast_tmp: Path) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(fast_tmp / "src", "demo")
+    before = snapshot(fast_tmp / "store")
+    locked = fast_tmp / "locked"
+    locked.mkdir(mode=0o555)
+    immutable = os.access(locked, os.W_OK)  # root ignores modes: only the immutable flag stops it
+    if immutable and subprocess.run(["chattr", "+i", str(locked)], capture_output=True, check=False).returncode:
+        skip_or_fail("needs an unwritable directory: mode 0555 does not stop this process (DAC override) and "
+                     "chattr +i was refused (CAP_LINUX_IMMUTABLE in the initial namespace, real root)")
     try:
         with pytest.raises(PermissionError):
-            store.download("demo", immutable / "dest")
-        assert os.listdir(immutable) == []
+            store.download("demo", locked / "dest")
+        assert os.listdir(locked) == []
     finally:
-        subprocess.run(["chattr", "-i", str(immutable)], check=True)
+        if immutable:
+            subprocess.run(["chattr", "-i", str(locked)], check=True)
+        locked.chmod(0o755)
     (fast_tmp / "a-file").write_bytes(b"")
     with pytest.raises(NotADirectoryError):
         store.download("demo", fast_tmp / "a-file" / "dest")
