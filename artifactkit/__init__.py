@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below i
     )
     from artifactkit.isolation.probe import AtimeProbe, probe_atime
     from artifactkit.isolation.tree import NoatimeTree, check_tree_flagged, private_noatime_tree
-    from artifactkit.metadata.compare import Mismatch, assert_metadata_equal, compare
+    from artifactkit.metadata.compare import assert_metadata_equal, compare
+    from artifactkit.metadata.mismatch import Mismatch
     from artifactkit.metadata.model import FileMeta, capture
     from artifactkit.store.gc import GcReport
     from artifactkit.store.layout import ArtifactRef
@@ -51,7 +52,7 @@ _HOME = {
     "IsolationError": "artifactkit.errors",
     "Manifest": "artifactkit.store.manifest",
     "MetadataMismatchError": "artifactkit.errors",
-    "Mismatch": "artifactkit.metadata.compare",
+    "Mismatch": "artifactkit.metadata.mismatch",
     "NoatimeTree": "artifactkit.isolation.tree",
     "NotAStoreError": "artifactkit.errors",
     "NotInPrivateTreeError": "artifactkit.errors",

@@ -89,3 +89,17 @@ class NotAStoreError(ArtifactkitError, FileNotFoundError):
 
 class CopierCannotRunError(CopierSetupError):
     """A copier under test could not run at all (missing program, import error, failure before ``{dst}``)."""
+
+
+class NotRestorableError(ArtifactkitError, PermissionError):
+    """A download cannot restore some metadata here (an owner, a privileged xattr, an inode flag, xattrs on a
+    filesystem without them); ``entries`` lists each path and what. Nothing was made visible."""
+
+
+class TreeTooDeepError(ArtifactkitError, OSError):
+    """A source tree is nested deeper than a path the kernel accepts (``PATH_MAX``); ``path`` is where."""
+
+
+class ReownedWarning(UserWarning):
+    """A download with ``owners="current"`` gave entries the downloader's ownership (and cleared their
+    setuid/setgid bits and privileged xattrs): the message lists them."""

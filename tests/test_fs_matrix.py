@@ -24,9 +24,9 @@ import pytest
 
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import IsolationError
-from artifactkit.isolation.flags import get_flags, set_noatime_flag
 from artifactkit.isolation.probe import HISTORICAL_NS, probe_atime, read_moves_atime, write_file
 from artifactkit.isolation.tree import private_noatime_tree
+from artifactkit.metadata.flags import get_flags, set_noatime_flag
 from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
 from artifactkit.testing.mounts import Mounts, loops_under, mounts_under, sweep_stale
 from tests.support.capability import require_loop_devices, require_tool

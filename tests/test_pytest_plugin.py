@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.isolation.flags import FlagResult, get_flags
+from artifactkit.metadata.flags import FlagResult, get_flags
 from artifactkit.testing.mounts import Mounts
 
 pytest_plugins = ["pytester"]
@@ -15,7 +15,7 @@ OUTSIDE_PROJECT = '''
 import os
 
 from artifactkit import capture
-from artifactkit.isolation.flags import get_flags
+from artifactkit.metadata.flags import get_flags
 
 OLD = 1_000_000_000_123_456_789
 

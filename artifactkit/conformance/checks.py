@@ -57,7 +57,8 @@ from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
 from artifactkit.metadata import drift as dx
-from artifactkit.metadata.compare import Mismatch, compare, format_mismatches
+from artifactkit.metadata.compare import compare, format_mismatches
+from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 

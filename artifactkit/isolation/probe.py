@@ -16,9 +16,9 @@ from typing import Any, Final, Literal
 import attrs
 
 from artifactkit._fsutil import remove_tree
-from artifactkit.isolation.flags import FlagResult, get_flags, set_noatime_flag
 from artifactkit.isolation.reading import read_file
 from artifactkit.metadata.drift import GRANULARITIES_NS
+from artifactkit.metadata.flags import FlagResult, get_flags, set_noatime_flag
 
 SCHEMA: Final = "artifactkit.probe/1"
 NS_PER_S: Final = 1_000_000_000

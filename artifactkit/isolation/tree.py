@@ -23,9 +23,9 @@ import attrs
 from artifactkit._fsutil import remove_tree
 from artifactkit._syscalls import opened_dir
 from artifactkit.errors import IsolationError
-from artifactkit.isolation import flags as _flags_module
-from artifactkit.isolation.flags import get_flags, set_noatime_flag
 from artifactkit.isolation.probe import HISTORICAL_NS, AtimeProbe, probe_atime, read_moves_atime, write_file
+from artifactkit.metadata import flags as _flags_module
+from artifactkit.metadata.flags import get_flags, set_noatime_flag
 
 REMEDY: Final = "run on a noatime test filesystem, or pass --artifactkit-base=PATH on one"
 Mode = Literal["flag", "noatime-mount"]

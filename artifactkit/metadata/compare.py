@@ -9,40 +9,14 @@ import attrs
 
 from artifactkit.errors import MetadataMismatchError
 from artifactkit.metadata import drift as dx
+from artifactkit.metadata.extended_compare import compare_extended
+from artifactkit.metadata.mismatch import PRESENCE, TIME_FIELDS, Mismatch
 from artifactkit.metadata.model import FileMeta
 
-#: Every field :func:`compare` checks, in report order.
-FIELDS: Final = ("kind", "mode", "size", "sha256", "target", "mtime_ns", "atime_ns")
-TIME_FIELDS: Final = ("mtime_ns", "atime_ns")
-PRESENCE: Final = "presence"
-
-
-@attrs.frozen
-class Mismatch:
-    """One field of one path that differs, with both values, the ns delta and a diagnosis."""
-
-    path: str
-    field: str
-    expected: int | str | None
-    actual: int | str | None
-    diagnosis: str
-    delta_ns: int | None = None
-    stage: str | None = None
-
-    def describe(self) -> str:
-        """One line a person can act on: field, both values, delta and diagnosis."""
-        if self.field in TIME_FIELDS:
-            return (f"{self.field}: expected {self.expected}, actual {self.actual} "
-                    f"(delta {self.delta_ns:+d} ns): {self.diagnosis}")
-        if self.field == "mode":
-            return f"mode: expected {_octal(self.expected)}, actual {_octal(self.actual)}: {self.diagnosis}"
-        return f"{self.field}: expected {self.expected!r}, actual {self.actual!r}: {self.diagnosis}"
-
-
-def _octal(value: int | str | None) -> str:
-    return f"0o{value:04o}" if isinstance(value, int) else repr(value)
-
-
+#: Every field :func:`compare` checks, in report order. The fields after the times are compared only
+#: where both sides recorded them (``None`` means "not recorded", e.g. a version-1 manifest).
+FIELDS: Final = ("kind", "mode", "size", "sha256", "target", "mtime_ns", "atime_ns",
+                 "uid", "gid", "xattrs", "hardlink", "extents", "flags")
 MetaTree = Iterable[FileMeta] | Mapping[str, FileMeta] | FileMeta
 
 
@@ -95,6 +69,7 @@ def _compare_entry(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> lis
                                    expected_mtime_ns=exp.mtime_ns)
         if verdict is not None:
             found.append(Mismatch(exp.path, field, want, got, verdict, delta_ns=got - want))
+    found.extend(compare_extended(exp, act, fields))
     return found
 
 

@@ -27,6 +27,14 @@ KIND_DIFFERS: Final = "kind-differs"
 CONTENT_DIFFERS: Final = "content-differs"
 MISSING: Final = "missing"
 UNEXPECTED: Final = "unexpected"
+OWNER_DIFFERS: Final = "owner-differs"
+XATTR_MISSING: Final = "xattr-missing"
+XATTR_DIFFERS: Final = "xattr-differs"
+XATTR_UNEXPECTED: Final = "xattr-unexpected"
+HARDLINK_SPLIT: Final = "hardlink-split"
+HARDLINK_JOINED: Final = "hardlink-joined"
+SPARSE_FILLED: Final = "sparse-filled"
+FLAGS_DIFFER: Final = "flags-differ"
 
 #: The one table of timestamp granularities (ns), finest first: what a probe tries and what a
 #: stored value may have been truncated to. Filesystems really have 1 ns (ext4, xfs, tmpfs, btrfs),

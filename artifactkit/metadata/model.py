@@ -22,6 +22,11 @@ ROOT: Final = "."
 #: Permission bits including setuid, setgid and sticky (the bits a restore must reproduce).
 MODE_MASK = 0o7777
 
+#: Extended attributes as recorded: ``(name, value)`` pairs sorted by name (hashable, unlike a dict).
+Xattrs = tuple[tuple[str, bytes], ...]
+#: Where a file holds data: ``(offset, length)`` runs; everything else up to ``size`` is a hole.
+Extents = tuple[tuple[int, int], ...]
+
 
 @attrs.frozen
 class FileMeta:
@@ -29,6 +34,14 @@ class FileMeta:
 
     ``path`` is relative POSIX (``"."`` for the tree's root). ``ctime_ns`` is context for
     diagnosis only (a ctime cannot be restored): it never takes part in equality or comparison.
+
+    Everything ``cp -a`` keeps, and more, is recorded where it was read: ``uid``/``gid``; ``xattrs``
+    (every name ``llistxattr`` returned: ``user.*``, ``trusted.*`` when privileged, ``security.*``
+    including ``security.capability``, and the POSIX ACLs ``system.posix_acl_access/default``);
+    ``hardlink`` (for the second and later names of one inode within the tree, the first name, in
+    path order) and ``nlink``; ``extents`` (a file's data runs when it has holes; ``None`` when it is
+    dense); ``flags`` (``FS_IOC_GETFLAGS``; ``None`` where none could be read, e.g. symlinks). A value
+    of ``None`` means "not recorded" (a version-1 manifest, a corpus tree) and is never compared.
     """
 
     path: str
@@ -40,6 +53,13 @@ class FileMeta:
     sha256: str | None = None
     target: str | None = None
     ctime_ns: int | None = attrs.field(default=None, eq=False, repr=False)
+    uid: int | None = None
+    gid: int | None = None
+    xattrs: Xattrs | None = None
+    hardlink: str | None = None
+    nlink: int | None = attrs.field(default=None, eq=False, repr=False)
+    extents: Extents | None = None
+    flags: int | None = None
 
 
 def kind_of(st_mode: int, path: str) -> Kind:
@@ -60,8 +80,11 @@ def kind_of(st_mode: int, path: str) -> Kind:
 
 
 def meta_from_stat(relpath: str, st: os.stat_result, *, sha256: str | None = None,
-                   target: str | None = None) -> FileMeta:
-    """Convert an ``os.stat_result`` (from ``lstat``) into a :class:`FileMeta` at the boundary."""
+                   target: str | None = None, owners: bool = False, xattrs: Xattrs | None = None) -> FileMeta:
+    """Convert an ``os.stat_result`` (from ``lstat``) into a :class:`FileMeta` at the boundary.
+
+    ``owners`` records ``uid``/``gid`` (a full capture); without it they stay unrecorded.
+    """
     kind = kind_of(st.st_mode, relpath)
     return FileMeta(
         path=relpath,
@@ -73,6 +96,10 @@ def meta_from_stat(relpath: str, st: os.stat_result, *, sha256: str | None = Non
         sha256=sha256,
         target=target,
         ctime_ns=st.st_ctime_ns,
+        uid=st.st_uid if owners else None,
+        gid=st.st_gid if owners else None,
+        xattrs=xattrs,
+        nlink=st.st_nlink,
     )
 
 

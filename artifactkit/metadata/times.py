@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from artifactkit.errors import TimestampNotRepresentable
-from artifactkit.metadata.compare import TIME_FIELDS, assert_metadata_equal
+from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.metadata.drift import (
     CLAMPED,
     GRANULARITIES_NS,
@@ -24,13 +24,14 @@ from artifactkit.metadata.drift import (
     SECOND_TRUNCATED,
     classify_time,
 )
+from artifactkit.metadata.mismatch import TIME_FIELDS
 from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
 
 #: Diagnoses that mean the filesystem itself cannot hold a value (granularity or range).
 UNREPRESENTABLE: Final = frozenset({SECOND_TRUNCATED, MILLISECOND_TRUNCATED, MICROSECOND_TRUNCATED, CLAMPED})
 
 #: Fields :func:`verify_stored` compares by default: all that a restore sets and ``lstat`` shows.
-STORED_FIELDS: Final = ("kind", "mode", "size", "mtime_ns", "atime_ns")
+STORED_FIELDS: Final = ("kind", "mode", "size", "mtime_ns", "atime_ns", "uid", "gid")
 
 _IFMT: Final = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
 
@@ -71,7 +72,8 @@ def raise_if_unrepresentable(path: str, st: os.stat_result, *, atime_ns: int, mt
 def _exact(entry: FileMeta, st: os.stat_result) -> bool:
     return (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
             and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
-            and (entry.kind != "file" or st.st_size == entry.size))
+            and (entry.kind != "file" or st.st_size == entry.size)
+            and (entry.uid is None or (st.st_uid, st.st_gid) == (entry.uid, entry.gid)))
 
 
 def _times_exact(entry: FileMeta, st: os.stat_result) -> bool:
@@ -93,7 +95,8 @@ def verify_stored(pairs: Iterable[tuple[FileMeta, os.stat_result]], *, stage: st
         return
     for entry, st in wrong:
         raise_if_unrepresentable(entry.path, st, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
-    assert_metadata_equal([entry for entry, _ in wrong], [meta_from_stat(entry.path, st) for entry, st in wrong],
+    assert_metadata_equal([entry for entry, _ in wrong],
+                          [meta_from_stat(entry.path, st, owners=entry.uid is not None) for entry, st in wrong],
                           stage=stage, fields=fields)
 
 

@@ -7,11 +7,14 @@ import hashlib
 import os
 import stat
 import threading
-from typing import Final
+from typing import Any, Final
+
+import attrs
 
 from artifactkit._syscalls import copy_range, open_noatime
 from artifactkit.errors import IntegrityError, IntegrityFailure, SourceChangedError
-from artifactkit.metadata.model import FileMeta
+from artifactkit.metadata.extended import data_extents, read_flags
+from artifactkit.metadata.model import Extents, FileMeta
 
 CHUNK: Final = 1 << 20
 # Files up to this size are hashed from memory and written only if their blob is new, so a
@@ -44,14 +47,15 @@ def read_small(fd: int, size: int) -> bytes:
     Reading stops once ``size`` bytes are in (or at the end): a short read is never taken for the
     end before ``size`` bytes arrived (FUSE, 9p and NFS may return less than asked). Whether the
     file is *longer* is not this function's proof: the caller's digest of exactly these bytes, or
-    its ``fstat`` after the read, is.
+    its ``fstat`` after the read, is. ``pread`` from offset 0: the fd's position is not trusted (the
+    ``SEEK_HOLE`` probe before the read moves it to the end).
     """
-    data = os.read(fd, size + 1)
+    data = os.pread(fd, size + 1, 0)
     if len(data) >= size:
         return data
     chunks = [data]
     total = len(data)
-    while total < size and (chunk := os.read(fd, size + 1 - total)):
+    while total < size and (chunk := os.pread(fd, size + 1 - total, total)):
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks)
@@ -155,28 +159,46 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     return digest.hexdigest(), hashed
 
 
-def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
-                stage_fd: int, stage_name: str) -> tuple[str, bool, bytes | None]:
-    """Hash ``path`` and return ``(sha256, noatime_held, data)``.
+@attrs.frozen
+class SourceRead:
+    """What one read of a source file found: its digest, whether ``O_NOATIME`` held, the bytes of a
+    small dense file (else ``None``: they were staged), and the flags and holes read before the read."""
 
-    ``data`` is the content of a file small enough to keep in memory (the caller writes it only if
-    its blob is missing, so re-publishing unchanged content writes nothing). A larger file has no
-    digest until it is read, so it is copied into ``stage_name`` under ``stage_fd`` while it is
-    hashed, and ``data`` is ``None``. The file must not change between capture and end of read.
+    sha256: str
+    noatime: bool
+    data: bytes | None
+    flags: int | None
+    extents: Extents | None
+
+
+def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
+                stage_fd: int, stage_name: str) -> SourceRead:
+    """Hash ``path`` once; stage its bytes unless it is small and dense.
+
+    A small dense file's bytes are returned (the caller writes them only if its blob is missing, so
+    re-publishing unchanged content writes nothing). A larger file has no digest until it is read, so
+    it is copied into ``stage_name`` under ``stage_fd`` while it is hashed. A file with holes is staged
+    sparse: only its data runs are copied, the digest is of the logical bytes (holes read as zeros),
+    so ``sha256sum`` of the blob still matches. The file must not change between capture and end of read.
     """
     # O_NONBLOCK: a file swapped for a FIFO after the scan must be refused, not hang the open.
     fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         _changed(path, captured, identity, os.fstat(fd), "between capture and read")
+        # Captured from the open fd before its first read, like everything else about the entry.
+        flags, extents = read_flags(fd, path), data_extents(fd, captured.size)
         data: bytes | None = None
-        if captured.size <= IN_MEMORY_LIMIT:
+        if extents is None and captured.size <= IN_MEMORY_LIMIT:
             data = read_small(fd, captured.size)
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
         else:
             # O_RDWR: the digest is taken from what was written to staging, read back.
             out = os.open(stage_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
             try:
-                sha, count = hash_while_copying(fd, out, captured.size)
+                if extents is None:
+                    sha, count = hash_while_copying(fd, out, captured.size)
+                else:
+                    sha, count = copy_sparse(fd, out, captured.size, extents)
             finally:
                 os.close(out)
         if count != captured.size:
@@ -186,7 +208,44 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
         _changed(path, captured, identity, os.fstat(fd), "while being read")
     finally:
         os.close(fd)
-    return sha, noatime, data
+    return SourceRead(sha, noatime, data, flags, extents)
+
+
+_ZEROS: Final = bytes(CHUNK)
+
+
+def hash_zeros(digest: Any, count: int) -> None:
+    """Feed ``count`` zero bytes (a hole) to ``digest``."""
+    while count > 0:
+        step = min(count, CHUNK)
+        digest.update(_ZEROS[:step] if step < CHUNK else _ZEROS)
+        count -= step
+
+
+def copy_sparse(src_fd: int, dst_fd: int, size: int, extents: Extents) -> tuple[str, int]:
+    """Copy only the data runs of a file with holes into ``dst_fd`` (open for reading too), keeping the
+    holes; return the sha256 of the logical bytes *as written* (runs read back, holes as zeros) and the
+    length. A run cut short (the source shrank) ends the copy: the caller compares the length."""
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    position = 0
+    for start, length in extents:
+        hash_zeros(digest, start - position)
+        copied = copy_range(src_fd, dst_fd, length, offset=start)
+        done = 0
+        while done < copied:
+            n = os.preadv(dst_fd, [view[:min(CHUNK, copied - done)]], start + done)
+            if n == 0:
+                break
+            digest.update(view[:n])
+            done += n
+        position = start + done
+        if copied < length:
+            return digest.hexdigest(), position
+    hash_zeros(digest, size - position)
+    os.ftruncate(dst_fd, size)
+    return digest.hexdigest(), size
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:

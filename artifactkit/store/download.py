@@ -20,20 +20,24 @@ from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
-from artifactkit.store.content import IN_MEMORY_LIMIT, hash_while_copying, open_blob, read_small, write_all
+from artifactkit.store.content import IN_MEMORY_LIMIT, copy_sparse, hash_while_copying, open_blob, read_small, write_all
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.paths import check_tree_shape, parent_of
+from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                 shape_checked: bool = False) -> None:
+                 shape_checked: bool = False, owners: Owners = "exact") -> None:
     """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order.
 
     ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
+    ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
+    is written).
     """
-    by_path = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
+    checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
+    by_path = plan(checked.values(), owners)
     parent, name = os.path.split(dest)
     parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     prefix = _staging_prefix(name)
@@ -128,13 +132,18 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
         for path in dirs:
             with _dir_fd(root_fd, path) as dir_fd:
                 for entry in children.get(path, ()):
-                    _create(entry, dir_fd, blob_path)
+                    if entry.hardlink is None:
+                        _create(entry, dir_fd, blob_path)
+        # The other names of each hard link, once every first name exists (it may sort deeper).
+        for entry in by_path.values():
+            if entry.hardlink is not None:
+                _link(root_fd, entry)
         # Directory times last, deepest first: creating a child would move its parent's mtime.
         for path in deepest_first(dirs):
             with _dir_fd(root_fd, path) as dir_fd:
                 _verify_children(children.get(path, ()), dir_fd)
                 entry = by_path[path]
-                os.fchmod(dir_fd, entry.mode)
+                apply_fd(dir_fd, entry, path)
                 os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
                 verify_entries([(entry, os.fstat(dir_fd))])
     finally:
@@ -160,17 +169,29 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
     elif entry.kind == "symlink":
         assert entry.target is not None
         os.symlink(entry.target, name, dir_fd=dir_fd)
+        apply_symlink(dir_fd, name, entry)
         os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
     else:
         out = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                       dir_fd=dir_fd)
         try:
             _copy_blob(entry, blob_path, out)
-            os.fchmod(out, entry.mode)  # after the writes: a write clears setuid for non-root
+            apply_fd(out, entry, entry.path)  # after the writes: a write clears setuid for non-root
             os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
             # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)
+
+
+def _link(root_fd: int, entry: FileMeta) -> None:
+    """Make ``entry`` another name of its first name's inode, through dir fds beneath the staging root."""
+    assert entry.hardlink is not None
+    with _dir_fd(root_fd, parent_of(entry.hardlink)) as src_dir, _dir_fd(root_fd, parent_of(entry.path)) as dst_dir:
+        first, name = entry.hardlink.rpartition("/")[2], entry.path.rpartition("/")[2]
+        os.link(first, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
+        if os.lstat(first, dir_fd=src_dir).st_ino != os.lstat(name, dir_fd=dst_dir).st_ino:
+            raise UnsafePathError(f"download refused: {entry.path!r} is not the inode of {entry.hardlink!r} "
+                                  "after linking it", path=entry.path)
 
 
 def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
@@ -178,12 +199,18 @@ def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> No
     assert entry.sha256 is not None
     blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
     try:
-        if entry.size <= IN_MEMORY_LIMIT:
+        if entry.extents is not None:
+            # Holes stay holes: only the data runs are copied, the digest covers the logical bytes.
+            sha, count = copy_sparse(blob, out, entry.size, entry.extents)
+        elif entry.size <= IN_MEMORY_LIMIT:
             try:
                 data = read_small(blob, entry.size)
-            except IsADirectoryError as err:
-                raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is a directory, not stored content",
-                                     path=entry.path, blob=entry.sha256, failed=IntegrityFailure.CORRUPT) from err
+            except OSError as err:
+                if err.errno not in (errno.EISDIR, errno.ESPIPE):  # a directory or a FIFO planted as a blob
+                    raise
+                raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is not a regular file, not stored "
+                                     "content", path=entry.path, blob=entry.sha256,
+                                     failed=IntegrityFailure.CORRUPT) from err
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
             if sha == entry.sha256:  # never write bytes that are not the named content
                 write_all(out, data)

@@ -15,9 +15,12 @@ import attrs
 from artifactkit.errors import IntegrityError, IntegrityFailure, TimestampNotRepresentable, UnsafePathError
 from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
 from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.manifest_extended import check_hardlinks, decode_extended, encode_extended
 from artifactkit.store.paths import check_artifact_name, check_tree_shape
 
-FORMAT: Final = "artifactkit.manifest/1"
+FORMAT: Final = "artifactkit.manifest/2"
+#: Formats still read: version 1 records no owners, xattrs, links, holes or flags (never compared then).
+READABLE_FORMATS: Final = frozenset({"artifactkit.manifest/1", FORMAT})
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
 # Timestamps any Linux filesystem could hold fit in 64-bit ns; larger is a forged manifest.
 _NS_LIMIT: Final = 2**63
@@ -86,7 +89,7 @@ def _entry_doc(entry: FileMeta) -> dict[str, Any]:
         doc["target"] = entry.target
     if entry.ctime_ns is not None:
         doc["source_ctime_ns"] = entry.ctime_ns  # context for diagnosis; never restored
-    return doc
+    return encode_extended(entry, doc)
 
 
 def parse_manifest(data: bytes, *, where: str) -> Manifest:
@@ -97,7 +100,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
         raise IntegrityError(f"{where}: manifest is not valid JSON ({err})", path=where) from err
     if not isinstance(doc, dict):
         raise IntegrityError(f"{where}: manifest is not a JSON object", path=where)
-    if doc.get("format") != FORMAT:
+    if doc.get("format") not in READABLE_FORMATS:
         raise IntegrityError(f"{where}: unknown manifest format {doc.get('format')!r}, expected {FORMAT!r}",
                              path=where)
     raw_entries = doc.get("entries")
@@ -105,6 +108,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
         raise IntegrityError(f"{where}: manifest has no entry list", path=where)
     entries = tuple(_parse_entry(raw, where=where) for raw in raw_entries)
     check_tree_shape(entries, where=where)
+    check_hardlinks(entries, where=where)
     name = doc.get("name")
     try:
         check_artifact_name(name)
@@ -150,8 +154,9 @@ def _parse_entry(raw: object, *, where: str) -> FileMeta:
         target = raw.get("target")
         if not isinstance(target, str):
             raise UnsafePathError(f"{where}: symlink {path!r} has no string target", path=path)
-    return FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns, atime_ns=atime_ns,
-                    sha256=sha256, target=target, ctime_ns=ctime_ns)
+    return decode_extended(raw, FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns,
+                                         atime_ns=atime_ns, sha256=sha256, target=target, ctime_ns=ctime_ns),
+                           where=where)
 
 
 def read_manifest(layout: StoreLayout, ref: ArtifactRef) -> Manifest:

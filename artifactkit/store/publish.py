@@ -14,8 +14,10 @@ import secrets
 import shutil
 from collections.abc import Callable
 
+import attrs
+
 from artifactkit._syscalls import fsync_dir, syncfs
-from artifactkit.metadata.model import FileMeta
+from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import read_source, write_staged
 from artifactkit.store.layout import ArtifactRef, StoreLayout, commit_name, exists_at
 from artifactkit.store.locks import name_lock, store_lock
@@ -27,11 +29,12 @@ from artifactkit.store.scan import ScannedTree, scan_tree
 CommitManifest = Callable[[StoreLayout, str, str, str], ArtifactRef]
 
 
-def with_sha256(entry: FileMeta, sha: str) -> FileMeta:
-    """``entry`` with its digest filled in (direct construction: ``attrs.evolve`` costs 6 us a file)."""
+def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents | None) -> FileMeta:
+    """``entry`` with what its read found (direct construction: ``attrs.evolve`` costs 6 us a file)."""
     return FileMeta(path=entry.path, kind=entry.kind, mode=entry.mode, mtime_ns=entry.mtime_ns,
                     atime_ns=entry.atime_ns, size=entry.size, sha256=sha, target=entry.target,
-                    ctime_ns=entry.ctime_ns)
+                    ctime_ns=entry.ctime_ns, uid=entry.uid, gid=entry.gid, xattrs=entry.xattrs,
+                    hardlink=entry.hardlink, nlink=entry.nlink, extents=extents, flags=flags)
 
 
 def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
@@ -59,28 +62,35 @@ def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: C
 def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
                     commit: CommitManifest) -> ArtifactRef:
     staged: dict[str, str] = {}  # digest -> staging file name
-    entries = []
+    entries: list[FileMeta] = []
+    read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
     all_noatime = tree.listed_noatime
     txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for entry in tree.entries:
-            if entry.kind != "file":
-                entries.append(entry)
+            if entry.kind != "file" or entry.hardlink is not None:
+                entries.append(entry)  # a second name of an inode is filled in from the first below
                 continue
             stage_name = f"blob-{len(entries)}"
-            sha, noatime, data = read_source(
-                f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
-                stage_fd=txn_fd, stage_name=stage_name)
-            all_noatime = all_noatime and noatime
+            found = read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
+                                stage_fd=txn_fd, stage_name=stage_name)
+            sha = found.sha256
+            all_noatime = all_noatime and found.noatime
             is_new = sha not in staged and not exists_at(blobs_fd, sha)
-            if data is None and not is_new:
+            if found.data is None and not is_new:
                 os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
             elif is_new:
-                if data is not None:
-                    write_staged(txn_fd, stage_name, data)
+                if found.data is not None:
+                    write_staged(txn_fd, stage_name, found.data)
                 staged[sha] = stage_name
-            entries.append(with_sha256(entry, sha))
+            read[entry.path] = with_content(entry, sha, found.flags, found.extents)
+            entries.append(read[entry.path])
+        # One inode, one read: the other names share its content, flags and holes.
+        entries = [entry if entry.hardlink is None or entry.kind != "file" else
+                   attrs.evolve(entry, sha256=read[entry.hardlink].sha256, flags=read[entry.hardlink].flags,
+                                extents=read[entry.hardlink].extents)
+                   for entry in (read.get(e.path, e) for e in entries)]
         manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
         body = manifest.to_bytes()
         digest = digest_of(body)

@@ -16,6 +16,7 @@ import attrs
 
 from artifactkit._syscalls import open_noatime
 from artifactkit.errors import SourceChangedError
+from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
 from artifactkit.store.paths import check_symlink_target
@@ -37,23 +38,40 @@ def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
-    metas: list[FileMeta] = [meta_from_stat(ROOT, st)]
+    metas: list[FileMeta] = [meta_from_stat(ROOT, st, owners=True, xattrs=read_xattrs(root))]
     identities = {ROOT: (st.st_dev, st.st_ino)}
-    all_noatime = _scan_dir(root, "", metas, identities)
+    dir_flags: dict[str, int | None] = {}
+    all_noatime = _scan_dir(root, "", metas, identities, dir_flags)
+    links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
     for meta in metas:
-        if meta.kind != "symlink":
+        if meta.kind == "symlink":
+            target = os.readlink(os.path.join(root, meta.path))
+            check_symlink_target(meta.path, target, where=f"source {root!r}")
+            finished.append(attrs.evolve(meta, target=target))
+        elif meta.kind == "dir":
+            finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
+        elif meta.path in links:
+            finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
+        else:
             finished.append(meta)
-            continue
-        target = os.readlink(os.path.join(root, meta.path))
-        check_symlink_target(meta.path, target, where=f"source {root!r}")
-        finished.append(attrs.evolve(meta, target=target))
     return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime)
 
 
-def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> bool:
-    fd, noatime = open_noatime(os.path.join(root, rel) if rel else root, os.O_RDONLY | os.O_DIRECTORY)
+def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """Second and later names of one inode within the tree -> its first name in path order."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for meta in metas:
+        if meta.kind == "file" and meta.nlink is not None and meta.nlink > 1:
+            groups.setdefault(identities[meta.path], []).append(meta.path)
+    return {path: min(names) for names in groups.values() if len(names) > 1 for path in names if path != min(names)}
+
+
+def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]],
+              dir_flags: dict[str, int | None]) -> bool:
+    top = os.path.join(root, rel) if rel else root
+    fd, noatime = open_noatime(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
         # The path is opened by name, following any link in its components: it must still be the
         # directory captured from its parent's listing, or the scan would wander outside the tree.
@@ -62,19 +80,20 @@ def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, 
             raise SourceChangedError(
                 f"source directory {rel or ROOT!r} under {root!r} was replaced while it was scanned; "
                 "publish again once it is stable", path=rel or ROOT)
+        dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
         subdirs = []
         for name in names:
             relpath = f"{rel}/{name}" if rel else name
             child = os.lstat(name, dir_fd=fd)
-            metas.append(meta_from_stat(relpath, child))
+            metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(os.path.join(top, name))))
             identities[relpath] = (child.st_dev, child.st_ino)
             if stat.S_ISDIR(child.st_mode):
                 subdirs.append(relpath)
     finally:
         os.close(fd)
     for relpath in subdirs:
-        noatime = _scan_dir(root, relpath, metas, identities) and noatime
+        noatime = _scan_dir(root, relpath, metas, identities, dir_flags) and noatime
     return noatime
 
 
@@ -92,10 +111,13 @@ def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True) -> l
         if entry.kind != "file":
             result.append(entry)
             continue
-        fd, _ = open_noatime(os.path.join(tree.root, entry.path), os.O_RDONLY | os.O_NONBLOCK)
+        path = os.path.join(tree.root, entry.path)
+        fd, _ = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
+            # Flags and holes from the open fd, before its first read.
+            flags, extents = read_flags(fd, path), data_extents(fd, entry.size)
             sha = sha256_of_fd(fd)[0]
         finally:
             os.close(fd)
-        result.append(attrs.evolve(entry, sha256=sha))
+        result.append(attrs.evolve(entry, sha256=sha, flags=flags, extents=extents))
     return result

@@ -26,12 +26,13 @@ import attrs
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.corpus import corpus_names, materialize
 from artifactkit.errors import IsolationError, MetadataMismatchError, TimestampNotRepresentable
-from artifactkit.isolation.flags import get_flags
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reader_processes import ReaderPool
 from artifactkit.isolation.tree import REMEDY, private_noatime_tree
-from artifactkit.metadata.compare import Mismatch, assert_metadata_equal
+from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.metadata.drift import classify_time
+from artifactkit.metadata.flags import get_flags
+from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.times import deepest_first
 from artifactkit.store.scan import capture_tree

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit.errors import IsolationError, NotInPrivateTreeError
-from artifactkit.isolation import flags
-from artifactkit.isolation.flags import FS_NOATIME_FL, FlagResult, InodeFlag, get_flags, set_noatime_flag
+from artifactkit.metadata import flags
+from artifactkit.metadata.flags import FS_NOATIME_FL, FlagResult, InodeFlag, get_flags, set_noatime_flag
 from artifactkit.testing.mounts import Mounts
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from artifactkit.errors import IsolationError
-from artifactkit.isolation.flags import get_flags, set_noatime_flag
 from artifactkit.isolation.probe import read_moves_atime
 from artifactkit.isolation.tree import noatime_subtree, private_noatime_tree
+from artifactkit.metadata.flags import get_flags, set_noatime_flag
 
 OLD_NS = 1_000_000_000_123_456_789
 

@@ -14,12 +14,12 @@ import pytest
 
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.isolation import tree as isolation
-from artifactkit.isolation.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
 from artifactkit.isolation.probe import probe_atime
 from artifactkit.isolation.readers import competing_readers
 from artifactkit.isolation.reading import read_file
 from artifactkit.isolation.tree import check_tree_flagged, private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
+from artifactkit.metadata.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import scan_tree
 from artifactkit.store.store import Store

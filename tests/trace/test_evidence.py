@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from artifactkit.metadata.compare import Mismatch
+from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, Finding, run_diagnose
 from artifactkit.trace.evidence import (
     SCHEMA,

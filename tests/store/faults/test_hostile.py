@@ -253,10 +253,10 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
         else:
             os.truncate(victim, size // 2)
 
-    real_read, real_preadv = os.read, os.preadv
+    real_pread, real_preadv = os.pread, os.preadv
 
-    def read_then_mutate(fd: int, n: int) -> bytes:
-        data = real_read(fd, n)
+    def read_then_mutate(fd: int, n: int, offset: int) -> bytes:
+        data = real_pread(fd, n, offset)
         if os.readlink(f"/proc/self/fd/{fd}") == str(victim):
             mutate()
         return data
@@ -268,7 +268,7 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
         mutate()
         return n
 
-    monkeypatch.setattr(os, "read", read_then_mutate)
+    monkeypatch.setattr(os, "pread", read_then_mutate)
     monkeypatch.setattr(os, "preadv", hash_chunk_then_mutate)
     before = snapshot(site / "store")
     with pytest.raises(SourceChangedError, match=r"victim\.bin"):

@@ -37,12 +37,31 @@ _INT: Final = struct.Struct("=i")
 
 
 class InodeFlag(enum.IntFlag):
-    """Inode flags, named as in include/uapi/linux/fs.h (only those artifactkit reads or sets)."""
+    """Inode flags, named as in include/uapi/linux/fs.h (those ``chattr`` shows that a tree may carry)."""
 
+    FS_SYNC_FL = 0x00000008
     FS_IMMUTABLE_FL = 0x00000010
     FS_APPEND_FL = 0x00000020
     FS_NODUMP_FL = 0x00000040
     FS_NOATIME_FL = 0x00000080
+    FS_DIRSYNC_FL = 0x00010000
+
+
+#: Flags a download restores (``chattr`` letters S, d, D): harmless to set, and part of what a tree means.
+RESTORABLE_FLAGS: Final = InodeFlag.FS_SYNC_FL | InodeFlag.FS_NODUMP_FL | InodeFlag.FS_DIRSYNC_FL
+#: Flags compared by default: the restorable ones, and immutable/append (never set by a download unless
+#: asked, so their loss is reported). ``FS_NOATIME_FL`` is the isolation's own flag, inherited from a
+#: private tree: it is reported, not compared. Filesystem-internal bits (extents, inline data) are
+#: neither: no tool can set them.
+COMPARED_FLAGS: Final = RESTORABLE_FLAGS | InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL
+#: ``chattr``'s letter for each flag, for readable reports.
+FLAG_LETTERS: Final = {InodeFlag.FS_SYNC_FL: "S", InodeFlag.FS_IMMUTABLE_FL: "i", InodeFlag.FS_APPEND_FL: "a",
+                       InodeFlag.FS_NODUMP_FL: "d", InodeFlag.FS_NOATIME_FL: "A", InodeFlag.FS_DIRSYNC_FL: "D"}
+
+
+def flag_letters(value: int) -> str:
+    """``chattr``-style letters of the known flags in ``value`` (``-`` for none)."""
+    return "".join(letter for flag, letter in FLAG_LETTERS.items() if value & flag) or "-"
 
 
 FS_NOATIME_FL: Final = InodeFlag.FS_NOATIME_FL
@@ -127,6 +146,26 @@ def _set_fd(fd: int, on: bool, where: str) -> FlagResult:
     except OSError as err:
         return _translate(err)
     return get_flags_fd(fd, where)  # read back: the caller decides whether the flag stuck
+
+
+def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
+    """Set the :data:`RESTORABLE_FLAGS` bits of an inode a download created to those of ``wanted``.
+
+    Only for inodes the caller created itself and opened beneath its own staging directory (no link
+    followed): restoring a tree's flags is not the isolation's flag change, which stays guarded by
+    :func:`set_noatime_flag`. Other bits (an inherited ``FS_NOATIME_FL``) are left as they are.
+    """
+    current = get_flags_fd(fd, where)
+    if current.status != "ok" or current.flags is None:
+        return current
+    target = (int(current.flags) & ~RESTORABLE_FLAGS) | (wanted & RESTORABLE_FLAGS)
+    if target == int(current.flags):
+        return current
+    try:
+        _ioctl_int(fd, FS_IOC_SETFLAGS, target, where)
+    except OSError as err:
+        return _translate(err)
+    return get_flags_fd(fd, where)
 
 
 def resolve_inside(path: str | os.PathLike[str], private_root: str | os.PathLike[str]) -> str:

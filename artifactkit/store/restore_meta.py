@@ -1,0 +1,147 @@
+"""Restoring everything beyond content, modes and times — owners, xattrs and ACLs, inode flags — in an
+order where no step undoes another, and reading each back.
+
+The order, per entry: content (the caller), then ``chown`` (it clears setuid/setgid and, on a file, the
+``security.capability`` xattr: so it comes first), then xattrs *exactly* (any the destination added —
+a default ACL inherited from the parent — is removed), then ``chmod`` (after ``chown``, which cleared
+setuid; it also sets an ACL's mask to the group bits the source had), then the restorable inode flags,
+then the times (the caller), last. Everything set here is read back at once.
+
+Policy: by default (``owners="exact"``) a download that cannot restore an owner, a privileged xattr
+(``trusted.*``, ``security.*``) or an inode flag here refuses before writing anything, naming every
+entry. ``owners="current"`` accepts the downloader's ownership instead; then a re-owned entry never
+keeps a setuid/setgid bit or a file capability (as coreutils and GNU tar do), and a
+:class:`ReownedWarning` lists what was changed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import warnings
+from collections.abc import Iterable
+from typing import Final, Literal
+
+import attrs
+
+from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
+from artifactkit.metadata.compare import format_mismatches
+from artifactkit.metadata.extended import read_xattrs
+from artifactkit.metadata.extended_compare import compare_extended
+from artifactkit.metadata.flags import InodeFlag, flag_letters, restore_flags_fd
+from artifactkit.metadata.model import FileMeta, Xattrs
+
+Owners = Literal["exact", "current"]
+OWNER_POLICIES: Final = ("exact", "current")
+_PRIVILEGED_PREFIXES: Final = ("trusted.", "security.")
+_NEVER_SET: Final = InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL
+_SETID: Final = stat.S_ISUID | stat.S_ISGID
+
+
+def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
+    """What the download will produce for each path here, or :class:`NotRestorableError` before anything
+    is written. ``owners="current"`` turns foreign owners into the downloader's, without privilege."""
+    if owners not in OWNER_POLICIES:
+        raise ValueError(f"owners must be one of {OWNER_POLICIES}, not {owners!r}")
+    root = os.geteuid() == 0
+    me, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
+    result: dict[str, FileMeta] = {}
+    problems: list[str] = []
+    reowned: list[str] = []
+    for entry in entries:
+        why = _why_not(entry, root, me, groups)
+        if entry.flags is not None and entry.flags & _NEVER_SET:
+            problems.append(f"{entry.path}: inode flag(s) {flag_letters(entry.flags & _NEVER_SET)} "
+                            "(immutable/append are never set by a download)")
+        if why and owners == "current":
+            reowned.append(f"{entry.path} ({', '.join(why)})")
+        elif why:
+            problems.append(f"{entry.path}: {', '.join(why)}")
+        result[entry.path] = _reowned(entry, me, os.getegid()) if why and owners == "current" else entry
+    if problems:
+        raise NotRestorableError(
+            "download refused: this user cannot restore everything the manifest records, and nothing is "
+            "ever dropped silently; run as root, or pass owners=\"current\" (CLI --owners current) to take "
+            "the downloader's ownership without setuid/setgid or capabilities:\n  " + "\n  ".join(problems),
+            entries=problems)
+    if reowned:
+        warnings.warn(ReownedWarning(
+            f"{len(reowned)} entr(y/ies) given the downloader's ownership (setuid/setgid cleared, privileged "
+            "xattrs dropped): " + "; ".join(reowned[:20]) + (" ..." if len(reowned) > 20 else "")), stacklevel=3)
+    return result
+
+
+def _why_not(entry: FileMeta, root: bool, me: int, groups: set[int]) -> list[str]:
+    if root:
+        return []
+    why = []
+    if entry.uid is not None and entry.uid != me:
+        why.append(f"owner uid {entry.uid}")
+    if entry.gid is not None and entry.gid not in groups:
+        why.append(f"group gid {entry.gid}")
+    why += [f"xattr {name} (needs privilege)" for name, _ in entry.xattrs or ()
+            if name.startswith(_PRIVILEGED_PREFIXES)]
+    return why
+
+
+def _reowned(entry: FileMeta, uid: int, gid: int) -> FileMeta:
+    # Never a setuid/setgid file owned by anyone but the manifest's owner, never a capability moved
+    # to another owner: both are privilege the downloader was not given.
+    xattrs = None if entry.xattrs is None else tuple(
+        (name, value) for name, value in entry.xattrs if not name.startswith(_PRIVILEGED_PREFIXES))
+    return attrs.evolve(entry, uid=uid, gid=gid, xattrs=xattrs, mode=entry.mode & ~_SETID)
+
+
+def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
+    """Owner, xattrs (exactly), mode and restorable flags of an open file or directory; read back."""
+    if entry.uid is not None and entry.gid is not None:
+        os.fchown(fd, entry.uid, entry.gid)
+    xattrs = None if entry.xattrs is None else _set_xattrs_exactly(fd, entry.xattrs, where)
+    os.fchmod(fd, entry.mode)
+    flags = None
+    if entry.flags is not None:
+        # Also when the source had none: ext4 passes sync/nodump/dirsync on from the parent. The
+        # result is the kernel's value read back after the change (or unchanged, as read).
+        result = restore_flags_fd(fd, entry.flags, where)
+        flags = int(result.flags) if result.flags is not None else None
+    _read_back(entry, xattrs=xattrs, flags=flags)
+
+
+def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
+    """Owner and xattrs of a symlink itself (``lchown``; no link is followed)."""
+    if entry.uid is not None and entry.gid is not None:
+        os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
+    if entry.xattrs:
+        path = f"{_proc(dir_fd)}/{name}"
+        for xname, value in entry.xattrs:
+            os.setxattr(path, xname, value, follow_symlinks=False)
+
+
+def _proc(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
+def _set_xattrs_exactly(fd: int, wanted: Xattrs, where: str) -> Xattrs:
+    """Make the inode's xattrs exactly ``wanted``; return what it holds afterwards, read back."""
+    try:
+        present = set(os.listxattr(fd))
+        if not present and not wanted:
+            return ()  # the common case: that listing was the read-back
+        for name, value in wanted:
+            os.setxattr(fd, name, value)
+        for name in sorted(present - {name for name, _ in wanted}):
+            os.removexattr(fd, name)  # e.g. an ACL inherited from the destination's default ACL
+        return read_xattrs(fd)
+    except OSError as err:
+        if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+            raise
+        raise NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here "
+                                 f"({err.strerror}); nothing was made visible", entries=[where]) from err
+
+
+def _read_back(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> None:
+    stored = attrs.evolve(entry, xattrs=xattrs, flags=flags)
+    found = [attrs.evolve(m, stage="download") for m in compare_extended(entry, stored, ("xattrs", "flags"))]
+    if found:
+        raise MetadataMismatchError(format_mismatches(found, stage="download"), stage="download", mismatches=found)
