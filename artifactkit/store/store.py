@@ -17,6 +17,7 @@ from artifactkit.store.locks import store_lock
 from artifactkit.store.manifest import Manifest, read_manifest
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
+from artifactkit.store.restore_meta import Owners
 from artifactkit.store.verify import VerifyReport, verify_store
 
 
@@ -84,13 +85,19 @@ class Store:
         return read_manifest(self.layout, self.resolve(ref, version))
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
-                 version: int | None = None) -> ArtifactRef:
-        """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing."""
+                 version: int | None = None, owners: Owners = "exact") -> ArtifactRef:
+        """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing.
+
+        ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
+        where this user cannot; ``owners="current"`` takes the downloader's ownership and clears
+        setuid/setgid and privileged xattrs of the re-owned entries (a :class:`ReownedWarning` lists them).
+        """
         ref = self.resolve(name_or_ref, version)
         target = os.path.abspath(os.fspath(dest))
         if os.path.lexists(target):
             raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-        restore_tree(self.manifest(ref).entries, target, blob_path=self.layout.blob_path, shape_checked=True)
+        restore_tree(self.manifest(ref).entries, target, blob_path=self.layout.blob_path, shape_checked=True,
+                     owners=owners)
         return ref
 
     def verify(self) -> VerifyReport:

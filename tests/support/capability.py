@@ -110,3 +110,15 @@ def require_reading_unreadable_files() -> None:
 def require_tool(tool: str, package: str) -> None:
     if shutil.which(tool) is None:
         skip_or_fail(f"needs {tool} from Debian's {package} (.ci/run installs it)")
+
+
+@functools.cache
+def can_own_for_others() -> bool:
+    """``chown`` to any uid and every xattr namespace: real root (CAP_CHOWN in the initial namespace)."""
+    return os.geteuid() == 0 and not in_user_namespace()
+
+
+def require_real_root(what: str) -> None:
+    if not can_own_for_others():
+        skip_or_fail(f"needs real root to {what}: euid is {os.geteuid()}"
+                     f"{' inside a user namespace' if in_user_namespace() else ''}")
