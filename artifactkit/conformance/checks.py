@@ -50,87 +50,28 @@ from typing import Any, Final
 import attrs
 
 from artifactkit._fsutil import remove_tree
+from artifactkit.conformance.classify import destination_failures as _destination_failures
+from artifactkit.conformance.classify import tagged as _tagged
+from artifactkit.conformance.classify import with_source_facts
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
+from artifactkit.conformance.failure import Failure
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError, MetadataMismatchError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
-from artifactkit.metadata import drift as dx
 from artifactkit.metadata.compare import compare, format_mismatches
 from artifactkit.metadata.mismatch import Mismatch
-from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 
 SCHEMA: Final = "artifactkit.conformance/1"
 CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
-                 "survives_read", "source_atime_untouched")
+                 "survives_read", "source_atime_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags")
 COPIER_FAILED: Final = "copier-failed"
 _SPECIAL_BITS: Final = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 _SHORT: Final = {"mtime_ns": "mtime", "atime_ns": "atime"}
 
 __all__ = ["CHECKS", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
-
-
-@attrs.frozen
-class Failure:
-    """One :class:`Mismatch` attributed to one check of one corpus tree."""
-
-    check: str
-    corpus: str
-    mismatch: Mismatch
-    #: For ``copier-failed``: the full command (when it was one) and the whole of its stderr.
-    command: str | None = None
-    stderr: str | None = None
-
-    @property
-    def path(self) -> str:
-        return self.mismatch.path
-
-    @property
-    def field(self) -> str:
-        return self.mismatch.field
-
-    @property
-    def expected(self) -> int | str | None:
-        return self.mismatch.expected
-
-    @property
-    def actual(self) -> int | str | None:
-        return self.mismatch.actual
-
-    @property
-    def diagnosis(self) -> str:
-        return self.mismatch.diagnosis
-
-    @property
-    def delta_ns(self) -> int | None:
-        return self.mismatch.delta_ns
-
-    def headline(self) -> str:
-        """The short diagnosis a table cell shows (``atime: advanced-by-read, source atime moved ...``)."""
-        field = _SHORT.get(self.field, self.field)
-        if self.field == "mode":
-            head = f"{'special bits' if self.check == 'special_bits' else 'mode'}: {self.diagnosis} " \
-                   f"({_octal(self.expected)} -> {_octal(self.actual)})"
-        elif self.field == "copier":
-            head = f"{self.diagnosis} ({self.actual})"
-        else:
-            head = f"{field}: {self.diagnosis}"
-        if self.check == "source_atime_untouched":
-            return head + (", source entry removed by the copy" if self.diagnosis == dx.MISSING
-                           else ", source atime moved by the copy")
-        if self.check == "survives_read":
-            return head + ", moved by a read after the copy"
-        return head
-
-    def to_mismatch(self) -> Mismatch:
-        """The shared assertion's record of this failure (stage = ``conformance:<corpus>:<check>``)."""
-        return attrs.evolve(self.mismatch, stage=f"conformance:{self.corpus}:{self.check}")
-
-
-def _octal(value: int | str | None) -> str:
-    return f"0o{value:04o}" if isinstance(value, int) else str(value)
 
 
 @attrs.frozen
@@ -244,43 +185,12 @@ def _validated(names: Iterable[str]) -> tuple[str, ...]:
 
 # -- sorting differences into checks ---------------------------------------------------------------
 
-def _time_check(kind: str, field: str) -> str:
-    if kind == "dir":
-        return "dir_times"
-    if kind == "symlink":
-        return "symlink_times"
-    return field
-
-
-def _destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch]) -> list[Failure]:
-    found: list[Failure] = []
-    for item in mismatches:
-        def add(check: str, item: Mismatch = item) -> None:
-            found.append(Failure(check, corpus, item))
-        if item.field == "mode":
-            assert isinstance(item.expected, int) and isinstance(item.actual, int)
-            changed = item.expected ^ item.actual
-            if changed & 0o777:
-                add("mode")
-            if changed & _SPECIAL_BITS:
-                add("special_bits")
-        elif item.field in ("mtime_ns", "atime_ns"):
-            add(_time_check(expected[item.path].kind, item.field))
-        else:  # presence, kind, size, sha256, target
-            add("content")
-    return found
-
-
-def _tagged(check: str, corpus: str, mismatches: Iterable[Mismatch]) -> list[Failure]:
-    return [Failure(check, corpus, m) for m in mismatches]
-
-
 # -- the run -----------------------------------------------------------------------------------------
 
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: str) -> tuple[list[Failure], int]:
     src = os.path.join(src_parent, corpus)
     dst = os.path.join(dst_parent, corpus)
-    expected = {meta.path: meta for meta in materialize(corpus, src)}
+    expected = with_source_facts(materialize(corpus, src), src)
     failures: list[Failure] = []
     try:
         copier(src, dst)

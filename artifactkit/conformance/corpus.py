@@ -8,6 +8,7 @@ values *as supplied* — the ground truth every later stage is checked against.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.resources
@@ -19,7 +20,9 @@ from typing import Any
 
 import attrs
 
-from artifactkit.metadata.model import ROOT, FileMeta
+from artifactkit.metadata.flags import FLAG_LETTERS, restore_flags_fd
+from artifactkit.metadata.model import ROOT, Extents, FileMeta, Xattrs
+from artifactkit.metadata.render import acl_bytes
 from artifactkit.metadata.times import deepest_first, set_times_exact
 from artifactkit.store.paths import check_tree_shape
 
@@ -75,13 +78,38 @@ def parse_tree(name: str, doc: dict[str, Any]) -> TreeSpec:
 def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
     kind = raw["kind"]
     sha256, size = None, 0
+    extents = tuple((int(a), int(b)) for a, b in raw["extents"]) if "extents" in raw else None
     if kind == "file":
         size = int(raw.get("size", 0))
         seeds[raw["path"]] = int(raw.get("seed", 0))
-        sha256 = hashlib.sha256(content(seeds[raw["path"]], size)).hexdigest()
+        sha256 = hashlib.sha256(logical_content(seeds[raw["path"]], size, extents)).hexdigest()
     return FileMeta(path=raw["path"], kind=kind, mode=int(raw["mode"]), size=size,
                     mtime_ns=int(raw["mtime_ns"]), atime_ns=int(raw["atime_ns"]),
-                    sha256=sha256, target=raw.get("target"))
+                    sha256=sha256, target=raw.get("target"), uid=raw.get("uid"), gid=raw.get("gid"),
+                    xattrs=_xattrs(raw["xattrs"]) if "xattrs" in raw else None, hardlink=raw.get("hardlink"),
+                    extents=extents, flags=_flags(raw["flags"]) if "flags" in raw else None)
+
+
+def logical_content(seed: int, size: int, extents: Extents | None) -> bytes:
+    """A file's bytes as a reader sees them: the seeded content, zeros in the holes between data runs."""
+    data = content(seed, size)
+    if extents is None:
+        return data
+    sparse = bytearray(size)
+    for start, length in extents:
+        sparse[start:start + length] = data[start:start + length]
+    return bytes(sparse)
+
+
+def _xattrs(raw: dict[str, str]) -> Xattrs:
+    # An ACL is written as getfacl-like text after "acl:"; any other value is UTF-8 text.
+    return tuple(sorted((name, acl_bytes(value[4:]) if value.startswith("acl:") else value.encode())
+                        for name, value in raw.items()))
+
+
+def _flags(letters: str) -> int:
+    known = {letter: int(flag) for flag, letter in FLAG_LETTERS.items()}
+    return sum(known[letter] for letter in letters)
 
 
 #: Why a corpus tree is left out for a user who cannot read what it holds.
@@ -110,7 +138,25 @@ def needs_root(spec: TreeSpec | str) -> str | None:
     tree = load_tree(spec) if isinstance(spec, str) else spec
     locked = any((e.kind == "file" and not e.mode & 0o400) or (e.kind == "dir" and e.mode & 0o500 != 0o500)
                  for e in tree.entries)
-    return NEEDS_ROOT if locked and not can_read_unreadable() else None
+    privileged = any(e.uid is not None or e.gid is not None
+                     or any(name.startswith(("trusted.", "security.")) for name, _ in e.xattrs or ())
+                     for e in tree.entries)
+    if (locked and not can_read_unreadable()) or (privileged and not can_chown_to_others()):
+        return NEEDS_ROOT
+    return None
+
+
+@functools.cache
+def can_chown_to_others() -> bool:
+    """Whether this process can give a file another owner (real root), found by trying."""
+    with tempfile.TemporaryDirectory(prefix="artifactkit-chown-probe-") as scratch:
+        path = os.path.join(scratch, "owned")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            os.chown(path, 1234, 1234)
+        except OSError:  # EPERM for a user, EINVAL for an unmapped id in a user namespace
+            return False
+        return True
 
 
 def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[FileMeta]:
@@ -127,25 +173,59 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[File
         full = os.path.join(root, entry.path)
         if entry.kind == "dir" and entry.path != ROOT:
             os.mkdir(full, 0o700)
-        elif entry.kind == "file":
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                os.write(fd, content(tree.seeds[entry.path], entry.size))
-                os.fchmod(fd, entry.mode)
-            finally:
-                os.close(fd)
+        elif entry.kind == "file" and entry.hardlink is None:
+            _write_file(full, entry, tree.seeds[entry.path])
         elif entry.kind == "symlink":
             assert entry.target is not None
             os.symlink(entry.target, full)
     for entry in ordered:
+        if entry.hardlink is not None:
+            os.link(os.path.join(root, entry.hardlink), os.path.join(root, entry.path))
+    for entry in ordered:
         if entry.kind != "dir":
+            _set_extended(os.path.join(root, entry.path), entry)
             set_times_exact(os.path.join(root, entry.path), atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns,
                             follow_symlinks=entry.kind != "symlink")
     by_path = {entry.path: entry for entry in ordered}
     for path in deepest_first(e.path for e in ordered if e.kind == "dir"):
         entry, full = by_path[path], os.path.join(root, path)
+        _set_extended(full, entry)
         os.chmod(full, entry.mode)
         set_times_exact(full, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
     return list(tree.entries)
+
+
+def _write_file(full: str, entry: FileMeta, seed: int) -> None:
+    fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        data = content(seed, entry.size)
+        if entry.extents is None:
+            os.write(fd, data)
+        else:  # only the data runs are written: the rest stays a hole
+            os.ftruncate(fd, entry.size)
+            for start, length in entry.extents:
+                os.pwrite(fd, data[start:start + length], start)
+        os.fchmod(fd, entry.mode)
+    finally:
+        os.close(fd)
+
+
+def _set_extended(full: str, entry: FileMeta) -> None:
+    """Owner, xattrs and flags a tree supplies, in the order a restore uses (chown clears setuid)."""
+    if entry.uid is not None or entry.gid is not None:
+        os.chown(full, -1 if entry.uid is None else entry.uid, -1 if entry.gid is None else entry.gid,
+                 follow_symlinks=False)
+    for name, value in entry.xattrs or ():
+        os.setxattr(full, name, value, follow_symlinks=False)
+    if entry.kind != "symlink":
+        os.chmod(full, entry.mode)
+    if entry.flags:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            result = restore_flags_fd(fd, entry.flags, full)
+        finally:
+            os.close(fd)
+        if result.flags is None or int(result.flags) & entry.flags != entry.flags:
+            raise OSError(errno.EOPNOTSUPP, f"cannot set inode flags {entry.flags:#x} here ({result.status})", full)
 
 

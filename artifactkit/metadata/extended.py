@@ -16,6 +16,11 @@ from artifactkit.metadata.model import Extents, Xattrs
 
 #: ``listxattr`` unsupported here (ramfs has no xattr handlers for user.*): nothing to record.
 _NO_XATTRS: Final = frozenset({errno.ENOTSUP, errno.EOPNOTSUPP})
+#: xfs shows a privileged reader its on-disk POSIX ACLs a second time under these trusted.* names
+#: (fs/xfs/xfs_xattr.c keeps them for IRIX compatibility). They are the same bytes as
+#: ``system.posix_acl_access/default`` in another encoding: recording both would restore the ACL twice
+#: and call every other filesystem's copy "missing" one.
+_ALIASES: Final = frozenset({"trusted.SGI_ACL_FILE", "trusted.SGI_ACL_DEFAULT"})
 
 
 def read_xattrs(target: str | int) -> Xattrs:
@@ -35,6 +40,8 @@ def read_xattrs(target: str | int) -> Xattrs:
         return ()
     found = []
     for name in sorted(names):
+        if name in _ALIASES:
+            continue
         try:
             found.append((name, os.getxattr(target, name, follow_symlinks=follow)))
         except OSError as err:

@@ -47,6 +47,18 @@ def acl_text(value: bytes) -> str | None:
     return ",".join(parts)
 
 
+def acl_bytes(text: str) -> bytes:
+    """The xattr value of an ACL written as :func:`acl_text` shows it (``u::rw-,u:1234:r--,...``)."""
+    tags = {("u", False): 0x01, ("u", True): 0x02, ("g", False): 0x04, ("g", True): 0x08,
+            ("m", False): 0x10, ("o", False): 0x20}
+    out = bytearray(_ACL_HEAD.pack(2))
+    for part in text.split(","):
+        kind, who, rwx = part.split(":")
+        perm = sum(bit for c, bit in (("r", 4), ("w", 2), ("x", 1)) if c in rwx)
+        out += _ACL_ENTRY.pack(tags[(kind, bool(who))], perm, int(who) if who else 0xFFFFFFFF)
+    return bytes(out)
+
+
 def capability_text(value: bytes) -> str | None:
     """``cap_net_raw+ep`` for a ``security.capability`` value (v2 or v3), or ``None`` if it is not one."""
     if len(value) < 20:

@@ -29,7 +29,7 @@ from artifactkit.errors import MetadataMismatchError, NotRestorableError, Reowne
 from artifactkit.metadata.compare import format_mismatches
 from artifactkit.metadata.extended import read_xattrs
 from artifactkit.metadata.extended_compare import compare_extended
-from artifactkit.metadata.flags import InodeFlag, flag_letters, restore_flags_fd
+from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, restore_flags_fd
 from artifactkit.metadata.model import FileMeta, Xattrs
 
 Owners = Literal["exact", "current"]
@@ -104,6 +104,11 @@ def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
         # Also when the source had none: ext4 passes sync/nodump/dirsync on from the parent. The
         # result is the kernel's value read back after the change (or unchanged, as read).
         result = restore_flags_fd(fd, entry.flags, where)
+        if result.flags is None and entry.flags & COMPARED_FLAGS:
+            letters = flag_letters(entry.flags & COMPARED_FLAGS)
+            why = os.strerror(result.errno) if result.errno else "no flags"
+            raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
+                                     f"({result.status}: {why}); nothing was made visible", entries=[where])
         flags = int(result.flags) if result.flags is not None else None
     _read_back(entry, xattrs=xattrs, flags=flags)
 

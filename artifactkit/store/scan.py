@@ -32,7 +32,7 @@ class ScannedTree:
     listed_noatime: bool
 
 
-def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
+def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True) -> ScannedTree:
     """Capture every entry under ``src`` (which must be a directory) before reading anything."""
     root = os.fspath(src)
     st = os.lstat(root)
@@ -46,7 +46,9 @@ def scan_tree(src: str | os.PathLike[str]) -> ScannedTree:
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
     for meta in metas:
-        if meta.kind == "symlink":
+        if meta.kind == "symlink" and not read_links:
+            finished.append(meta)
+        elif meta.kind == "symlink":
             target = os.readlink(os.path.join(root, meta.path))
             check_symlink_target(meta.path, target, where=f"source {root!r}")
             finished.append(attrs.evolve(meta, target=target))
@@ -97,15 +99,15 @@ def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, 
     return noatime
 
 
-def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True) -> list[FileMeta]:
+def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True, read_links: bool = True) -> list[FileMeta]:
     """Capture a whole tree for comparison: lstat everything first, then (optionally) hash files.
 
     Content is read with ``O_NOATIME`` where allowed, after every capture, so hashing cannot
-    move a time that was already recorded.
+    move a time that was already recorded. Each file's flags and holes come from its fd before any
+    read, also without ``hash_content``. ``read_links=False`` leaves link targets unread (``readlink``
+    moves a link's atime, which a capture *before* a copy must not do).
     """
-    tree = scan_tree(src)
-    if not hash_content:
-        return list(tree.entries)
+    tree = scan_tree(src, read_links=read_links)
     result = []
     for entry in tree.entries:
         if entry.kind != "file":
@@ -116,7 +118,7 @@ def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True) -> l
         try:
             # Flags and holes from the open fd, before its first read.
             flags, extents = read_flags(fd, path), data_extents(fd, entry.size)
-            sha = sha256_of_fd(fd)[0]
+            sha = sha256_of_fd(fd)[0] if hash_content else None
         finally:
             os.close(fd)
         result.append(attrs.evolve(entry, sha256=sha, flags=flags, extents=extents))

@@ -13,6 +13,7 @@ a store round trip of a corpus tree, each run the same way in both places.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ from typing import Final, Literal
 import attrs
 
 from artifactkit.conformance.corpus import load_tree, materialize
-from artifactkit.errors import IsolationError, TimestampNotRepresentable
+from artifactkit.errors import IsolationError, NotRestorableError, TimestampNotRepresentable
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.store.scan import capture_tree
@@ -64,6 +65,7 @@ class FsSpec:
     fixture: Outcome
     evidence: str                  #: kernel source, or the observation that overrode it
     tool: tuple[str, str] | None = None  #: (mkfs program, Debian package) beyond e2fsprogs/util-linux
+    xattrs: bool = True            #: user.* xattrs and POSIX ACLs can be set
 
     @property
     def flag_effective(self) -> bool | None:
@@ -87,8 +89,11 @@ class FsSpec:
         return in_range and value_ns % self.granularity_ns == 0
 
     def round_trip_outcome(self, corpus: str) -> str:
-        """``exact`` when every supplied time fits, else the download must refuse."""
+        """``exact`` when every supplied value fits, else the download must refuse, naming why."""
         entries = load_tree(corpus).entries
+        if (not self.xattrs and any(e.xattrs for e in entries)) or (
+                self.flag != "supported" and any(e.flags for e in entries)):
+            return "NotRestorableError"
         fits = all(self.holds(e.mtime_ns) and self.holds(e.atime_ns) for e in entries)
         return "exact" if fits else "TimestampNotRepresentable"
 
@@ -145,7 +150,8 @@ MATRIX: Final[tuple[FsSpec, ...]] = (
            "noatime", "supported", True, 1, None, "noatime-mount", _TMPFS),
     FsSpec("ramfs", "ramfs", "mount -t ramfs (relatime)", Mounts.ramfs,
            "relatime", "unsupported", None, 1, None, "IsolationError:unsupported",
-           "fs/ramfs/file-mmu.c: no fileattr_get/set, so FS_IOC_GETFLAGS answers ENOTTY"),
+           "fs/ramfs/file-mmu.c: no fileattr_get/set, so FS_IOC_GETFLAGS answers ENOTTY; no xattr handlers "
+           "(user.*/ACL: EOPNOTSUPP)", xattrs=False),
     FsSpec("xfs", "xfs", "mkfs.xfs (bigtime); relatime", lambda mounts: mounts.xfs(),
            "relatime", "supported", True, 1, (S32_MIN, XFS_BIGTIME_MAX), "flag",
            "fs/xfs/xfs_inode.c xfs_inode_inherit_flags: XFS_DIFLAG_NOATIME to files and dirs "
@@ -194,7 +200,9 @@ def round_trip(corpus: str, work: Path, fallback: Path) -> str:
     source = work / "src"
     try:
         supplied = materialize(corpus, source)
-    except TimestampNotRepresentable:
+    except (TimestampNotRepresentable, OSError) as err:
+        if isinstance(err, OSError) and err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
         shutil.rmtree(source)
         source = Path(tempfile.mkdtemp(prefix="src-", dir=fallback)) / "src"
         supplied = materialize(corpus, source)
@@ -205,11 +213,11 @@ def round_trip(corpus: str, work: Path, fallback: Path) -> str:
         dest = work / "dest"
         try:
             store.download(ref, dest)
-        except TimestampNotRepresentable:
+        except (TimestampNotRepresentable, NotRestorableError) as refused:
             left = set(os.listdir(work))
             if left != {"store"} | ({"src"} if source.parent == work else set()):
                 raise AssertionError(f"a refused download left {sorted(left)} beside the store") from None
-            return "TimestampNotRepresentable"
+            return type(refused).__name__
         assert_metadata_equal(supplied, capture_tree(dest), stage="download")
         return "exact"
     finally:

@@ -41,7 +41,7 @@ def _naive_restore(entries: Iterable[FileMeta], dest: str, blob_path: Callable[[
 
 
 def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           shape_checked: bool = False) -> None:
+                           shape_checked: bool = False, owners: str = "exact") -> None:
     """Sets mtime and keeps whatever atime the copy left (``utime`` with the current atime)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
@@ -50,14 +50,15 @@ def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path:
 
 
 def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *,
-                                  blob_path: Callable[[str], str], shape_checked: bool = False) -> None:
+                                  blob_path: Callable[[str], str], shape_checked: bool = False,
+                                  owners: str = "exact") -> None:
     """Sets times from whole seconds (``int(st.st_atime)``-style code)."""
     _naive_restore(entries, dest, blob_path,
                    lambda e: ((e.atime_ns // NS) * NS, (e.mtime_ns // NS) * NS))
 
 
 def restore_through_float(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           shape_checked: bool = False) -> None:
+                           shape_checked: bool = False, owners: str = "exact") -> None:
     """Sets times through float seconds (``os.utime(p, (st.st_atime, st.st_mtime))``)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)

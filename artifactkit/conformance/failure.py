@@ -1,0 +1,73 @@
+"""One conformance failure: a :class:`Mismatch` attributed to one check of one corpus tree."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+from artifactkit.metadata import drift as dx
+from artifactkit.metadata.mismatch import Mismatch
+
+_SHORT: Final = {"mtime_ns": "mtime", "atime_ns": "atime"}
+
+
+@attrs.frozen
+class Failure:
+    """One :class:`Mismatch` attributed to one check of one corpus tree."""
+
+    check: str
+    corpus: str
+    mismatch: Mismatch
+    #: For ``copier-failed``: the full command (when it was one) and the whole of its stderr.
+    command: str | None = None
+    stderr: str | None = None
+
+    @property
+    def path(self) -> str:
+        return self.mismatch.path
+
+    @property
+    def field(self) -> str:
+        return self.mismatch.field
+
+    @property
+    def expected(self) -> int | str | None:
+        return self.mismatch.expected
+
+    @property
+    def actual(self) -> int | str | None:
+        return self.mismatch.actual
+
+    @property
+    def diagnosis(self) -> str:
+        return self.mismatch.diagnosis
+
+    @property
+    def delta_ns(self) -> int | None:
+        return self.mismatch.delta_ns
+
+    def headline(self) -> str:
+        """The short diagnosis a table cell shows (``atime: advanced-by-read, source atime moved ...``)."""
+        field = _SHORT.get(self.field, self.field)
+        if self.field == "mode":
+            head = f"{'special bits' if self.check == 'special_bits' else 'mode'}: {self.diagnosis} " \
+                   f"({_octal(self.expected)} -> {_octal(self.actual)})"
+        elif self.field == "copier":
+            head = f"{self.diagnosis} ({self.actual})"
+        else:
+            head = f"{field}: {self.diagnosis}"
+        if self.check == "source_atime_untouched":
+            return head + (", source entry removed by the copy" if self.diagnosis == dx.MISSING
+                           else ", source atime moved by the copy")
+        if self.check == "survives_read":
+            return head + ", moved by a read after the copy"
+        return head
+
+    def to_mismatch(self) -> Mismatch:
+        """The shared assertion's record of this failure (stage = ``conformance:<corpus>:<check>``)."""
+        return attrs.evolve(self.mismatch, stage=f"conformance:{self.corpus}:{self.check}")
+
+
+def _octal(value: int | str | None) -> str:
+    return f"0o{value:04o}" if isinstance(value, int) else str(value)
