@@ -84,7 +84,8 @@ def require_mounts() -> None:
     """Mounting tmpfs/ramfs/overlay: real root, or CAP_SYS_ADMIN over a mount namespace."""
     if not can_mount():
         skip_or_fail("needs to mount test filesystems (tmpfs/ramfs/overlay): tried `mount -t tmpfs` on a "
-                     "scratch dir and was refused (run as root, or inside `unshare -Urm`)")
+                     "scratch dir and was refused (run as root, or as a user where `unshare -Urm` works: the "
+                     "suite re-runs itself in one unless ARTIFACTKIT_USERNS=0; the header says why not)")
 
 
 def require_loop_devices() -> None:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import ArtifactkitError, Store, TimestampNotRepresentable, assert_metadata_equal
-from artifactkit.conformance.corpus import TreeSpec, content, materialize
+from artifactkit._fsutil import remove_tree
+from artifactkit.conformance.corpus import TreeSpec, content, materialize, needs_root
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.manifest import digest_of
 from artifactkit.store.scan import capture_tree
@@ -79,12 +80,19 @@ def test_any_tree_round_trips_exactly_through_the_store(base: Path, tree: TreeSp
     try:
         supplied = materialize(tree, work / "src")
         store = Store(work / "store")
-        ref = store.publish(work / "src", "random")
+        try:
+            ref = store.publish(work / "src", "random")
+        except PermissionError:
+            # Only a tree that locks its owner out, and only without DAC override (root, as in CI,
+            # reads it): the publish fails on the locked entry and publishes no version.
+            assert needs_root(tree), "a tree its owner can read was refused"
+            assert not (work / "store").exists() or store.list() == []
+            return
         assert_metadata_equal(supplied, store.manifest(ref).entries, stage="publish")
         store.download(ref, work / "out")
         assert_metadata_equal(supplied, capture_tree(work / "out"), stage="download")
     finally:
-        shutil.rmtree(work)
+        remove_tree(work)
 
 
 def test_a_source_time_beyond_the_manifest_range_is_refused_at_publish_not_at_download(base: Path) -> None:
@@ -150,10 +158,13 @@ def test_a_randomly_mutated_manifest_is_refused_or_restores_exactly_what_it_says
         except (ArtifactkitError, OSError):
             assert os.listdir(work / "dests") == [], "a refused download leaves nothing"
         else:
-            assert_metadata_equal(list(store.manifest("demo").entries), capture_tree(work / "dests" / "dest"),
-                                  stage="mutated manifest")
             assert os.listdir(work / "dests") == ["dest"]
+            assert os.listdir(work / "outside") == []
+            restored = store.manifest("demo").entries
+            # A mutated mode may lock the owner out of what was restored; only DAC override (root,
+            # as in CI) can read that back to compare, so for a normal user the example is dropped.
+            assume(not needs_root(TreeSpec("mutated", "", restored, {})))
+            assert_metadata_equal(list(restored), capture_tree(work / "dests" / "dest"), stage="mutated manifest")
         assert os.listdir(work / "outside") == []
     finally:
-        os.system(f"chmod -R u+rwx {work}")  # noqa: S605 - a mutated mode may lock a dir, even cleanup
-        shutil.rmtree(work)
+        remove_tree(work)
