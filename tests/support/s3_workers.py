@@ -41,7 +41,7 @@ def _pool_file(index: int) -> bytes:
 def churn_publisher(url: str, workdir: str, seed: int, duration_s: float, ttl_s: float) -> int:
     """Publish trees mixing fresh content with a pool that gc keeps sweeping, until the time is up."""
     rng = random.Random(seed)
-    store = Store(url, policy=LeasePolicy(ttl_s=ttl_s, grace_s=0, wait_s=60))
+    store = Store(url, policy=LeasePolicy(ttl_s=ttl_s, grace_s=-60, wait_s=60))
     end = time.monotonic() + duration_s
     count = 0
     while time.monotonic() < end:
@@ -73,8 +73,8 @@ def orphan_planter(url: str, duration_s: float) -> int:
 
 
 def gc_loop(url: str, duration_s: float, ttl_s: float) -> tuple[int, int]:
-    """Run gc back to back: (runs, blobs removed)."""
-    store = Store(url, policy=LeasePolicy(ttl_s=ttl_s, grace_s=0, wait_s=60))
+    """Run gc back to back with the grace period off (only the leases protect): (runs, blobs removed)."""
+    store = Store(url, policy=LeasePolicy(ttl_s=ttl_s, grace_s=-60, wait_s=60))
     end = time.monotonic() + duration_s
     runs = removed = 0
     while time.monotonic() < end:
