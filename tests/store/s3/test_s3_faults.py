@@ -189,7 +189,7 @@ def test_a_publisher_sigkilled_at_random_points_never_leaves_a_visible_incomplet
         src = _tree(fast_tmp / f"src{trial}", 60, size=20_000)
         proc = subprocess.Popen([*cli, str(src)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            proc.wait(timeout=rng.uniform(0.5, 2.0))
+            proc.wait(timeout=rng.uniform(0.3, 1.3))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

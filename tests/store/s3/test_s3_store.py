@@ -117,3 +117,12 @@ def test_every_cli_store_command_takes_an_s3_url(s3_url: str, fast_tmp: Path,
     assert main(["download", "cli@1", str(fast_tmp / "out"), "--store", s3_url]) == 0
     assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="cli download")
     assert main(["verify", "--store", s3_url]) == 0
+
+
+def test_the_server_refuses_blob_bytes_that_do_not_hash_to_the_blob_name(s3_url: str) -> None:
+    from artifactkit.errors import RemoteStoreError
+
+    bucket = Store(s3_url).bucket  # type: ignore[attr-defined]
+    with pytest.raises(RemoteStoreError, match="BadDigest"):
+        bucket.put("blobs/x", b"hello", sha256=hashlib.sha256(b"other bytes").hexdigest())
+    assert bucket.head("blobs/x") is None
