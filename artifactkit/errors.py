@@ -103,3 +103,31 @@ class TreeTooDeepError(ArtifactkitError, OSError):
 class ReownedWarning(UserWarning):
     """A download with ``owners="current"`` gave entries the downloader's ownership (and cleared their
     setuid/setgid bits and privileged xattrs): the message lists them."""
+
+
+class RemoteStoreError(ArtifactkitError):
+    """A request to an object store failed; ``url`` and the server's ``code`` say where and why."""
+
+
+class RemoteUnavailableError(RemoteStoreError, ConnectionError):
+    """The object store could not be reached, dropped the connection or did not answer in time."""
+
+
+class RemoteAuthError(RemoteStoreError, PermissionError):
+    """The object store refused the credentials from the AWS environment/config chain, or found none."""
+
+
+class BucketNotFoundError(RemoteStoreError, FileNotFoundError):
+    """The bucket named by an ``s3://`` store does not exist."""
+
+
+class StoreBusyError(RemoteStoreError):
+    """A shared store's lock stayed taken (by gc, or by publishers) for longer than the wait allowed."""
+
+
+class LeaseLostError(RemoteStoreError):
+    """Our lock on a shared store expired or was broken; the operation stopped before changing what is visible."""
+
+
+class MissingExtraError(ArtifactkitError, ImportError):
+    """A feature needs an optional extra that is not installed (``extra``: what to ``pip install``)."""

@@ -44,6 +44,14 @@ def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
     return tree
 
 
+def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[FileMeta]:
+    """One inode, one read: the other names of a hard link share its content, flags and holes."""
+    return [entry if entry.hardlink is None or entry.kind != "file" else
+            attrs.evolve(entry, sha256=read[entry.hardlink].sha256, flags=read[entry.hardlink].flags,
+                         extents=read[entry.hardlink].extents)
+            for entry in entries]
+
+
 def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: CommitManifest) -> ArtifactRef:
     """Publish a captured tree as the next version of ``name``; visible only once complete.
 
@@ -86,11 +94,7 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
                 staged[sha] = stage_name
             read[entry.path] = with_content(entry, sha, found.flags, found.extents)
             entries.append(read[entry.path])
-        # One inode, one read: the other names share its content, flags and holes.
-        entries = [entry if entry.hardlink is None or entry.kind != "file" else
-                   attrs.evolve(entry, sha256=read[entry.hardlink].sha256, flags=read[entry.hardlink].flags,
-                                extents=read[entry.hardlink].extents)
-                   for entry in (read.get(e.path, e) for e in entries)]
+        entries = fill_hardlinks(entries, read)
         manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
         body = manifest.to_bytes()
         digest = digest_of(body)

@@ -8,7 +8,9 @@ this class only resolves names to versions and holds the store-wide lock where a
 from __future__ import annotations
 
 import errno
+import importlib
 import os
+from typing import Any
 
 from artifactkit.store.download import restore_tree
 from artifactkit.store.gc import GcReport, collect_garbage
@@ -23,6 +25,14 @@ from artifactkit.store.verify import VerifyReport, verify_store
 
 class Store:
     """Publish trees into, and download them out of, a store rooted at ``root``."""
+
+    def __new__(cls, root: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Store:
+        # ``Store("s3://bucket/prefix")`` is a bucket store (a subclass). It is looked up by name, like
+        # an entry point, so the local store never imports boto3's world (nor its own subclass).
+        if cls is Store and isinstance(root, str) and root.startswith("s3://"):
+            backend: type[Store] = importlib.import_module("artifactkit.store.s3.store").S3Store
+            return super().__new__(backend)
+        return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.layout = StoreLayout.at(root)

@@ -1,0 +1,183 @@
+"""The whole lock protocol of a shared bucket: leases made of objects, refreshed while alive.
+
+A server we do not run cannot hold an ``flock`` for us, so locks are objects (restic's idea, made
+stricter with conditional writes):
+
+==========================  ==================================================================
+``locks/publish/<token>``   one per running publish (shared); created, then ``locks/gc`` checked
+``locks/gc``                one running gc (exclusive): created with ``If-None-Match: *``, then
+                            every ``locks/publish/*`` checked
+==========================  ==================================================================
+
+Both sides *write, then look* for the other: with S3's read-after-write consistency at least one of
+two racers sees the other, so gc never sweeps while a live publisher holds its lease. A holder
+rewrites its lease every ``ttl_s / 4`` with ``If-Match`` (a counter in the body changes the ETag);
+a 412 means the lease was broken: the holder stops. A lease is *stale* when the server's clock says
+it was last written more than ``ttl_s`` ago; a stale lease is broken with ``If-Match`` on the ETag
+judged stale, so one refreshed meanwhile survives. A holder whose last successful refresh is older
+than ``ttl_s / 2`` (its own monotonic clock) refuses to act — before a manifest commit and before
+each gc delete — so it stops well before anyone may call it stale.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+import attrs
+
+from artifactkit.errors import LeaseLostError, StoreBusyError
+from artifactkit.store.s3.objects import Bucket, ObjectInfo
+
+GC_KEY = "locks/gc"
+PUBLISH_DIR = "locks/publish/"
+_POLL_S = 0.2  # how often a waiter looks again: far below any ttl, far above a request's latency
+
+
+@attrs.frozen
+class LeasePolicy:
+    """Times of the protocol; every client of one bucket must use the same ``ttl_s``.
+
+    ``grace_s``: gc never deletes an unreferenced blob younger than this (server clock) — the
+    second line of defence for a publisher stalled past its lease (a stopped VM, a long GC pause).
+    """
+
+    ttl_s: float = 60.0
+    grace_s: float = 3600.0
+    wait_s: float = 120.0
+
+
+def is_stale(info: ObjectInfo, now: datetime, ttl_s: float) -> bool:
+    return (now - info.last_modified).total_seconds() > ttl_s
+
+
+class Lease:
+    """A lease we hold: refreshed by a daemon thread until :meth:`release`."""
+
+    def __init__(self, bucket: Bucket, key: str, etag: str, body: dict[str, object], ttl_s: float) -> None:
+        self.bucket, self.key, self.ttl_s = bucket, key, ttl_s
+        self._etag, self._body = etag, body
+        self._last_ok = time.monotonic()
+        self._lost = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._refresh_loop, name=f"artifactkit-lease-{key}", daemon=True)
+        self._thread.start()
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.ttl_s / 4):
+            self._body["counter"] = int(str(self._body["counter"])) + 1
+            try:
+                etag = self.bucket.replace(self.key, _encode(self._body), self._etag)
+            except Exception:  # noqa: BLE001, S112 - a failed refresh shows as an old _last_ok in check()
+                continue
+            if etag is None:
+                self._lost = "it was broken by another client (judged stale)"
+                return
+            self._etag, self._last_ok = etag, time.monotonic()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` unless the lease is certainly still ours for a while."""
+        age = time.monotonic() - self._last_ok
+        if not self._lost and age > self.ttl_s / 2:
+            self._lost = f"it was last refreshed {age:.1f} s ago (ttl {self.ttl_s} s)"
+        if self._lost:
+            raise LeaseLostError(f"{self.bucket.url(self.key)}: lease lost: {self._lost}; stopped before "
+                                 "changing anything visible", url=self.bucket.url(self.key), code="LeaseLost")
+
+    def release(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if not self._lost:
+            self.bucket.delete_if_match(self.key, self._etag)
+
+
+def _encode(body: dict[str, object]) -> bytes:
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def _body(kind: str, ttl_s: float) -> dict[str, object]:
+    return {"kind": kind, "host": socket.gethostname(), "pid": os.getpid(), "ttl_s": ttl_s, "counter": 0,
+            "nonce": secrets.token_hex(8)}
+
+
+def _break_if_stale(bucket: Bucket, info: ObjectInfo, now: datetime, ttl_s: float) -> bool:
+    """Delete a stale lease (only the version judged stale); True if it was stale."""
+    if not is_stale(info, now, ttl_s):
+        return False
+    bucket.delete_if_match(info.key, info.etag)
+    return True
+
+
+def _wait_or_give_up(deadline: float, why: str, bucket: Bucket) -> None:
+    if time.monotonic() >= deadline:
+        raise StoreBusyError(f"{bucket.url()}: {why}; gave up waiting", url=bucket.url(), code="Busy")
+    time.sleep(_POLL_S)
+
+
+@contextmanager
+def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
+    """Hold a shared lease for a publish: waits (up to ``wait_s``) while a live gc holds ``locks/gc``."""
+    deadline = time.monotonic() + policy.wait_s
+    while True:
+        key = f"{PUBLISH_DIR}{secrets.token_hex(12)}"
+        body = _body("publish", policy.ttl_s)
+        etag = bucket.create(key, _encode(body))
+        if etag is None:
+            continue  # a 96-bit token collided: draw another
+        gc = bucket.head(GC_KEY)
+        if gc is None:
+            break
+        bucket.delete_if_match(key, etag)  # step aside while gc runs
+        if not _break_if_stale(bucket, gc, bucket.server_now(), policy.ttl_s):
+            _wait_or_give_up(deadline, "gc holds locks/gc", bucket)
+    lease = Lease(bucket, key, etag, body, policy.ttl_s)
+    try:
+        yield lease
+    finally:
+        lease.release()
+
+
+def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[str]:
+    """Keys of publish leases that are not stale (stale ones are broken if ``break_stale``)."""
+    now = bucket.server_now()
+    live = []
+    for info in bucket.objects_under(PUBLISH_DIR):
+        if not is_stale(info, now, ttl_s):
+            live.append(info.key)
+        elif break_stale:
+            bucket.delete_if_match(info.key, info.etag)
+    return live
+
+
+@contextmanager
+def gc_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
+    """Hold ``locks/gc`` once no live publisher remains (waits up to ``wait_s`` in all).
+
+    gc keeps ``locks/gc`` while it waits for publishes in flight to finish, so new publishers step
+    aside meanwhile: the turnstile that keeps a steady stream of overlapping publishes from starving gc.
+    """
+    deadline = time.monotonic() + policy.wait_s
+    while True:
+        body = _body("gc", policy.ttl_s)
+        etag = bucket.create(GC_KEY, _encode(body))
+        if etag is not None:
+            break
+        held = bucket.head(GC_KEY)
+        if held is None or _break_if_stale(bucket, held, bucket.server_now(), policy.ttl_s):
+            continue
+        _wait_or_give_up(deadline, "another gc holds locks/gc", bucket)
+    lease = Lease(bucket, GC_KEY, etag, body, policy.ttl_s)
+    try:
+        while live := live_publishers(bucket, policy.ttl_s, break_stale=True):
+            _wait_or_give_up(deadline, f"{len(live)} publish(es) still in progress", bucket)
+        lease.check()
+        yield lease
+    finally:
+        lease.release()

@@ -1,0 +1,98 @@
+"""The face of a bucket store: what ``Store("s3://bucket/prefix")`` returns, with the same public API."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from artifactkit.errors import IntegrityError, IntegrityFailure
+from artifactkit.store.gc import GcReport
+from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.manifest import Manifest
+from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.publish import capture_source
+from artifactkit.store.restore_meta import Owners
+from artifactkit.store.s3.download import download_manifest
+from artifactkit.store.s3.layout import fetch_version, listed_versions, manifest_key, parse_url, parse_version
+from artifactkit.store.s3.leases import LeasePolicy, publish_lease
+from artifactkit.store.s3.objects import Bucket
+from artifactkit.store.s3.publish import commit_version, upload_tree
+from artifactkit.store.s3.verify_gc import gc_bucket, verify_bucket
+from artifactkit.store.store import Store
+from artifactkit.store.verify import VerifyReport
+
+
+class S3Store(Store):
+    """A store in an S3-compatible bucket; endpoint and credentials from the standard AWS chain."""
+
+    def __init__(self, root: str | os.PathLike[str], *, policy: LeasePolicy | None = None) -> None:
+        # No super().__init__: there is no local layout. Every method that would use one is overridden.
+        self.root = os.fspath(root)
+        bucket, prefix = parse_url(self.root)
+        self.policy = policy or LeasePolicy()
+        self.bucket = Bucket(bucket, prefix)
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
+        """Upload the tree at ``src`` and claim the next version of ``name`` with one conditional PUT."""
+        check_artifact_name(name)
+        tree = capture_source(src)
+        self.bucket.check_bucket()  # a missing bucket or bad credentials fail before any read
+        with publish_lease(self.bucket, self.policy) as lease:
+            manifest = upload_tree(self.bucket, tree, name)
+            return commit_version(self.bucket, manifest, lease)
+
+    def list(self) -> list[ArtifactRef]:
+        """Every visible version, sorted by name then version (one LIST page per 1,000, one GET each)."""
+        with ThreadPoolExecutor(8, thread_name_prefix="artifactkit-ls") as pool:
+            found = pool.map(lambda nv: fetch_version(self.bucket, *nv), listed_versions(self.bucket))
+            return sorted(ref for ref, _ in (f for f in found if f is not None))
+
+    def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
+        if isinstance(name_or_ref, ArtifactRef):
+            return name_or_ref
+        name = name_or_ref
+        if version is None and "@" in name:
+            name, _, text = name.rpartition("@")
+            if not text.isdigit():
+                raise ValueError(f"version in {name_or_ref!r} must be a positive integer")
+            version = int(text)
+        check_artifact_name(name)
+        versions = [v for _, v in listed_versions(self.bucket, name)]
+        if not versions:
+            raise LookupError(f"no artifact named {name!r} in {self.root}")
+        if version is not None and version not in versions:
+            raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1]})")
+        found = fetch_version(self.bucket, name, versions[-1] if version is None else version)
+        if found is None:
+            raise LookupError(f"{name!r} version {version} vanished from {self.root}")
+        return found[0]
+
+    def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
+        """The verified manifest of a version: its bytes must hash to the digest of ``ref``."""
+        resolved = self.resolve(ref, version)
+        found = fetch_version(self.bucket, resolved.name, resolved.version)
+        where = self.bucket.url(manifest_key(resolved.name, resolved.version))
+        if found is None:
+            raise IntegrityError(f"manifest of {resolved} is missing from {self.root}", path=where,
+                                 failed=IntegrityFailure.MISSING)
+        return parse_version(resolved, found[1], where=where)
+
+    def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
+                 version: int | None = None, owners: Owners = "exact") -> ArtifactRef:
+        """Fetch and check every blob, then restore exactly as a local download does, or leave nothing."""
+        ref = self.resolve(name_or_ref, version)
+        download_manifest(self.bucket, self.manifest(ref), dest, owners=owners)
+        return ref
+
+    def verify(self) -> VerifyReport:
+        """Read every manifest and hash every blob in the bucket without changing anything."""
+        self.bucket.check_bucket()
+        return verify_bucket(self.bucket, self.policy)
+
+    def gc(self) -> GcReport:
+        """Delete unreferenced blobs older than the grace period, under the gc lease (see docs/s3.md)."""
+        self.bucket.check_bucket()
+        return gc_bucket(self.bucket, self.policy)

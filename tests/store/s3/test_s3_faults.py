@@ -1,0 +1,206 @@
+"""Faults on a bucket store: each is a named error and a one-line CLI message; no visible version is incomplete."""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import IntegrityError, Store
+from artifactkit.cli.main import main
+from artifactkit.conformance.corpus import materialize
+from artifactkit.errors import BucketNotFoundError, MissingExtraError, RemoteAuthError, RemoteUnavailableError
+from artifactkit.store.s3 import download as s3_download
+from artifactkit.store.s3 import objects
+from artifactkit.store.s3 import publish as s3_publish
+from artifactkit.store.s3.leases import LeasePolicy
+from artifactkit.store.s3.objects import Bucket
+from tests.store.s3.conftest import aws_env
+
+
+def _tree(root: Path, files: int, size: int = 1000) -> Path:
+    root.mkdir()
+    for index in range(files):
+        (root / f"f{index:03}").write_bytes(f"{index}:".encode() * (size // 4))
+    return root
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("artifactkit: error: "), err
+    return err
+
+
+def test_using_an_s3_store_without_boto3_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'artifactkit\[s3\]'"):
+        Store("s3://some-bucket/p")
+
+
+def test_wrong_credentials_are_a_named_error_and_exit_2(s3_url: str, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(RemoteAuthError, match="access refused"):
+        Store(s3_url).publish(_tree(fast_tmp / "src", 1), "x")
+    assert main(["ls", "--store", s3_url]) == 2
+    assert "access refused" in _one_line_error(capsys)
+
+
+def test_a_missing_bucket_is_a_named_error_and_exit_2(s3_url: str, fast_tmp: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    url = "s3://no-such-bucket-here/p"
+    with pytest.raises(BucketNotFoundError):
+        Store(url).publish(_tree(fast_tmp / "src", 1), "x")
+    assert main(["verify", "--store", url]) == 2
+    assert "does not exist" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("fault", ["corrupt", "missing"])
+def test_a_corrupt_or_missing_blob_fails_download_and_verify_with_exit_1(
+        s3_url: str, fast_tmp: Path, raw_s3: Any, fault: str, capsys: pytest.CaptureFixture[str]) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(s3_url)
+    ref = store.publish(fast_tmp / "src", "b")
+    sha = store.manifest(ref).files()[0].sha256
+    bucket, prefix = s3_url.removeprefix("s3://").split("/", 1)
+    if fault == "corrupt":
+        raw_s3.put_object(Bucket=bucket, Key=f"{prefix}/blobs/{sha}", Body=b"flipped")
+    else:
+        raw_s3.delete_object(Bucket=bucket, Key=f"{prefix}/blobs/{sha}")
+    with pytest.raises(IntegrityError) as caught:
+        store.download(ref, fast_tmp / "out")
+    assert caught.value.failed == fault and not (fast_tmp / "out").exists()  # type: ignore[attr-defined]
+    assert os.listdir(fast_tmp) == ["src"]  # no blob dir or staging left behind
+    report = store.verify()
+    assert not report.ok and len(report.corrupt if fault == "corrupt" else report.missing) == 1
+    capsys.readouterr()
+    assert main(["download", "b@1", str(fast_tmp / "out"), "--store", s3_url]) == 1
+    assert sha in _one_line_error(capsys)
+
+
+def test_a_server_that_never_answers_is_a_named_error_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        for key, value in {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_DEFAULT_REGION": "us-east-1",
+                           "AWS_EC2_METADATA_DISABLED": "true"}.items():
+            monkeypatch.setenv(key, value)
+        with pytest.raises(RemoteUnavailableError, match="unreachable or too slow"):
+            Bucket("bucket", "", read_timeout_s=0.3, max_attempts=1).head("blobs/x")
+
+
+@pytest.fixture
+def private_server(monkeypatch: pytest.MonkeyPatch, seaweedfs: Any) -> Any:
+    """A server of this test's own, which it may stop and start again on the same data."""
+    from artifactkit.testing.seaweedfs import running_seaweedfs
+
+    data = tempfile.mkdtemp(prefix="artifactkit-weed-own-")
+    keys = {"access_key": "ak" + secrets.token_hex(8), "secret_key": secrets.token_hex(20)}  # kept across restarts
+
+    class Server:
+        endpoint: Any = None
+
+        def start(self) -> None:
+            self._cm = running_seaweedfs(data, **keys)
+            self.endpoint = self._cm.__enter__()
+            for key, value in aws_env(self.endpoint).items():
+                monkeypatch.setenv(key, value)
+
+        def stop(self) -> None:
+            """A stop as an operator does it (SIGTERM): what it acknowledged is kept."""
+            if self.endpoint is not None:
+                self._cm.__exit__(None, None, None)
+                self.endpoint = None
+
+    server = Server()
+    server.start()
+    yield server
+    server.stop()
+    subprocess.run(["rm", "-rf", data], check=False)
+
+
+def test_a_server_stopped_mid_publish_leaves_no_version_and_a_rerun_reuses_the_uploaded_blobs(
+        private_server: Any, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"s3://{private_server.endpoint.bucket}/p"
+    src = _tree(fast_tmp / "src", 6)
+    real_upload, uploads = s3_publish.upload_blob, []
+
+    def upload_then_die(*args: Any) -> bool:
+        sent = real_upload(*args)
+        if not uploads:
+            uploads.append(args[1])
+            private_server.stop()
+        return sent
+
+    monkeypatch.setattr(s3_publish, "upload_blob", upload_then_die)
+    with pytest.raises(RemoteUnavailableError):
+        Store(url).publish(src, "p")
+    monkeypatch.undo()
+    private_server.start()
+    store = Store(url)
+    assert store.list() == []
+    arrived = len(list(store.bucket.objects_under("blobs/")))  # type: ignore[attr-defined]
+    puts: list[str] = []
+    real_put = objects.Bucket.put
+    monkeypatch.setattr(objects.Bucket, "put",
+                        lambda self, key, *a, **k: puts.append(key) or real_put(self, key, *a, **k))
+    assert store.publish(src, "p").version == 1
+    assert arrived >= 1 and len(puts) == 6 - arrived  # what went up before the crash was reused
+    assert store.verify().ok
+
+
+def test_a_server_stopped_mid_download_leaves_nothing_at_dest(private_server: Any, fast_tmp: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"s3://{private_server.endpoint.bucket}/d"
+    ref = Store(url).publish(_tree(fast_tmp / "src", 6), "d")
+    real_fetch = s3_download.fetch_whole
+    once = threading.Lock()  # blobs are fetched on several threads: the server is stopped by the first
+
+    def fetch_then_die(*args: Any) -> None:
+        real_fetch(*args)
+        if once.acquire(blocking=False):
+            private_server.stop()
+
+    monkeypatch.setattr(s3_download, "fetch_whole", fetch_then_die)
+    with pytest.raises(RemoteUnavailableError):
+        Store(url).download(ref, fast_tmp / "out")
+    assert sorted(os.listdir(fast_tmp)) == ["src"]
+    monkeypatch.undo()
+    private_server.start()
+    Store(url).download(ref, fast_tmp / "out")
+
+
+TRIALS = int(os.environ.get("ARTIFACTKIT_S3_KILL_TRIALS", "6"))
+
+
+def test_a_publisher_sigkilled_at_random_points_never_leaves_a_visible_incomplete_version(
+        s3_url: str, fast_tmp: Path) -> None:
+    rng = random.Random(15)
+    cli = [sys.executable, "-m", "artifactkit.cli", "publish", "--store", s3_url, "--name", "k"]
+    killed = 0
+    for trial in range(TRIALS):
+        src = _tree(fast_tmp / f"src{trial}", 60, size=20_000)
+        proc = subprocess.Popen([*cli, str(src)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.3))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            killed += 1
+        report = Store(s3_url).verify()
+        assert (report.missing, report.corrupt, report.unreadable) == ([], [], []), f"trial {trial}"
+    assert killed >= TRIALS // 2, f"only {killed} of {TRIALS} publishers were killed before they finished"
+    quick = Store(s3_url, policy=LeasePolicy(ttl_s=1, grace_s=-60, wait_s=10))
+    quick.gc()  # killed publishers' leases are stale after ttl: gc breaks them and sweeps their blobs
+    assert Store(s3_url).verify().clean
+    assert subprocess.run([*cli, str(fast_tmp / "src0")], check=False).returncode == 0
