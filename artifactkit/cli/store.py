@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import Any
 
 import attrs
@@ -21,6 +22,7 @@ from artifactkit.errors import (
     ArtifactkitError,
     IntegrityError,
     MetadataMismatchError,
+    ReownedWarning,
     TimestampNotRepresentable,
 )
 from artifactkit.store.store import Store
@@ -44,10 +46,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_publish)
 
     p = _parser(subparsers, "download", "download NAME[@VERSION] into DEST (which must not exist)",
-                "Restore a version with exact modes and nanosecond mtime/atime, verify every digest and "
-                "every time by reading it back, then make DEST appear in one rename.")
+                "Restore a version with exact modes, owners, xattrs and ACLs, hard links, holes, inode flags "
+                "and nanosecond mtime/atime, verify every digest and every value by reading it back, then "
+                "make DEST appear in one rename.")
     p.add_argument("ref", metavar="NAME[@VERSION]", help="artifact name, latest version unless @VERSION (1, 2, ...)")
     p.add_argument("dest", metavar="DEST", help="destination directory; must not exist")
+    p.add_argument("--owners", choices=("exact", "current"), default="exact",
+                   help="exact (default): restore every owner, refuse (exit 2) where this user cannot; current: "
+                        "take your own ownership and clear setuid/setgid and privileged xattrs of re-owned entries")
     p.set_defaults(func=_download)
 
     p = _parser(subparsers, "verify", "check every manifest and blob (read-only); exit 1 on findings",
@@ -88,11 +94,18 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        ref = Store(a.store).download(a.ref, a.dest)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ReownedWarning)
+            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners)
+        reowned = [str(w.message) for w in caught if issubclass(w.category, ReownedWarning)]
         if a.json:
-            emit_json({"schema": "artifactkit.download/1", "dest_verified": True, **_ref_doc(ref)})
+            emit_json({"schema": "artifactkit.download/1", "dest_verified": True, "reowned": reowned,
+                       **_ref_doc(ref)})
         else:
-            print(f"downloaded {ref} into {a.dest}: every entry verified exact (mode, mtime_ns, atime_ns)")
+            print(f"downloaded {ref} into {a.dest}: every entry verified exact (mode, owner, xattrs, links, "
+                  "holes, flags, mtime_ns, atime_ns)")
+            for line in reowned:
+                print(f"note: {line}")
         return EXIT_OK
     return _guarded(run, args)
 

@@ -15,7 +15,7 @@ import stat
 import attrs
 
 from artifactkit._syscalls import open_noatime
-from artifactkit.errors import SourceChangedError
+from artifactkit.errors import SourceChangedError, TreeTooDeepError
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
@@ -33,8 +33,25 @@ class ScannedTree:
 
 
 def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True) -> ScannedTree:
-    """Capture every entry under ``src`` (which must be a directory) before reading anything."""
-    root = os.fspath(src)
+    """Capture every entry under ``src`` (which must be a directory) before reading anything.
+
+    A tree nested deeper than a path the kernel accepts (``PATH_MAX``, 4096 bytes) is refused with
+    :class:`TreeTooDeepError` naming where: it could be published from inside but never restored
+    by path, so it is not published at all.
+    """
+    try:
+        return _scan_tree(os.fspath(src), read_links=read_links)
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:
+            raise
+        where = os.fsdecode(err.filename) if err.filename is not None else os.fspath(src)
+        raise TreeTooDeepError(
+            f"source {os.fspath(src)!r} is nested deeper than a path the kernel accepts (PATH_MAX, "
+            f"{os.pathconf('/', 'PC_PATH_MAX')} bytes) at {where[:120]!r}...; artifacts hold trees whose "
+            "every path fits", path=where) from err
+
+
+def _scan_tree(root: str, *, read_links: bool) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)

@@ -1,0 +1,62 @@
+"""A tree deeper than PATH_MAX: refused with a named error, nothing published (was a bare OSError)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from artifactkit import ArtifactkitError, Store
+from artifactkit.errors import TreeTooDeepError
+
+NAME = "d" * 200
+
+
+def _deep_tree(root: Path, levels: int) -> None:
+    """``levels`` nested 200-byte directory names, made through dir fds (no path is ever that long)."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir(NAME, dir_fd=fd)
+            nxt = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def _remove_deep(root: Path, levels: int) -> None:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fds = [fd]
+    for _ in range(levels):
+        fds.append(os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+    os.unlink("leaf", dir_fd=fds[-1])
+    for level in range(levels, 0, -1):
+        os.close(fds[level])
+        os.rmdir(NAME, dir_fd=fds[level - 1])
+    os.close(fds[0])
+    os.rmdir(root)
+
+
+def test_a_tree_deeper_than_path_max_is_refused_with_a_named_error_and_no_store_appears(fast_tmp: Path) -> None:
+    levels = 25  # 25 x 201 bytes: past the 4096-byte PATH_MAX
+    _deep_tree(fast_tmp / "src", levels)
+    try:
+        with pytest.raises(TreeTooDeepError, match="PATH_MAX") as caught:
+            Store(fast_tmp / "store").publish(fast_tmp / "src", "deep")
+        assert isinstance(caught.value, ArtifactkitError) and isinstance(caught.value, OSError)
+        assert not (fast_tmp / "store").exists()
+    finally:
+        _remove_deep(fast_tmp / "src", levels)
+
+
+def test_a_deep_tree_within_path_max_still_publishes(fast_tmp: Path) -> None:
+    _deep_tree(fast_tmp / "src", 15)  # 15 x 201 bytes: inside PATH_MAX
+    try:
+        ref = Store(fast_tmp / "store").publish(fast_tmp / "src", "deep")
+        assert len(Store(fast_tmp / "store").manifest(ref).entries) == 17
+    finally:
+        _remove_deep(fast_tmp / "src", 15)
