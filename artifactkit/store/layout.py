@@ -21,6 +21,7 @@ import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
 from artifactkit.errors import NotAStoreError
+from artifactkit.store.paths import check_artifact_name
 
 
 @attrs.frozen(order=True)
@@ -38,6 +39,23 @@ class ArtifactRef:
 # "<version>.<sha256>.json": ASCII digits without a leading zero, so "01." and "1." or "²" never
 # name a version, and a stray file in a name's directory is simply not one.
 _VERSION_FILE = re.compile(r"([1-9][0-9]*)\.([0-9a-f]{64})\.json", re.ASCII)
+
+
+def parse_ref(name_or_ref: str, version: int | None = None) -> tuple[str, int | None]:
+    """``name``, ``name@V`` or ``name`` + ``version`` -> (checked name, version or ``None`` for the latest).
+
+    ``demo@0``, ``demo@-1`` and ``demo@x`` are the same mistake and get the same answer, for every store.
+    """
+    name = name_or_ref
+    if version is None and "@" in name:
+        name, _, text = name.rpartition("@")
+        if not text.removeprefix("-").isdigit():
+            raise ValueError(f"version {text!r} of {name!r} must be a positive integer (1, 2, ...)")
+        version = int(text)
+    if version is not None and version < 1:
+        raise ValueError(f"version {str(version)!r} of {name!r} must be a positive integer (1, 2, ...)")
+    check_artifact_name(name)
+    return name, version
 
 
 @attrs.frozen

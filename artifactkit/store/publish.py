@@ -12,13 +12,13 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 
 from artifactkit._syscalls import fsync_dir, syncfs
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.content import read_source, write_staged
+from artifactkit.store.content import SourceRead, read_source, write_staged
 from artifactkit.store.layout import ArtifactRef, StoreLayout, commit_name, exists_at
 from artifactkit.store.locks import name_lock, store_lock
 from artifactkit.store.manifest import Manifest, check_representable, digest_of
@@ -42,6 +42,19 @@ def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
     tree = scan_tree(src)
     check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
     return tree
+
+
+def read_files(tree: ScannedTree, stage_fd: int) -> Iterator[tuple[FileMeta, SourceRead | None, str]]:
+    """Every entry of ``tree`` in order, each regular file read once, with the staging name its bytes may
+    take. Not read (``None``): directories, links, and the later names of a hard link, which get the first
+    name's facts from :func:`fill_hardlinks`."""
+    for index, entry in enumerate(tree.entries):
+        stage_name = f"blob-{index}"
+        if entry.kind != "file" or entry.hardlink is not None:
+            yield entry, None, stage_name
+        else:
+            yield entry, read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
+                                     stage_fd=stage_fd, stage_name=stage_name), stage_name
 
 
 def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[FileMeta]:
@@ -76,13 +89,10 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
     txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for entry in tree.entries:
-            if entry.kind != "file" or entry.hardlink is not None:
-                entries.append(entry)  # a second name of an inode is filled in from the first below
+        for entry, found, stage_name in read_files(tree, txn_fd):
+            if found is None:
+                entries.append(entry)
                 continue
-            stage_name = f"blob-{len(entries)}"
-            found = read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
-                                stage_fd=txn_fd, stage_name=stage_name)
             sha = found.sha256
             all_noatime = all_noatime and found.noatime
             is_new = sha not in staged and not exists_at(blobs_fd, sha)

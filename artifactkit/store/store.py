@@ -14,7 +14,7 @@ from typing import Any
 
 from artifactkit.store.download import restore_tree
 from artifactkit.store.gc import GcReport, collect_garbage
-from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.layout import ArtifactRef, StoreLayout, parse_ref
 from artifactkit.store.locks import store_lock
 from artifactkit.store.manifest import Manifest, read_manifest
 from artifactkit.store.paths import check_artifact_name
@@ -68,16 +68,7 @@ class Store:
         """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
         if isinstance(name_or_ref, ArtifactRef):
             return name_or_ref
-        name = name_or_ref
-        if version is None and "@" in name:
-            name, _, text = name.rpartition("@")
-            if not text.removeprefix("-").isdigit():
-                raise ValueError(f"version {text!r} of {name!r} must be a positive integer (1, 2, ...)")
-            version = int(text)
-        if version is not None and version < 1:
-            # demo@0 and demo@-1 are the same mistake and get the same answer.
-            raise ValueError(f"version {str(version)!r} of {name!r} must be a positive integer (1, 2, ...)")
-        check_artifact_name(name)
+        name, version = parse_ref(name_or_ref, version)
         self.layout.require_store()
         versions = self.layout.versions(name)
         if not versions:

@@ -19,10 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.content import read_source
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, digest_of
-from artifactkit.store.publish import fill_hardlinks, with_content
+from artifactkit.store.publish import fill_hardlinks, read_files, with_content
 from artifactkit.store.s3.layout import blob_key, listed_versions, manifest_key
 from artifactkit.store.s3.leases import Lease
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket
@@ -63,13 +62,10 @@ def upload_tree(bucket: Bucket, tree: ScannedTree, name: str, *, workers: int = 
         stage_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         pending: dict[Future[bool], int] = {}
         try:
-            for entry in tree.entries:
-                if entry.kind != "file" or entry.hardlink is not None:
-                    entries.append(entry)  # a second name of an inode is filled in from the first below
+            for entry, found, stage_name in read_files(tree, stage_fd):
+                if found is None:
+                    entries.append(entry)
                     continue
-                stage_name = f"blob-{len(entries)}"
-                found = read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
-                                    stage_fd=stage_fd, stage_name=stage_name)
                 sha, data = found.sha256, found.data
                 all_noatime = all_noatime and found.noatime
                 staged = None if data is not None else os.path.join(staging, stage_name)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from artifactkit.errors import IntegrityError, IntegrityFailure
 from artifactkit.store.gc import GcReport
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.publish import capture_source
@@ -53,13 +53,7 @@ class S3Store(Store):
     def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
         if isinstance(name_or_ref, ArtifactRef):
             return name_or_ref
-        name = name_or_ref
-        if version is None and "@" in name:
-            name, _, text = name.rpartition("@")
-            if not text.isdigit():
-                raise ValueError(f"version in {name_or_ref!r} must be a positive integer")
-            version = int(text)
-        check_artifact_name(name)
+        name, version = parse_ref(name_or_ref, version)
         versions = [v for _, v in listed_versions(self.bucket, name)]
         if not versions:
             raise LookupError(f"no artifact named {name!r} in {self.root}")
