@@ -32,12 +32,6 @@ except ImportError:  # pragma: no cover - non-POSIX: import still succeeds, use 
 # are the x86-64 encodings the kernel actually dispatches on (size field 8 from `long`).
 FS_IOC_GETFLAGS: Final = 0x80086601
 FS_IOC_SETFLAGS: Final = 0x40086602
-# _IOR/_IOW('X', 31/32, struct fsxattr): 28 bytes, fsx_xflags first (include/uapi/linux/fs.h).
-FS_IOC_FSGETXATTR: Final = 0x801C581F
-FS_IOC_FSSETXATTR: Final = 0x401C5820
-_FSXATTR_SIZE: Final = 28
-#: The fsxattr bits for the restorable flags that have one (``FS_DIRSYNC_FL`` has none).
-_XFLAGS: Final = {0x00000008: 0x00000020, 0x00000040: 0x00000080}  # SYNC -> XFLAG_SYNC, NODUMP -> XFLAG_NODUMP
 
 _INT: Final = struct.Struct("=i")
 
@@ -146,7 +140,10 @@ def _set_fd(fd: int, on: bool, where: str) -> FlagResult:
     current = get_flags_fd(fd, where)
     if current.status != "ok" or current.flags is None:
         return current
-    wanted = current.flags | FS_NOATIME_FL if on else current.flags & ~FS_NOATIME_FL
+    # int(): ~ of an IntFlag keeps only the *named* bits, which would drop ext4's EXTENTS (0x80000) and make
+    # SETFLAGS convert the file's block mapping (or fail with EOPNOTSUPP on a file with several extents).
+    value = int(current.flags)
+    wanted = InodeFlag(value | int(FS_NOATIME_FL) if on else value & ~int(FS_NOATIME_FL))
     try:
         _ioctl_int(fd, FS_IOC_SETFLAGS, int(wanted), where)
     except OSError as err:
@@ -164,41 +161,16 @@ def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     current = get_flags_fd(fd, where)
     if current.status != "ok" or current.flags is None:
         return current
-    target = (int(current.flags) & ~RESTORABLE_FLAGS) | (wanted & RESTORABLE_FLAGS)
+    # int(): ~ of an IntFlag keeps only the named bits and would drop filesystem-internal ones (ext4's
+    # EXTENTS, 0x80000), which SETFLAGS must be handed back unchanged.
+    target = (int(current.flags) & ~int(RESTORABLE_FLAGS)) | (wanted & int(RESTORABLE_FLAGS))
     if target == int(current.flags):
         return current
     try:
         _ioctl_int(fd, FS_IOC_SETFLAGS, target, where)
     except OSError as err:
-        if err.errno != errno.EOPNOTSUPP or (target ^ int(current.flags)) & ~RESTORABLE_FLAGS & RESTORABLE_FLAGS:
-            return _translate(err)
-        # SETFLAGS takes the whole flag word, and overlayfs (seen on 6.18 over ext4) sometimes reports a
-        # word without ext4's internal EXTENTS bit, which ext4 then refuses to clear (EOPNOTSUPP). The
-        # fsxattr interface carries only the common bits and the filesystem keeps its own: use it for
-        # sync and nodump. (tmpfs takes no fsxattr, which is why SETFLAGS comes first.)
-        set_xflags = _set_by_fsxattr(fd, int(current.flags), target, where)
-        if set_xflags is not None:
-            return set_xflags
-    return get_flags_fd(fd, where)
-
-
-def _set_by_fsxattr(fd: int, current: int, target: int, where: str) -> FlagResult | None:
-    changed = (current ^ target) & RESTORABLE_FLAGS
-    if changed & ~sum(_XFLAGS):
-        return FlagResult("unsupported", errno=errno.EOPNOTSUPP)  # dirsync has no fsxattr bit
-    if fcntl is None:  # pragma: no cover
-        return FlagResult("unsupported", errno=errno.ENOSYS)
-    try:
-        raw = bytearray(fcntl.ioctl(fd, FS_IOC_FSGETXATTR, bytes(_FSXATTR_SIZE)))
-        xflags = _INT.unpack_from(raw)[0]
-        for flag, xflag in _XFLAGS.items():
-            xflags = (xflags | xflag) if target & flag else (xflags & ~xflag)
-        _INT.pack_into(raw, 0, xflags)
-        fcntl.ioctl(fd, FS_IOC_FSSETXATTR, bytes(raw))
-    except OSError as err:
         return _translate(err)
-    del where
-    return None
+    return get_flags_fd(fd, where)
 
 
 def resolve_inside(path: str | os.PathLike[str], private_root: str | os.PathLike[str]) -> str:

@@ -107,3 +107,36 @@ def test_not_in_private_tree_error_pickles_with_its_context() -> None:
     copy = pickle.loads(pickle.dumps(err))
     assert (type(copy), str(copy), copy.resolved, copy.private_root) == (NotInPrivateTreeError, "refused", "/b", "/c")
     assert isinstance(copy, PermissionError)
+
+
+EXTENTS_FL = 0x00080000  # ext4's internal "this inode maps its blocks with extents" bit
+
+
+def test_restoring_a_flag_hands_ext4_its_internal_extents_bit_back_unchanged(ext4_relatime_dir: Path) -> None:
+    # ~ of an IntFlag keeps only the named bits: computing the new word that way dropped EXTENTS, and
+    # SETFLAGS then converted small files to block maps and refused files with several extents.
+    sparse = ext4_relatime_dir / "two-extents"
+    with sparse.open("wb") as handle:
+        handle.write(b"a" * 4096)
+        handle.seek(8 << 20)
+        handle.write(b"b" * 4096)
+    fd = os.open(sparse, os.O_RDONLY)
+    try:
+        before = flags.get_flags_fd(fd).flags
+        assert before is not None and before & EXTENTS_FL
+        result = flags.restore_flags_fd(fd, int(flags.InodeFlag.FS_NODUMP_FL), str(sparse))
+        assert result.status == "ok" and result.flags is not None
+        assert int(result.flags) == int(before) | flags.InodeFlag.FS_NODUMP_FL
+        cleared = flags.restore_flags_fd(fd, 0, str(sparse))
+        assert cleared.flags is not None and int(cleared.flags) == int(before)
+    finally:
+        os.close(fd)
+
+
+def test_clearing_the_noatime_flag_keeps_ext4s_extents_bit(ext4_relatime_dir: Path) -> None:
+    target = ext4_relatime_dir / "flagged"
+    target.write_bytes(b"x" * 100)
+    on = flags.set_noatime_flag(target, private_root=ext4_relatime_dir)
+    off = flags.set_noatime_flag(target, private_root=ext4_relatime_dir, on=False)
+    assert on.flags is not None and off.flags is not None
+    assert int(off.flags) == int(on.flags) & ~int(flags.FS_NOATIME_FL) and int(off.flags) & EXTENTS_FL
