@@ -10,7 +10,9 @@ What tar really does (GNU tar 1.34, read in ``extract.c`` and confirmed by these
 archive format stores whole-second mtimes (``--format=posix`` keeps ns); ``--atime-preserve`` only
 concerns the *source* on create (``=replace`` puts its atime back with ``utime``, changing ctime;
 ``=system`` reads with ``O_NOATIME``); and extraction sets every atime to the time extraction
-started unless ``--incremental`` is given, which restores the archived atime.
+started unless ``--incremental`` is given, which restores the archived atime. With ``--xattrs``
+(``xattrs.c`` ``xattrs_kw_included``) extraction restores only ``user.*`` names unless
+``--xattrs-include`` widens it; ``--acls`` carries POSIX ACLs as ``SCHILY.acl.*`` pax records.
 """
 
 from __future__ import annotations
@@ -68,11 +70,18 @@ def _copytree(*, symlinks: bool = False) -> NamedCopier:
 def copiers() -> list[NamedCopier]:
     """The tools the README compares, in table order."""
     posix = ["--format=posix", "--atime-preserve=system"]
-    templates = ["cp -a {src} {dst}", "cp -R --preserve=all {src} {dst}", "rsync -a {src}/ {dst}",
-                 "rsync -a --atimes {src}/ {dst}", "rsync -a --atimes --open-noatime {src}/ {dst}"]
+    # Issue 12's rows: xattrs and ACLs travel only in the posix (pax) format; --incremental on extract
+    # restores the archived atimes; holes are kept only with --sparse on create.
+    xattrs = ["--xattrs", "--acls"]
+    templates = ["cp -a {src} {dst}", "cp -R --preserve=all {src} {dst}",
+                 "cp -r --preserve=mode,timestamps {src} {dst}", "rsync -a {src}/ {dst}",
+                 "rsync -a --atimes {src}/ {dst}", "rsync -a --atimes --open-noatime {src}/ {dst}",
+                 "rsync -aHAXS --atimes {src}/ {dst}"]
     found: list[NamedCopier] = [argv_copier(shlex.split(t), label=t) for t in templates]
     found += [tar_round_trip([], ["-p"]), tar_round_trip(posix, ["-p"]),
               tar_round_trip(posix, ["-p", "--incremental"]),
+              tar_round_trip([*posix, *xattrs], ["-p", "--incremental", *xattrs]),
+              tar_round_trip([*posix, *xattrs, "--sparse"], ["-p", "--incremental", *xattrs]),
               _copytree(), _copytree(symlinks=True), resolve_copier(ARTIFACTKIT)]
     return found
 

@@ -1,10 +1,12 @@
 """Run the real filesystem matrix once and keep the evidence (root only).
 
 Builds every filesystem of ``tests/fs_matrix.MATRIX`` on loop images in /dev/shm, and on each
-runs the probe, the strict fixture, a store round trip of every bundled corpus tree and a clamp
-experiment; compares each with what the kernel sources say the filesystem is; writes
+runs the probe, the strict fixture, a store round trip of every bundled corpus tree, a clamp
+experiment and the extended-metadata probes of ``fs_features.py`` (user/trusted xattrs, ACLs,
+``SEEK_HOLE``, settable flags); compares each with what the kernel sources say the filesystem is; writes
 ``diagnostics/results/fs-matrix.json`` (sanitized: no absolute paths, user or host names) and
-prints the "Filesystem support" table in docs/filesystems.md. Everything is unmounted and detached at the end.
+prints the "Filesystem support" and "Extended metadata" tables in docs/filesystems.md. Everything is
+unmounted and detached at the end.
 
     sudo python3 diagnostics/fs_matrix.py                 # run, write the JSON, print the table
     python3 diagnostics/fs_matrix.py --table-from diagnostics/results/fs-matrix.json
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from docs_tables import write_table
+from fs_features import FEATURES, probe_features
 
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import ArtifactkitError
@@ -95,6 +98,11 @@ def run_one(spec: FsSpec, mounts: Mounts, fallback: Path) -> dict[str, Any]:
         finally:
             shutil.rmtree(work)
     clamp = clamp_range(base)
+    probe_dir = Path(tempfile.mkdtemp(prefix="features-", dir=base))
+    try:
+        features = probe_features(probe_dir)
+    finally:
+        shutil.rmtree(probe_dir)
     row = {
         "name": spec.name, "fs_type": spec.fs_type, "made_with": spec.made_with, "evidence": spec.evidence,
         "probe": probe,
@@ -103,11 +111,21 @@ def run_one(spec: FsSpec, mounts: Mounts, fallback: Path) -> dict[str, Any]:
         "round_trip": trips,
         "round_trip_expected": {corpus: spec.round_trip_outcome(corpus) for corpus in trips},
         "clamped_to_s": clamp, "clamped_to_s_expected": list(spec.range_s) if spec.range_s else None,
+        "features": features, "features_differ": features_differ(spec, features),
         "seconds": round(time.monotonic() - started, 2),
     }
     row["as_expected"] = (not row["probe_differs"] and row["fixture"] == spec.fixture
-                          and trips == row["round_trip_expected"] and clamp == row["clamped_to_s_expected"])
+                          and trips == row["round_trip_expected"] and clamp == row["clamped_to_s_expected"]
+                          and not row["features_differ"])
     return row
+
+
+def features_differ(spec: FsSpec, features: dict[str, str]) -> list[str]:
+    """The probes that contradict the matrix's own row (its ``xattrs`` and ``flag`` columns)."""
+    differ = [key for key in ("user_xattr", "acl") if (features[key] == "yes") != spec.xattrs]
+    if (features["flags"].startswith("none")) != (spec.flag == "unsupported"):
+        differ.append("flags")
+    return differ
 
 
 def run_matrix() -> dict[str, Any]:
@@ -135,7 +153,8 @@ def _round_trips(trips: dict[str, str]) -> str:
     counts: dict[str, int] = {}
     for outcome in trips.values():
         counts[outcome] = counts.get(outcome, 0) + 1
-    words = {"exact": "exact", "TimestampNotRepresentable": "refused (TimestampNotRepresentable)"}
+    words = {"exact": "exact", "TimestampNotRepresentable": "refused (TimestampNotRepresentable)",
+             "NotRestorableError": "refused (NotRestorableError)"}
     return ", ".join(f"{words.get(k, k)} {n}/{len(trips)}" for k, n in sorted(counts.items()))
 
 
@@ -165,15 +184,38 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def features_table(doc: dict[str, Any]) -> str:
+    """The "Extended metadata" table: what each filesystem took when the probes tried it."""
+    head = ("Filesystem", "`user.*` xattr", "`trusted.*` xattr", "POSIX ACL", "`SEEK_HOLE`",
+            "Settable flags (S d D)", "Trees not restored exactly")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in doc["filesystems"]:
+        features = row.get("features") or {}
+        trips = row["round_trip"]
+        odd = ", ".join(f"{tree}: {outcome}" for tree, outcome in trips.items() if outcome != "exact")
+        if len(set(trips.values())) == 1 and "exact" not in trips.values():
+            odd = f"all {len(trips)}: {next(iter(trips.values()))}"
+        cells = [row["name"], *(features.get(key, "not probed") for key in FEATURES), odd or "none"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Each cell is `yes` or the errno the kernel answered when the operation was tried on a fresh file "
+                  f"(as root). Regenerate: `{doc['command']}`."]
+    return "\n".join(lines)
+
+
+def write_tables(doc: dict[str, Any]) -> None:
+    print(table(doc))
+    write_table("filesystems.md", "fs-matrix", table(doc))
+    print(features_table(doc))
+    write_table("filesystems.md", "fs-features", features_table(doc))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where to write the JSON evidence")
     parser.add_argument("--table-from", type=Path, metavar="FILE", help="only re-print the table of a saved run")
     args = parser.parse_args(argv)
     if args.table_from is not None:
-        text = table(json.loads(args.table_from.read_text(encoding="utf-8")))
-        print(text)
-        write_table("filesystems.md", "fs-matrix", text)
+        write_tables(json.loads(args.table_from.read_text(encoding="utf-8")))
         return EXIT_OK
     if os.geteuid() != 0:
         print("fs_matrix: needs root to mount test filesystems", file=sys.stderr)
@@ -181,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = run_matrix()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(table(doc))
-    write_table("filesystems.md", "fs-matrix", table(doc))
+    write_tables(doc)
     return EXIT_OK if doc["all_as_expected"] else EXIT_DIFFERS
 
 
