@@ -14,6 +14,11 @@ anything), and sorts every difference the shared comparison finds into exactly o
 ``symlink_times``            both times of symlinks (set with ``follow_symlinks=False``)
 ``survives_read``            one later read of everything in the destination moves no time
 ``source_atime_untouched``   the source's file and directory atimes equal the values supplied
+``owner``                    uid and gid of every entry (a setuid file must keep its owner)
+``xattrs``                   every xattr: ``user.*``, ``trusted.*``, ACLs, ``security.capability``
+``hardlinks``                names of one inode stay one inode, and no new links appear
+``sparse``                   a file's holes stay holes (``sparse-filled`` otherwise)
+``inode_flags``              the compared chattr flags (``S i a d D``; ``A`` is the isolation's own)
 ===========================  ==================================================================
 
 Symlink atimes of the *source* are outside ``source_atime_untouched``: ``readlink`` moves a link's
