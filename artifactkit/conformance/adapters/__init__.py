@@ -38,6 +38,7 @@ ADAPTERS: Final = {
     "zipfile": ("py_zipfile", "zipfile_tree"),
     "tarfile": ("py_tarfile", "tarfile_tree"),
     "tar-posix": ("gnu_tar", "tar_posix"),
+    "bindfs": ("bindfs", "bindfs"),
 }
 
 
