@@ -76,12 +76,13 @@ ADVICE = {
     "tarfile": "tarfile takes mtime from the float `st_mtime` and has no atime: write `pax_headers` "
                "with ns times from `st_*_ns` and re-apply them with `os.utime(ns=..., "
                "follow_symlinks=False)` after `extractall`, or use GNU tar (tar-posix).",
-    "tar-posix": "Nothing to do for times, modes, owners, xattrs, links and holes: `--format=posix "
-                 "--atime-preserve=system` on create and `--incremental` on extract (see its module). "
-                 "GNU tar does not store inode flags (`chattr`): re-apply them.",
+    "tar-posix": "Times, modes, owners, xattrs and links are kept (`--format=posix --atime-preserve=system` "
+                 "on create, `--incremental` on extract: see its module). Add `--sparse` on create to keep "
+                 "holes (checked by hand below); GNU tar stores no inode flags (`chattr`): re-apply them.",
     "rclone-s3-metadata": "Through S3, `-M` keeps file modes (not setuid/setgid/sticky), owners and ns "
-                          "mtime/atime, but no directory metadata, no empty directory, no hard link, no "
-                          "hole, and S3's Content-Type comes back as a `user.content-type` xattr on every "
+                          "mtime (atime as rclone's own read left it), but no directory metadata, no empty "
+                          "directory, no xattr, no hard link, "
+                          "no hole, and S3's Content-Type comes back as a `user.content-type` xattr on every "
                           "file. Restoring a symlink fails (rclone tries to set that xattr on the link); "
                           "rclone's default `--retries 3` hides it by skipping the link on the 2nd attempt. "
                           "Store a `tar --format=posix` archive as one object instead of a tree.",
@@ -91,8 +92,8 @@ ADVICE = {
 }
 
 
-#: Failures checked by hand once, outside the kit (restic 0.14.0, borg 1.2.4; edge-times; TZ=UTC stat -c
-#: '%n mode=%a mtime=%y atime=%x'): the source line, then the restored one.
+#: Failures checked by hand once, outside the kit (TZ=UTC; the first two on edge-times with stat -c
+#: '%n mode=%a mtime=%y atime=%x', the others name their own commands): the source line, then the restored one.
 HAND_CHECKED = {
     "restic: atime set-to-mtime (`restic backup`, `restic restore latest --target`)": [
         "src/setuid-tool mode=4755 mtime=2011-03-13 07:06:40.123456789 +0000 atime=2011-03-13 07:06:40.223456789 +0000",
@@ -103,6 +104,29 @@ HAND_CHECKED = {
         "dst/post-2038.txt mtime=2038-01-17 03:14:07.000000000 +0000 atime=2038-01-17 03:14:07.000000000 +0000",
         "src/pre-1970.txt mtime=1966-10-31 14:13:19.876543211 +0000 atime=1969-12-31 23:59:58.999999999 +0000",
         "dst/pre-1970.txt mtime=1970-01-01 00:00:00.000000000 +0000 atime=1970-01-01 00:00:00.000000000 +0000",
+    ],
+    "rclone-s3-metadata (rclone 1.60.1, SeaweedFS 4.48): directory mode and mtime lost, holes filled, S3's "
+    "content type added as an xattr (`chmod 0750 src/data; touch -d '2020-01-01 00:00:00.111111111' src/data; "
+    "truncate -s 8M src/disk.img` + 1 byte at 4 MiB; the adapter's `rclone copy` up and down; "
+    "`stat -c '%n mode=%a mtime=%y size=%s blocks=%b'`, `getfattr -d -m - dst/data/w.bin`)": [
+        "src/data mode=750 mtime=2020-01-01 00:00:00.111111111 +0000 size=4096 blocks=8",
+        "dst/data mode=755 mtime=2026-12-01 05:45:18.745244118 +0000 size=4096 blocks=8",
+        "src/disk.img mode=644 mtime=2026-12-01 05:45:18.269244090 +0000 size=8388608 blocks=8",
+        "dst/disk.img mode=644 mtime=2026-12-01 05:45:18.269244090 +0000 size=8388608 blocks=16384",
+        "(src/data/w.bin has no xattr)  dst/data/w.bin: user.content-type=\"application/octet-stream\"",
+    ],
+    "rclone-metadata (rclone 1.60.1, local): a hard link split (`echo data > src/first; ln src/first "
+    "src/second`; `rclone copy -M --links --create-empty-src-dirs` to a dir and back; "
+    "`stat -c '%n links=%h inode=%i'`)": [
+        "src/first links=2 inode=2252901", "src/second links=2 inode=2252901",
+        "dst/first links=1 inode=2253011", "dst/second links=1 inode=2253027",
+    ],
+    "tar-posix (GNU tar 1.34): holes filled, and kept with `--sparse` (`truncate -s 8M src/disk.img` + 1 byte "
+    "at 4 MiB; the adapter's create/extract, then again with `tar --create --sparse`; "
+    "`stat -c '%n size=%s blocks=%b'`; `cmp` finds the bytes equal)": [
+        "src/disk.img size=8388608 blocks=8",
+        "dst/disk.img size=8388608 blocks=16384",
+        "dst-sparse/disk.img size=8388608 blocks=8",
     ],
 }
 
@@ -229,7 +253,9 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
               "landed on a range edge (0, 1980-01-01, 2**31-1, borg's 2**31-1 minus 48 h). `omitted`: the value "
               "is the copy's own time, not the source's. `advanced-by-read`: moved forward by a read "
               "(for `source_atime_untouched`: the store's own read of the source). "
-              "`second-truncated`/`float-rounded`: precision lost on the way.", ""]
+              "`second-truncated`/`float-rounded`: precision lost on the way. `owner-differs`, `xattr-missing`/"
+              "`xattr-unexpected`, `hardlink-split` (one inode became several), `sparse-filled` (holes written "
+              "as data), `flags-differ` (`chattr` flags): the new checks' findings.", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 
