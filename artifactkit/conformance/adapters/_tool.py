@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -46,21 +46,31 @@ class Steps:
     dst: str
     tmp: str
     log: list[str] = attrs.field(factory=list)
+    #: More run-specific text -> placeholder (a bucket prefix made per run, an endpoint's port).
+    marks: dict[str, str] = attrs.field(factory=dict)
 
     def clean(self, text: str) -> str:
         """``text`` with the run's paths replaced by ``{tmp}``, ``{dst}``, ``{src}`` (longest first)."""
-        for path, mark in sorted([(self.tmp, TMP), (self.dst, DST), (self.src, SRC)], key=lambda p: -len(p[0])):
+        pairs = [(self.tmp, TMP), (self.dst, DST), (self.src, SRC), *self.marks.items()]
+        for path, mark in sorted(pairs, key=lambda p: -len(p[0])):
             text = text.replace(path, mark)
         return text
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
-        """Run one step; return its stdout. Non-zero exit: :class:`ToolFailedError`, stderr whole."""
+    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
+            unset: Collection[str] = ()) -> str:
+        """Run one step; return its stdout. Non-zero exit: :class:`ToolFailedError`, stderr whole.
+
+        ``unset`` names variables taken out of the inherited environment (logged as ``env -u NAME``).
+        """
         # The tool by name, not by where it is installed: evidence carries no paths.
         command = self.clean(shlex.join([os.path.basename(argv[0]), *argv[1:]]))
         where = f"(cd {self.clean(cwd)} && {command})" if cwd else command
-        settings = " ".join(f"{k}={self.clean(v)}" for k, v in sorted((env or {}).items()))
-        self.log.append(f"{settings} {where}".strip())
-        done = subprocess.run(list(argv), cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+        dropped = [name for name in sorted(unset) if name in os.environ]
+        settings = " ".join([*(f"-u {name}" for name in dropped),
+                             *(f"{k}={self.clean(v)}" for k, v in sorted((env or {}).items()))])
+        self.log.append((f"env {settings} {where}" if dropped else f"{settings} {where}").strip())
+        inherited = {k: v for k, v in os.environ.items() if k not in dropped}
+        done = subprocess.run(list(argv), cwd=cwd, env={**inherited, **(env or {})}, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, errors="replace", check=False)
         if done.returncode != 0:
             stderr = self.clean(done.stderr)

