@@ -22,7 +22,7 @@ import attrs
 
 from artifactkit.metadata.flags import FLAG_LETTERS, restore_flags_fd
 from artifactkit.metadata.model import ROOT, Extents, FileMeta, Xattrs
-from artifactkit.metadata.render import acl_bytes
+from artifactkit.metadata.render import ACL_NAMES, acl_bytes, acl_text
 from artifactkit.metadata.times import deepest_first, set_times_exact
 from artifactkit.store.paths import check_tree_shape
 
@@ -141,9 +141,30 @@ def needs_root(spec: TreeSpec | str) -> str | None:
     privileged = any(e.uid is not None or e.gid is not None
                      or any(name.startswith(("trusted.", "security.")) for name, _ in e.xattrs or ())
                      for e in tree.entries)
-    if (locked and not can_read_unreadable()) or (privileged and not can_chown_to_others()):
+    named_acl = any(_names_other_ids(name, value) for e in tree.entries for name, value in e.xattrs or ())
+    if ((locked and not can_read_unreadable()) or (privileged and not can_chown_to_others())
+            or (named_acl and not can_name_other_ids_in_acls())):
         return NEEDS_ROOT
     return None
+
+
+def _names_other_ids(name: str, value: bytes) -> bool:
+    text = acl_text(value) if name in ACL_NAMES else None
+    return text is not None and any(part.split(":")[1] for part in text.split(","))
+
+
+@functools.cache
+def can_name_other_ids_in_acls() -> bool:
+    """Whether an ACL entry may name uid 1234 here: any owner may, except in a user namespace that maps
+    only its own id (the kernel answers EINVAL for an id it cannot map)."""
+    with tempfile.TemporaryDirectory(prefix="artifactkit-acl-probe-") as scratch:
+        path = os.path.join(scratch, "f")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            os.setxattr(path, ACL_NAMES[0], acl_bytes("u::rw-,u:1234:r--,g::---,m::r--,o::---"))
+        except OSError:
+            return False
+        return True
 
 
 @functools.cache

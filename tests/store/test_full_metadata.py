@@ -20,7 +20,12 @@ from artifactkit.metadata.flags import InodeFlag, get_flags
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.render import acl_text
 from artifactkit.testing.mounts import Mounts
-from tests.support.capability import require_loop_devices, require_real_root, require_tool
+from tests.support.capability import (
+    require_acls_naming_other_ids,
+    require_loop_devices,
+    require_real_root,
+    require_tool,
+)
 
 OLD = 1_000_000_000_123_456_789
 GIB = 1 << 30
@@ -101,6 +106,7 @@ def test_user_trusted_xattrs_and_a_file_capability_round_trip(fs: Path) -> None:
 
 def test_security_an_access_acl_is_kept_and_the_group_never_gains_write(fs: Path) -> None:
     require_tool("setfacl", "acl")
+    require_acls_naming_other_ids()
     src = fs / "src"
     src.mkdir()
     key = src / "key"
@@ -117,6 +123,7 @@ def test_security_an_access_acl_is_kept_and_the_group_never_gains_write(fs: Path
 
 def test_security_a_default_acl_of_the_destination_is_not_added_to_downloaded_entries(fs: Path) -> None:
     require_tool("setfacl", "acl")
+    require_acls_naming_other_ids()
     src = fs / "src"
     (src / "priv").mkdir(parents=True)
     (src / "priv" / "key").write_bytes(b"secret")

@@ -152,3 +152,20 @@ def require_fuse() -> None:
     refusal = fuse_refusal()
     if refusal is not None:
         skip_or_fail(f"needs a FUSE mount (bindfs adapter): {refusal}")
+
+
+def require_module(module: str, install: str) -> None:
+    """An optional dependency (an extra) the test exercises: skip, naming how to install it."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        skip_or_fail(f"needs {module}: {install}")
+
+
+def require_acls_naming_other_ids() -> None:
+    """ACL entries naming another user's id: refused (EINVAL) in a user namespace that maps one id."""
+    from artifactkit.conformance.corpus import can_name_other_ids_in_acls
+
+    if not can_name_other_ids_in_acls():
+        skip_or_fail("needs ACL entries naming another user's id: this user namespace maps only one id "
+                     "(the kernel answers EINVAL); run as root or with ARTIFACTKIT_USERNS=0")

@@ -25,6 +25,7 @@ from artifactkit.store.s3 import publish as s3_publish
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.store.s3.objects import Bucket
 from tests.store.s3.conftest import aws_env
+from tests.support.capability import require_module
 
 
 def _tree(root: Path, files: int, size: int = 1000) -> Path:
@@ -88,6 +89,7 @@ def test_a_corrupt_or_missing_blob_fails_download_and_verify_with_exit_1(
 
 
 def test_a_server_that_never_answers_is_a_named_error_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_module("boto3", "pip install 'artifactkit[s3]'")
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()

@@ -19,9 +19,11 @@ from artifactkit.store.s3 import publish as s3_publish
 from artifactkit.store.s3.store import S3Store
 from artifactkit.store.scan import capture_tree
 from tests.support import s3_workers
+from tests.support.capability import require_module
 
 
 def test_store_with_an_s3_url_is_a_bucket_store_and_a_path_is_still_local(tmp_path: Path) -> None:
+    require_module("boto3", "pip install 'artifactkit[s3]'")
     assert type(Store("s3://some-bucket/a/prefix")) is S3Store
     assert type(Store(tmp_path / "local")) is Store
     assert Store("s3://some-bucket/a/prefix").bucket.prefix == "a/prefix/"  # type: ignore[attr-defined]
