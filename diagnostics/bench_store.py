@@ -1,6 +1,6 @@
-"""Paired benchmark of the store against the tools users would otherwise pick (issue 7).
+"""Paired benchmark of the store against the tools users would otherwise pick (issues 7 and 16).
 
-    python3 diagnostics/bench_store.py [--quick] [--repeats N] [--output FILE]
+    python3 diagnostics/bench_store.py [--quick] [--repeats N] [--cores N ...] [--source-atime settled|as-given]
     python3 diagnostics/bench_store.py --table-from diagnostics/results/bench-store.json
 
 Corpora (deterministic content, historical ns times, built with ``artifactkit.conformance.corpus``): ``small``
@@ -13,30 +13,37 @@ warm-up of every operation first) and ``sync`` runs before each measurement, so 
 write back another's dirty pages. Each round runs every operation once; rounds alternate forward and
 reversed order, so every pair runs A-before-B in half the rounds. Ratios are medians of the
 per-round ratios (paired), next to the ratio of medians.
+
+Every child, peer or ours, runs under the same conditions: the same ``taskset`` CPU set (``--cores``:
+1 and all cores by default, so files/s per core is measured, not assumed), the same source state
+(``--source-atime``: the atimes the warm-up left, or the corpus's historical atimes put back before
+each run), the same ``sync`` before the clock, and the clock around the operation only. Each sample
+also records the CPU time (user + system, the op's threads and the tools it ran), which other load on
+a shared machine inflates far less than the wall clock; the 1-minute load average is kept per round.
+"publish again (stat cache)" is ``publish(..., stat_cache=True)`` of the unchanged tree into a store
+whose cache the previous publish wrote.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
-import platform
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from typing import Any, Final
 
+from bench_env import CORPUS_TIMES, MIB, command_line, cpu_set, environment, locations, reset_source_atimes
 from bench_tables import AK_OPS, CORPORA, PEERS, QUICK_CORPORA, render_tables, targets
 from docs_tables import write_table
 
-SCHEMA: Final = "artifactkit.bench-store/1"
-MIB: Final = 1 << 20
+SCHEMA: Final = "artifactkit.bench-store/2"
 DEFAULT_OUTPUT: Final = "diagnostics/results/bench-store.json"
 # (files, bytes per file, directories); quick mode shrinks them so a smoke run takes seconds.
 NOISE: Final = frozenset({"mmap", "munmap", "mremap", "brk", "mprotect", "madvise", "futex"})
@@ -64,6 +71,8 @@ def _operate(op: str, src: str, dest: str, store_root: str, rss_file: str | None
 
     if op in ("ak_publish", "ak_republish"):
         Store(store_root).publish(src, "bench")
+    elif op == "ak_republish_cached":
+        Store(store_root).publish(src, "bench", stat_cache=True)
     elif op == "ak_download":
         Store(store_root).download("bench@1", dest)
     elif op == "ak_roundtrip":
@@ -101,6 +110,14 @@ def _vm_hwm_kib() -> int:
         return int(next(line for line in handle if line.startswith("VmHWM:")).split()[1])
 
 
+def _cpu_s() -> float:
+    # user + system of this process (all its threads) and of the tools it ran and waited for: the CPU
+    # the op used, which other load on a shared machine inflates far less than the wall clock.
+    # getrusage counts in microseconds (os.times() in 10 ms clock ticks: too coarse for `small`).
+    own, tools = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + tools.ru_utime + tools.ru_stime
+
+
 def worker(task: dict[str, Any]) -> dict[str, Any]:
     import artifactkit.store.store  # noqa: F401, PLC0415 - the import (ctypes, find_library) stays off the clock
 
@@ -113,9 +130,11 @@ def worker(task: dict[str, Any]) -> dict[str, Any]:
 
         profile = cProfile.Profile()
         profile.enable()
+    cpu_before = _cpu_s()
     start = time.perf_counter_ns()
     _operate(task["op"], task["src"], task["dest"], task["store"], rss_file)
     elapsed = time.perf_counter_ns() - start
+    cpu_ns = int((_cpu_s() - cpu_before) * 1e9)
     if profile is not None:
         profile.disable()
     peak: int | None = _vm_hwm_kib()
@@ -126,7 +145,7 @@ def worker(task: dict[str, Any]) -> dict[str, Any]:
                 tool_peak = int(handle.read().split()[-1])
             os.unlink(rss_file)
             peak = max(tool_peak, _vm_hwm_kib()) if task["op"] == "cp_a_sha256" else tool_peak
-    result: dict[str, Any] = {"ns": elapsed, "peak_rss_kib": peak, "base_rss_kib": base_rss}
+    result: dict[str, Any] = {"ns": elapsed, "cpu_ns": cpu_ns, "peak_rss_kib": peak, "base_rss_kib": base_rss}
     if profile is not None:
         result["profile"] = _profile_top(profile)
     return result
@@ -138,7 +157,7 @@ def build_corpus(dest: str, name: str, files: int, size: int, dirs: int) -> None
     from artifactkit.conformance.corpus import content, materialize, parse_tree  # noqa: PLC0415
     from artifactkit.metadata.times import set_times_exact  # noqa: PLC0415
 
-    times = {"mtime_ns": 1_300_000_000_123_456_789, "atime_ns": 1_300_000_100_987_654_321}
+    times = dict(CORPUS_TIMES)
     if size > 64 * MIB:
         # corpus.content() is random.randbytes, which cannot make 256 MiB at once (a C int of bits):
         # the same deterministic bytes, 1 MiB per seed, and times set and read back exactly.
@@ -159,7 +178,7 @@ def build_corpus(dest: str, name: str, files: int, size: int, dirs: int) -> None
 
 
 def _run_child(task: dict[str, Any], strace_out: str | None) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(task)]
+    cmd = [*cpu_set(task["cores"]), sys.executable, os.path.abspath(__file__), "--worker", json.dumps(task)]
     if strace_out is not None:
         cmd = ["strace", "-f", "-c", "-U", "calls,name", "-o", strace_out, *cmd]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -185,71 +204,59 @@ def _clean(*paths: str) -> None:
             shutil.rmtree(path)
 
 
-def _mount_info(path: str) -> dict[str, Any]:
-    out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "-T", path],
-                         capture_output=True, text=True, check=False).stdout.split()
-    return {"fs_type": out[0] if out else "unknown", "mount_options": out[1].split(",") if len(out) > 1 else []}
-
-
-@contextlib.contextmanager
-def locations(want_tmpfs: bool) -> Iterator[list[tuple[str, str | None, str]]]:
-    """(label, directory or None, note): the default temp fs, and a tmpfs mounted here when root."""
-    found: list[tuple[str, str | None, str]] = [("default-tmp", tempfile.gettempdir(), "")]
-    mountpoint = None
-    try:
-        if not want_tmpfs:
-            pass
-        elif os.geteuid() != 0 or shutil.which("mount") is None:
-            found.append(("tmpfs", None, "skipped: mounting a tmpfs needs root and mount(8)"))
-        else:
-            mountpoint = tempfile.mkdtemp(prefix="ak-bench-tmpfs-")
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3g,mode=0700", "ak-bench", mountpoint], check=True)
-            found.insert(0, ("tmpfs", mountpoint, "mounted by this script"))
-        yield found
-    finally:
-        if mountpoint is not None:
-            subprocess.run(["umount", mountpoint], check=False)
-            os.rmdir(mountpoint)
-
-
-def _summary(samples: list[int], files: int, size: int, rss: list[int | None], base: list[int]) -> dict[str, Any]:
+def _summary(samples: list[int], cpu: list[int], files: int, size: int, *, cores: int, rss: list[int | None],
+             base: list[int]) -> dict[str, Any]:
     median_s = statistics.median(samples) / 1e9
+    cpu_s = statistics.median(cpu) / 1e9
     peaks = [r for r in rss if r is not None]
     return {"samples_ms": [round(s / 1e6, 3) for s in samples], "median_ms": round(median_s * 1e3, 3),
+            "cpu_ms": round(cpu_s * 1e3, 3), "files_per_s_per_core": round(files / median_s / cores, 1),
+            "files_per_cpu_s": round(files / cpu_s, 1) if cpu_s else None,
             "min_ms": round(min(samples) / 1e6, 3), "max_ms": round(max(samples) / 1e6, 3),
             "files_per_s": round(files / median_s, 1), "mib_per_s": round(files * size / MIB / median_s, 1),
             "peak_rss_mib": round(max(peaks) / 1024, 1) if peaks else None,
             "worker_baseline_rss_mib": round(min(base) / 1024, 1)}
 
 
-def bench_corpus(base: str, name: str, shape: tuple[int, int, int], repeats: int,
-                 profile: bool) -> dict[str, Any]:
+def bench_corpus(base: str, name: str, shape: tuple[int, int, int], repeats: int, *, profile: bool,
+                 conditions: dict[str, Any]) -> dict[str, Any]:
     from artifactkit.store.store import Store  # noqa: PLC0415
 
     files, size, dirs = shape
     src, again = os.path.join(base, f"corpus-{name}"), os.path.join(base, f"store-again-{name}")
     dest, fresh = os.path.join(base, "out"), os.path.join(base, "store-fresh")
+    cores, as_given = conditions["cores"], conditions["source_atime"] == "as-given"
     build_corpus(src, name, files, size, dirs)
-    Store(again).publish(src, "bench")  # publish again and download both read this one
-    stores = {"ak_publish": fresh, "ak_roundtrip": fresh, "ak_republish": again, "ak_download": again}
+    # The stat cache trusts no entry changed within its racy window (2 s) before the publish that
+    # wrote it: let the just-built corpus age past it, so the cached re-publish measures hits.
+    time.sleep(2.1)
+    Store(again).publish(src, "bench", stat_cache=True)  # publish again and download read this one
+    stores = {"ak_publish": fresh, "ak_roundtrip": fresh, "ak_republish": again, "ak_download": again,
+              "ak_republish_cached": again}
     ops = (*AK_OPS, *PEERS)
 
     def measure(op: str, strace_out: str | None = None, **extra: Any) -> dict[str, Any]:
         _clean(dest, fresh)
+        if as_given:
+            reset_source_atimes(src)
         os.sync()
-        return _run_child({"op": op, "src": src, "dest": dest, "store": stores.get(op, fresh), **extra}, strace_out)
+        task = {"op": op, "src": src, "dest": dest, "store": stores.get(op, fresh), "cores": cores, **extra}
+        return _run_child(task, strace_out)
 
     # Warm-up, untimed: page cache, relatime's one atime update per source file, and the peers' RSS.
     warm = {op: measure(op, measure_rss=shutil.which("time") is not None) for op in ops}
     raw: dict[str, list[dict[str, Any]]] = {op: [] for op in ops}
+    loads = []
     for round_no in range(repeats):
+        loads.append(os.getloadavg()[0])  # a busy shared machine shows here, and in wall/CPU ratios
         for op in ops if round_no % 2 == 0 else tuple(reversed(ops)):
             raw[op].append(measure(op))
-    result: dict[str, Any] = {"files": files, "bytes_per_file": size, "dirs": dirs, "ops": {}, "ratios": {}}
+    result: dict[str, Any] = {"files": files, "bytes_per_file": size, "dirs": dirs, "cores": cores, "ops": {},
+                              "ratios": {}, "loadavg_1m_per_round": loads}
     for op in ops:
-        result["ops"][op] = _summary([r["ns"] for r in raw[op]], files, size,
-                                     [r["peak_rss_kib"] for r in [warm[op], *raw[op]]],
-                                     [r["base_rss_kib"] for r in raw[op]])
+        result["ops"][op] = _summary([r["ns"] for r in raw[op]], [r["cpu_ns"] for r in raw[op]], files, size,
+                                     cores=cores, rss=[r["peak_rss_kib"] for r in [warm[op], *raw[op]]],
+                                     base=[r["base_rss_kib"] for r in raw[op]])
     for op in AK_OPS:
         result["ratios"][op] = {peer: {
             "paired_median": round(statistics.median(a["ns"] / b["ns"] for a, b in zip(raw[op], raw[peer],
@@ -281,42 +288,6 @@ def _syscalls(base: str, files: int, measure: Any) -> dict[str, Any]:
     return found
 
 
-def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
-    def first_line(cmd: list[str]) -> str:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        return (done.stdout or done.stderr).splitlines()[0] if (done.stdout or done.stderr) else "unavailable"
-
-    with open("/proc/meminfo", encoding="utf-8") as handle:
-        mem_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
-    rsync_help = subprocess.run(["rsync", "--help"], capture_output=True, text=True, check=False).stdout
-    return {
-        "code_under_test": _code_state(),
-        "nproc": os.cpu_count(), "mem_gib": round(mem_kib / MIB, 1), "kernel": platform.release(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "tools": {"cp": first_line(["cp", "--version"]), "rsync": first_line(["rsync", "--version"]),
-                  "strace": first_line(["strace", "-V"]), "rsync_has_atimes": "--atimes" in rsync_help},
-        "locations": {label: ({**_mount_info(path), "note": note} if path else {"note": note})
-                      for label, path, note in dirs},
-    }
-
-
-def _code_state() -> dict[str, Any]:
-    # Several people work in this tree: record exactly which store code was measured.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
-
-    dirty = git("status", "--porcelain", "--", "artifactkit").splitlines()
-    return {"commit": git("rev-parse", "HEAD"), "artifactkit_changes_uncommitted": dirty}
-
-
-def _command(argv: list[str]) -> str:
-    # Evidence is sanitized: absolute paths (home, temp dirs) become their base names.
-    args = [os.path.basename(a) if os.path.isabs(a) else a for a in argv]
-    return " ".join(["python3", "diagnostics/bench_store.py", *args])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: small corpora, 2 rounds, no profile")
@@ -325,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-from", metavar="FILE", help="print the Markdown tables of an existing JSON")
     parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="only these (repeatable)")
     parser.add_argument("--no-tmpfs", action="store_true", help="only the default temp filesystem")
+    parser.add_argument("--no-default-tmp", action="store_true", help="only the tmpfs mounted here")
+    parser.add_argument("--cores", type=int, action="append",
+                        help="run every child under taskset -c 0..N-1 (repeatable; default: 1 and every core)")
+    parser.add_argument("--source-atime", choices=("settled", "as-given"), default="settled",
+                        help="settled (default): the source's atimes as the untimed warm-up read left them, "
+                             "cp -a's cheapest case; as-given: the corpus's historical times put back before "
+                             "every measurement, so relatime moves them on each tool's first read")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile runs")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -341,22 +319,29 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (2 if args.quick else 7)
     started = time.monotonic()
     load_before = os.getloadavg()  # other work on a shared 2-core machine shows up as noise
-    with locations(not args.no_tmpfs) as dirs:
+    core_counts = sorted(set(args.cores or [1, os.cpu_count() or 1]))
+    with locations(not args.no_tmpfs, not args.no_default_tmp) as dirs:
         results: dict[str, dict[str, Any]] = {}
         for label, path, _note in dirs:
             if path is None:
                 continue
             base = tempfile.mkdtemp(prefix="ak-bench-", dir=path)
             try:
-                results[label] = {}
-                for name in args.corpus or list(shapes):
-                    print(f"[{time.monotonic() - started:6.0f}s] {label}/{name}", file=sys.stderr)
-                    profile = not (args.quick or args.no_profile) and label == "tmpfs" and name != "small"
-                    results[label][name] = bench_corpus(base, name, shapes[name], repeats, profile)
+                for cores in core_counts:
+                    where = f"{label}@{cores}c"  # a location under one CPU set
+                    results[where] = {}
+                    for name in args.corpus or list(shapes):
+                        print(f"[{time.monotonic() - started:6.0f}s] {where}/{name}", file=sys.stderr)
+                        profile = (not (args.quick or args.no_profile) and label == "tmpfs" and name != "small"
+                                   and cores == core_counts[-1])
+                        conditions = {"cores": cores, "source_atime": args.source_atime}
+                        results[where][name] = bench_corpus(base, name, shapes[name], repeats, profile=profile,
+                                                               conditions=conditions)
             finally:
                 shutil.rmtree(base, ignore_errors=True)
-        doc = {"schema": SCHEMA, "command": _command(sys.argv[1:] if argv is None else argv),
+        doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv),
                "quick": args.quick, "repeats": repeats, "environment": environment(dirs),
+               "conditions": {"cores": core_counts, "source_atime": args.source_atime},
                "method": __doc__.split("\n\n", 2)[2].strip(), "duration_s": round(time.monotonic() - started, 1),
                "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
                "results": results, "targets": targets(results)}

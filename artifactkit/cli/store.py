@@ -43,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "manifest, and make the new version visible only once everything is durable.")
     p.add_argument("src", metavar="SRC", help="the directory tree to publish")
     p.add_argument("--name", required=True, help="artifact name; each publish adds version 1, 2, ...")
+    p.add_argument("--stat-cache", action="store_true",
+                   help="skip reading files whose inode, size, mtime and ctime match the store's stat cache "
+                        "(entries changed within 2 s of the publish that recorded them are hashed again); "
+                        "default: hash every byte")
     p.set_defaults(func=_publish)
 
     p = _parser(subparsers, "download", "download NAME[@VERSION] into DEST (which must not exist)",
@@ -83,7 +87,7 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        ref = Store(a.store).publish(a.src, a.name)
+        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache)
         if a.json:
             emit_json({"schema": "artifactkit.publish/1", **_ref_doc(ref)})
         else:

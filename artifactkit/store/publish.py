@@ -24,6 +24,7 @@ from artifactkit.store.locks import name_lock, store_lock
 from artifactkit.store.manifest import Manifest, check_representable, digest_of
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.scan import ScannedTree, scan_tree
+from artifactkit.store.stat_cache import CachedRead, StatCache
 
 #: Makes a staged manifest visible as the next version of a name: ``(layout, name, staged, digest)``.
 CommitManifest = Callable[[StoreLayout, str, str, str], ArtifactRef]
@@ -44,14 +45,22 @@ def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
     return tree
 
 
-def read_files(tree: ScannedTree, stage_fd: int) -> Iterator[tuple[FileMeta, SourceRead | None, str]]:
+#: A read the caller already knows the answer to (the stat cache): ``(entry, identity) -> SourceRead | None``.
+KnownRead = Callable[[FileMeta, tuple[int, int]], SourceRead | None]
+
+
+def read_files(tree: ScannedTree, stage_fd: int,
+               known: KnownRead | None = None) -> Iterator[tuple[FileMeta, SourceRead | None, str]]:
     """Every entry of ``tree`` in order, each regular file read once, with the staging name its bytes may
     take. Not read (``None``): directories, links, and the later names of a hard link, which get the first
-    name's facts from :func:`fill_hardlinks`."""
+    name's facts from :func:`fill_hardlinks`; nor a file ``known`` answers for (its ``SourceRead`` has
+    ``from_cache`` set and nothing staged)."""
     for index, entry in enumerate(tree.entries):
         stage_name = f"blob-{index}"
         if entry.kind != "file" or entry.hardlink is not None:
             yield entry, None, stage_name
+        elif known is not None and (hit := known(entry, tree.identities[entry.path])) is not None:
+            yield entry, hit, stage_name
         else:
             yield entry, read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
                                      stage_fd=stage_fd, stage_name=stage_name), stage_name
@@ -65,23 +74,37 @@ def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[F
             for entry in entries]
 
 
-def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: CommitManifest) -> ArtifactRef:
+def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: CommitManifest,
+                 cache: StatCache | None = None) -> ArtifactRef:
     """Publish a captured tree as the next version of ``name``; visible only once complete.
 
-    The layout must exist (:meth:`StoreLayout.create`).
+    The layout must exist (:meth:`StoreLayout.create`). With ``cache`` (loaded before the scan), files
+    it vouches for are not read (:mod:`~artifactkit.store.stat_cache` says what that trusts) and it
+    records every file's read for the next publish; the caller saves it.
     """
     check_artifact_name(name)
     with store_lock(layout.locks_dir, exclusive=False):
         txn = os.path.join(layout.staging_dir, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
         os.mkdir(txn, 0o700)
         try:
-            return _publish_staged(layout, tree, name, txn, commit)
+            return _publish_staged(layout, tree, name, txn, commit, cache=cache)
         finally:
             shutil.rmtree(txn, ignore_errors=True)
 
 
+def _known_reads(cache: StatCache, blobs_fd: int) -> KnownRead:
+    def known(entry: FileMeta, identity: tuple[int, int]) -> SourceRead | None:
+        hit = cache.lookup(entry, identity)
+        if hit is None or not exists_at(blobs_fd, hit.sha256):  # a blob gc took is read and stored again
+            return None
+        cache.hits += 1
+        return SourceRead(hit.sha256, noatime=True, data=None, flags=hit.flags, extents=hit.extents,
+                          from_cache=True)
+    return known
+
+
 def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
-                    commit: CommitManifest) -> ArtifactRef:
+                    commit: CommitManifest, *, cache: StatCache | None) -> ArtifactRef:
     staged: dict[str, str] = {}  # digest -> staging file name
     entries: list[FileMeta] = []
     read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
@@ -89,14 +112,19 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
     txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for entry, found, stage_name in read_files(tree, txn_fd):
+        known = _known_reads(cache, blobs_fd) if cache is not None else None
+        for entry, found, stage_name in read_files(tree, txn_fd, known):
             if found is None:
                 entries.append(entry)
                 continue
             sha = found.sha256
             all_noatime = all_noatime and found.noatime
-            is_new = sha not in staged and not exists_at(blobs_fd, sha)
-            if found.data is None and not is_new:
+            if cache is not None:
+                cache.record(entry, tree.identities[entry.path], CachedRead(sha, found.flags, found.extents))
+            is_new = not found.from_cache and sha not in staged and not exists_at(blobs_fd, sha)
+            if found.from_cache:
+                pass  # not read, nothing staged: the blob is already in the store
+            elif found.data is None and not is_new:
                 os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
             elif is_new:
                 if found.data is not None:

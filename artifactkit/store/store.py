@@ -20,6 +20,7 @@ from artifactkit.store.manifest import Manifest, read_manifest
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
 from artifactkit.store.restore_meta import Owners
+from artifactkit.store.stat_cache import StatCache, inode_clock_ns
 from artifactkit.store.verify import VerifyReport, verify_store
 
 
@@ -52,12 +53,23 @@ class Store:
         # A method, not a plain call, so a fault test can subclass the commit step.
         return commit_manifest(layout, name, staged_manifest, digest)
 
-    def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
-        """Publish the tree at ``src`` as the next version of ``name``; visible only once complete."""
+    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False) -> ArtifactRef:
+        """Publish the tree at ``src`` as the next version of ``name``; visible only once complete.
+
+        By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
+        mtime and ctime are as the store's stat cache recorded them, long enough ago (see
+        :mod:`artifactkit.store.stat_cache` for exactly what that trusts), and refreshes the cache.
+        """
         check_artifact_name(name)
+        started_ns = inode_clock_ns() if stat_cache else 0  # before the scan: the racy rule's reference
         tree = capture_source(src)  # a source that cannot be published creates no store
         self._ensure_layout()
-        return publish_tree(self.layout, tree, name, commit=self._commit_manifest)
+        if not stat_cache:
+            return publish_tree(self.layout, tree, name, commit=self._commit_manifest)
+        cache = StatCache.load(self.layout, started_ns)
+        ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache)
+        cache.save(self.layout)
+        return ref
 
     def list(self) -> list[ArtifactRef]:
         """Every visible version, sorted by name then version (:class:`NotAStoreError` if no store)."""

@@ -35,8 +35,10 @@ class S3Store(Store):
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
 
-    def publish(self, src: str | os.PathLike[str], name: str) -> ArtifactRef:
+    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False) -> ArtifactRef:
         """Upload the tree at ``src`` and claim the next version of ``name`` with one conditional PUT."""
+        if stat_cache:
+            raise NotImplementedError("the stat cache is for local stores; an S3 publish hashes every byte")
         check_artifact_name(name)
         tree = capture_source(src)
         self.bucket.check_bucket()  # a missing bucket or bad credentials fail before any read

@@ -1,0 +1,105 @@
+"""Where and on what ``bench_store.py`` runs: locations (a tmpfs mounted here), the machine, the code,
+the command line, and the conditions every measured operation gets (CPU set, source atimes).
+
+Kept apart from the measuring loop so that script stays readable (and under the house's 400 lines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from typing import Any, Final
+
+MIB: Final = 1 << 20
+# The corpus's historical times (what a user hands us: atime older than ctime, so under relatime the
+# first read of each file moves its atime, and that inode update is part of what a copy costs).
+CORPUS_TIMES: Final = {"mtime_ns": 1_300_000_000_123_456_789, "atime_ns": 1_300_000_100_987_654_321}
+
+
+def cpu_set(cores: int) -> list[str]:
+    """``taskset -c 0,...,cores-1`` for a child; every peer and every artifactkit op gets the same set."""
+    if cores > (os.cpu_count() or 1):
+        raise SystemExit(f"--cores {cores}: this machine has {os.cpu_count()} cores")
+    return ["taskset", "-c", ",".join(str(c) for c in range(cores))]
+
+
+def reset_source_atimes(src: str) -> None:
+    """Give every source entry its corpus atime (and mtime) back, untimed, before a measurement.
+
+    ``utime`` sets ctime to now, so afterwards atime <= ctime: relatime moves the atime on the next read
+    of every file, as it does on a user's tree the first time a tool reads it. artifactkit reads with
+    ``O_NOATIME`` and never pays that; ``cp``/``rsync``/``copytree`` do.
+    """
+    times = (CORPUS_TIMES["atime_ns"], CORPUS_TIMES["mtime_ns"])
+    for dirpath, dirs, files in os.walk(src, topdown=False):
+        for name in (*files, *dirs):
+            os.utime(os.path.join(dirpath, name), ns=times, follow_symlinks=False)
+    os.utime(src, ns=times)
+
+
+def _mount_info(path: str) -> dict[str, Any]:
+    out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "-T", path],
+                         capture_output=True, text=True, check=False).stdout.split()
+    return {"fs_type": out[0] if out else "unknown", "mount_options": out[1].split(",") if len(out) > 1 else []}
+
+
+@contextlib.contextmanager
+def locations(want_tmpfs: bool, want_default: bool = True) -> Iterator[list[tuple[str, str | None, str]]]:
+    """(label, directory or None, note): the default temp fs, and a tmpfs mounted here when root."""
+    found: list[tuple[str, str | None, str]] = [("default-tmp", tempfile.gettempdir(), "")] if want_default else []
+    mountpoint = None
+    try:
+        if not want_tmpfs:
+            pass
+        elif os.geteuid() != 0 or shutil.which("mount") is None:
+            found.append(("tmpfs", None, "skipped: mounting a tmpfs needs root and mount(8)"))
+        else:
+            mountpoint = tempfile.mkdtemp(prefix="ak-bench-tmpfs-")
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3g,mode=0700", "ak-bench", mountpoint], check=True)
+            found.insert(0, ("tmpfs", mountpoint, "mounted by this script"))
+        yield found
+    finally:
+        if mountpoint is not None:
+            subprocess.run(["umount", mountpoint], check=False)
+            os.rmdir(mountpoint)
+
+
+def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
+    def first_line(cmd: list[str]) -> str:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        return (done.stdout or done.stderr).splitlines()[0] if (done.stdout or done.stderr) else "unavailable"
+
+    with open("/proc/meminfo", encoding="utf-8") as handle:
+        mem_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+    rsync_help = subprocess.run(["rsync", "--help"], capture_output=True, text=True, check=False).stdout
+    return {
+        "code_under_test": _code_state(),
+        "nproc": os.cpu_count(), "mem_gib": round(mem_kib / MIB, 1), "kernel": platform.release(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "tools": {"cp": first_line(["cp", "--version"]), "rsync": first_line(["rsync", "--version"]),
+                  "strace": first_line(["strace", "-V"]), "rsync_has_atimes": "--atimes" in rsync_help},
+        "locations": {label: ({**_mount_info(path), "note": note} if path else {"note": note})
+                      for label, path, note in dirs},
+    }
+
+
+def _code_state() -> dict[str, Any]:
+    # Several people work in this tree: record exactly which store code was measured.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "artifactkit").splitlines()
+    return {"commit": git("rev-parse", "HEAD"), "artifactkit_changes_uncommitted": dirty}
+
+
+def command_line(argv: list[str]) -> str:
+    # Evidence is sanitized: absolute paths (home, temp dirs) become their base names.
+    args = [os.path.basename(a) if os.path.isabs(a) else a for a in argv]
+    return " ".join(["python3", "diagnostics/bench_store.py", *args])

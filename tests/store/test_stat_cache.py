@@ -1,0 +1,235 @@
+"""The opt-in stat cache: a hit skips the read, and nothing it cannot prove is trusted.
+
+Reads are counted by wrapping ``publish.read_source``, the one function that opens a source file's
+content. The racy window is set to 0 where a test needs hits and the inode clock is waited on (a
+condition, not a duration): a file counts only once the clock has moved past its ctime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import Store
+from artifactkit.cli.main import main
+from artifactkit.metadata.model import FileMeta
+from artifactkit.store import publish, stat_cache
+from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
+
+FILES = {"a.txt": b"alpha\n", "b.txt": b"bravo\n", "sub/c.bin": bytes(range(256)) * 8, "sub/d.txt": b"delta\n"}
+
+
+def _tree(root: Path) -> Path:
+    for rel, data in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+def _settle(root: Path) -> None:
+    """Wait until the inode clock has passed every ctime under ``root`` (a tick, a few ms at most)."""
+    newest = max(os.lstat(p).st_ctime_ns for p in [root, *root.rglob("*")])
+    while stat_cache.inode_clock_ns() <= newest:
+        os.sched_yield()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The source paths ``publish`` opened for reading, in order."""
+    opened: list[str] = []
+    real = publish.read_source
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(os.path.relpath(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(publish, "read_source", counting)
+    return opened
+
+
+@pytest.fixture
+def no_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
+
+
+def _digests(store: Store, ref: Any) -> dict[str, str | None]:
+    return {e.path: e.sha256 for e in store.manifest(ref).entries if e.kind == "file"}
+
+
+def test_a_republish_with_the_stat_cache_reads_no_unchanged_file(
+        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    store = Store(fast_tmp / "store")
+    first = store.publish(src, "demo", stat_cache=True)
+    assert len(reads) == len(FILES)
+    reads.clear()
+    second = store.publish(src, "demo", stat_cache=True)
+    assert reads == []
+    assert store.manifest(second).entries == store.manifest(first).entries  # digests, flags, holes: all kept
+    store.download(second, fast_tmp / "out")  # every digest verified against the blobs
+    assert {rel: (fast_tmp / "out" / rel).read_bytes() for rel in FILES} == FILES
+
+
+def test_without_the_option_every_file_is_read_even_with_a_cache_present(
+        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    reads.clear()
+    store.publish(src, "demo")
+    assert len(reads) == len(FILES)
+
+
+def _rewrite_same_size_keep_mtime(path: Path) -> None:
+    st = path.stat()
+    path.write_bytes(path.read_bytes().upper())  # same size; only ctime tells
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _grow(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"more")
+
+
+def _touch_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+
+
+def _replace_by_another_inode(path: Path) -> None:
+    st = path.stat()
+    other = path.with_name(path.name + ".new")
+    other.write_bytes(path.read_bytes().upper())
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    other.replace(path)
+
+
+@pytest.mark.parametrize("change", [_rewrite_same_size_keep_mtime, _grow, _touch_mtime, _replace_by_another_inode])
+def test_a_changed_file_misses_and_its_new_content_is_published(
+        fast_tmp: Path, reads: list[str], no_window: None, change: Any) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    change(src / "a.txt")
+    _settle(src)
+    reads.clear()
+    ref = store.publish(src, "demo", stat_cache=True)
+    assert reads == [str(Path(os.path.relpath(src / "a.txt")))]
+    store.download(ref, fast_tmp / "out")
+    assert (fast_tmp / "out" / "a.txt").read_bytes() == (src / "a.txt").read_bytes()
+
+
+@pytest.mark.parametrize("field", ["dev", "ino", "size", "mtime_ns", "ctime_ns"])
+def test_a_lookup_misses_when_any_one_of_the_five_values_differs(field: str) -> None:
+    entry = FileMeta(path="f", kind="file", mode=0o644, mtime_ns=10, atime_ns=10, size=3, ctime_ns=20)
+    identity = (7, 8)
+    cache = StatCache({(7, 8, 3, 10, 20): CachedRead("0" * 64, None, None)}, trusted_before_ns=100, started_ns=0)
+    assert cache.lookup(entry, identity) is not None
+    changed = {"dev": ((9, 8), entry), "ino": ((7, 9), entry)}.get(field)
+    if changed is None:
+        bumped = {"size": 4, "mtime_ns": 11, "ctime_ns": 21}[field]
+        changed = (identity, FileMeta(**{**{k: getattr(entry, k) for k in
+                                            ("path", "kind", "mode", "mtime_ns", "atime_ns", "size", "ctime_ns")},
+                                         field: bumped}))
+    assert cache.lookup(changed[1], changed[0]) is None
+
+
+def test_a_racily_clean_entry_is_hashed_again(
+        fast_tmp: Path, reads: list[str], no_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    newest = max(os.lstat(p).st_ctime_ns for p in src.rglob("*"))
+    store = Store(fast_tmp / "store")
+    # The recording publish "started" in the tick of the newest change: a later write in that same
+    # tick would leave every value as recorded, so those entries must not be trusted.
+    with monkeypatch.context() as patch:
+        patch.setattr("artifactkit.store.store.inode_clock_ns", lambda: newest)
+        store.publish(src, "demo", stat_cache=True)
+    reads.clear()
+    store.publish(src, "demo", stat_cache=True)
+    racy = {p.name for p in src.rglob("*") if p.is_file() and p.lstat().st_ctime_ns >= newest}
+    assert racy and {os.path.basename(p) for p in reads} == racy
+    reads.clear()
+    store.publish(src, "demo", stat_cache=True)  # recorded again by a publish that started later: trusted now
+    assert reads == []
+
+
+def test_the_default_window_rehashes_files_changed_just_before_the_recording_publish(
+        fast_tmp: Path, reads: list[str]) -> None:
+    src = _tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)  # files written moments ago: inside the 2 s window
+    reads.clear()
+    store.publish(src, "demo", stat_cache=True)
+    assert len(reads) == len(FILES)
+
+
+def _swap_two_digests(cache: Path, _other_store: Path) -> None:
+    head, _, body = cache.read_bytes().partition(b"\n")
+    rows = json.loads(body)
+    rows[0][5], rows[1][5] = rows[1][5], rows[0][5]
+    cache.write_bytes(head + b"\n" + json.dumps(rows).encode())  # the checksum no longer matches the body
+
+
+def _garbage(cache: Path, _other_store: Path) -> None:
+    cache.write_bytes(b"\x00not json{")
+
+
+def _truncated(cache: Path, _other_store: Path) -> None:
+    cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])
+
+
+def _symlink(cache: Path, _other_store: Path) -> None:
+    real = cache.with_name("elsewhere.json")
+    cache.replace(real)
+    cache.symlink_to(real.name)
+
+
+def _from_another_store(cache: Path, other_store: Path) -> None:
+    shutil.copy(other_store / CACHE_NAME, cache)  # a valid cache, of the same files, for another store
+
+
+@pytest.mark.parametrize("spoil", [_swap_two_digests, _garbage, _truncated, _symlink, _from_another_store])
+def test_a_corrupt_or_foreign_cache_is_ignored_and_every_file_hashed(
+        fast_tmp: Path, reads: list[str], no_window: None, spoil: Any) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    store, other = Store(fast_tmp / "store"), Store(fast_tmp / "other")
+    expected = _digests(store, store.publish(src, "demo", stat_cache=True))
+    other.publish(src, "demo", stat_cache=True)
+    spoil(Path(store.root, CACHE_NAME), Path(other.root))
+    reads.clear()
+    ref = store.publish(src, "demo", stat_cache=True)
+    assert len(reads) == len(FILES)
+    assert _digests(store, ref) == expected
+
+
+def test_a_cached_digest_whose_blob_gc_removed_is_read_and_stored_again(
+        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(src, "demo", stat_cache=True)
+    blob = _digests(store, ref)["a.txt"]
+    assert blob is not None
+    os.unlink(store.layout.blob_path(blob))  # as if an older store had lost it
+    reads.clear()
+    store.publish(src, "demo", stat_cache=True)
+    assert [os.path.basename(p) for p in reads] == ["a.txt"]
+    assert os.path.exists(store.layout.blob_path(blob))
+
+
+def test_cli_publish_takes_stat_cache(fast_tmp: Path, reads: list[str], no_window: None) -> None:
+    src = _tree(fast_tmp / "src")
+    _settle(src)
+    args = ["publish", str(src), "--store", str(fast_tmp / "store"), "--name", "demo", "--stat-cache"]
+    assert main(args) == 0
+    reads.clear()
+    assert main(args) == 0
+    assert reads == []
