@@ -215,7 +215,9 @@ def render(doc: dict[str, Any]) -> str:
              "(min-max); ratio = artifactkit / peer, median of per-round ratios (< 1: artifactkit faster).", "",
              "| corpus | operation | artifactkit | rclone copy | aws s3 sync | ak / rclone | ak / aws |",
              "|---|---|---|---|---|---|---|"]
-    for name, res in doc["results"].items():
+    order = [name for name in CORPORA if name in doc["results"]]  # the JSON's keys are sorted
+    for name in order:
+        res = doc["results"][name]
         ops, ratios = res["ops"], res["ratios"]
         shape = f"{name} ({res['files']:,} files, {res['bytes'] / MIB:.1f} MiB)"
         for op, label in (("publish", "publish / up"), ("download", "download / down")):
@@ -225,9 +227,21 @@ def render(doc: dict[str, Any]) -> str:
         again = ops["artifactkit:republish"]
         puts = again["calls_per_run"].get("PutObject", 0)
         lines.append(f"| {shape} | re-publish, unchanged | {_cell(again)} | | | blob bytes sent: "
-                     f"{max(again['blob_put_bytes'])} | PUTs: {puts} (lease + manifest) |")
+                     f"{max(again['blob_put_bytes'])} | PUTs: {puts}, none to `blobs/` |")
+    lines += ["", "Client CPU (user + system of the measured process tree; the server's own CPU is not in it), "
+              "median, and the requests artifactkit's client sent in its last round:", "",
+              "| corpus | operation | artifactkit CPU | rclone CPU | aws CPU | artifactkit requests |",
+              "|---|---|---|---|---|---|"]
+    for name in order:
+        ops = doc["results"][name]["ops"]
+        for op in ("publish", "download", "republish"):
+            cpu = [f"{ops[f'{t}:{op}']['cpu_ms_median'] / 1e3:.2f} s" if f"{t}:{op}" in ops else "" for t in TOOLS]
+            calls = ", ".join(f"{k} {v:,}" for k, v in ops[f"artifactkit:{op}"]["calls_per_run"].items())
+            lines.append(f"| {name} | {op} | {' | '.join(cpu)} | {calls} |")
     load = doc["loadavg_1_5_15"]
-    lines += ["", f"Load average (1 min) before / after the run: {load['before'][0]:.2f} / {load['after'][0]:.2f}. "
+    rounds = [f"{x:.1f}" for name in order for x in doc["results"][name]["loadavg_1m_per_round"]]
+    lines += ["", f"Load average (1 min) before / after the run: {load['before'][0]:.2f} / {load['after'][0]:.2f}; "
+              f"at the start of each round: {', '.join(rounds)}. "
               f"Tools: {doc['versions']['rclone']}; {doc['versions']['aws']}; weed {doc['versions']['weed']}."]
     return "\n".join(lines)
 
@@ -239,10 +253,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--many-files", type=int, default=10_000, help="files of `many` (default %(default)s)")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="evidence JSON (default: %(default)s)")
     parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/s3.md")
+    parser.add_argument("--table-from", metavar="FILE", help="re-render the tables of an existing JSON into the docs")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.table_from:
+        from docs_tables import write_table  # noqa: PLC0415
+
+        with open(args.table_from, encoding="utf-8") as handle:
+            text = render(json.load(handle))
+        print(text)
+        write_table("s3.md", "bench-s3", text)
         return 0
     # The parent's helpers, imported here: the artifactkit child (--worker) loads the library alone.
     from bench_env import command_line  # noqa: PLC0415
