@@ -260,13 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     if args.table_from:
-        from docs_tables import write_table  # noqa: PLC0415
+        from docs_tables import rerender  # noqa: PLC0415
 
-        with open(args.table_from, encoding="utf-8") as handle:
-            text = render(json.load(handle))
-        print(text)
-        write_table("s3.md", "bench-s3", text)
-        return 0
+        return rerender(args.table_from, render, "s3.md", "bench-s3")
     # The parent's helpers, imported here: the artifactkit child (--worker) loads the library alone.
     from bench_env import command_line  # noqa: PLC0415
     from bench_store import build_corpus  # noqa: PLC0415

@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from bench_env import CORPUS_TIMES, MIB, command_line, cpu_set, environment, locations, reset_source_atimes
 from bench_tables import AK_OPS, CORPORA, PEERS, QUICK_CORPORA, render_tables, targets
-from docs_tables import write_table
+from docs_tables import rerender, write_table
 
 SCHEMA: Final = "artifactkit.bench-store/2"
 DEFAULT_OUTPUT: Final = "diagnostics/results/bench-store.json"
@@ -310,11 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     if args.table_from:
-        with open(args.table_from, encoding="utf-8") as handle:
-            text = render_tables(json.load(handle))
-        print(text)
-        write_table("performance.md", "bench-store", text)
-        return 0
+        return rerender(args.table_from, render_tables, "performance.md", "bench-store")
     shapes = QUICK_CORPORA if args.quick else CORPORA
     repeats = args.repeats or (2 if args.quick else 7)
     started = time.monotonic()

@@ -9,7 +9,10 @@ So a table in ``docs/`` is always the output of a committed run, never typed in 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -25,3 +28,12 @@ def write_table(page: str, name: str, table: str) -> Path:
     tail = rest.split(end, 1)[1]
     path.write_text(f"{head}{start}\n{table.strip()}\n{end}{tail}", encoding="utf-8")
     return path
+
+
+def rerender(evidence: str, render: Callable[[dict[str, Any]], str], page: str, name: str) -> int:
+    """``--table-from``: print the table of a kept evidence file and write it into its docs page."""
+    with open(evidence, encoding="utf-8") as handle:
+        text = render(json.load(handle))
+    print(text)
+    write_table(page, name, text)
+    return 0
