@@ -103,3 +103,15 @@ def command_line(argv: list[str]) -> str:
     # Evidence is sanitized: absolute paths (home, temp dirs) become their base names.
     args = [os.path.basename(a) if os.path.isabs(a) else a for a in argv]
     return " ".join(["python3", "diagnostics/bench_store.py", *args])
+
+
+@contextlib.contextmanager
+def scratch_on_tmpfs() -> Iterator[str]:
+    """A private directory on /dev/shm where there is one (the filesystem is not what is measured),
+    removed afterwards."""
+    shm = "/dev/shm"  # noqa: S108 - a private mkdtemp directory under it
+    root = tempfile.mkdtemp(prefix="artifactkit-bench-", dir=shm if os.path.isdir(shm) else None)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_env import scratch_on_tmpfs
+
 CHILD = r"""
 import os, sys, time
 from artifactkit import Store
@@ -49,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--files", type=int, default=10_000)
     args = parser.parse_args(argv)
-    shm = "/dev/shm"  # noqa: S108 - a private mkdtemp directory on tmpfs: the filesystem is not what is measured
-    root = tempfile.mkdtemp(dir=shm if os.path.isdir(shm) else None)
-    try:
+    with scratch_on_tmpfs() as root:
         src = os.path.join(root, "src")
         make_tree(src, args.files)
         samples: dict[str, list[tuple[int, int]]] = {"old": [], "new": []}
@@ -66,8 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         for label, values in samples.items():
             print(f"{label}: publish median {statistics.median(p for p, _ in values) / 1000:.0f} ms, download median "
                   f"{statistics.median(d for _, d in values) / 1000:.0f} ms; samples (us) {values}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

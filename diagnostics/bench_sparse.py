@@ -14,8 +14,9 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
+
+from bench_env import scratch_on_tmpfs
 
 from artifactkit import Store
 
@@ -26,9 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    shm = "/dev/shm"  # noqa: S108 - a private mkdtemp directory on tmpfs: the filesystem is not what is measured
-    root = tempfile.mkdtemp(dir=shm if os.path.isdir(shm) else None)
-    try:
+    with scratch_on_tmpfs() as root:
         src = os.path.join(root, "src")
         os.mkdir(src)
         with open(os.path.join(src, "big"), "wb") as handle:
@@ -54,8 +53,6 @@ def main(argv: list[str] | None = None) -> int:
         floor = time.perf_counter() - t0
         print(f"publish median {statistics.median(publish):.3f} s, download median {statistics.median(download):.3f} s "
               f"({args.rounds} rounds); sha256 of 1 GiB of zeros {floor:.3f} s; output allocation {blocks * 512} bytes")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import os
 import platform
 import shlex
-import stat
 import subprocess
 import tempfile
 import traceback
@@ -73,8 +72,6 @@ SCHEMA: Final = "artifactkit.conformance/1"
 CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
                  "survives_read", "source_atime_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags")
 COPIER_FAILED: Final = "copier-failed"
-_SPECIAL_BITS: Final = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
-_SHORT: Final = {"mtime_ns": "mtime", "atime_ns": "atime"}
 
 __all__ = ["CHECKS", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
 

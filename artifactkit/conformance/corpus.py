@@ -16,6 +16,7 @@ import os
 import random
 import tempfile
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -116,17 +117,23 @@ def _flags(letters: str) -> int:
 NEEDS_ROOT = "not run: needs root"
 
 
-@functools.cache
-def can_read_unreadable() -> bool:
-    """Whether this process can open a mode-000 file it owns (CAP_DAC_OVERRIDE: root), found by trying."""
-    with tempfile.TemporaryDirectory(prefix="artifactkit-dac-probe-") as scratch:
-        path = os.path.join(scratch, "locked")
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o000))
+def _allowed_on_a_scratch_file(mode: int, attempt: Callable[[str], object]) -> bool:
+    """Whether ``attempt(path)`` works on a new file of ``mode`` this process owns: privilege found by
+    trying, never guessed from euid (a user namespace makes euid 0 with few of root's powers)."""
+    with tempfile.TemporaryDirectory(prefix="artifactkit-probe-") as scratch:
+        path = os.path.join(scratch, "probe")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
         try:
-            os.close(os.open(path, os.O_RDONLY))
-        except PermissionError:
+            attempt(path)
+        except OSError:  # EPERM/EACCES for a user, EINVAL for an id a user namespace cannot map
             return False
         return True
+
+
+@functools.cache
+def can_read_unreadable() -> bool:
+    """Whether this process can open a mode-000 file it owns (CAP_DAC_OVERRIDE: root)."""
+    return _allowed_on_a_scratch_file(0o000, lambda path: os.close(os.open(path, os.O_RDONLY)))
 
 
 def needs_root(spec: TreeSpec | str) -> str | None:
@@ -157,27 +164,14 @@ def _names_other_ids(name: str, value: bytes) -> bool:
 def can_name_other_ids_in_acls() -> bool:
     """Whether an ACL entry may name uid 1234 here: any owner may, except in a user namespace that maps
     only its own id (the kernel answers EINVAL for an id it cannot map)."""
-    with tempfile.TemporaryDirectory(prefix="artifactkit-acl-probe-") as scratch:
-        path = os.path.join(scratch, "f")
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        try:
-            os.setxattr(path, ACL_NAMES[0], acl_bytes("u::rw-,u:1234:r--,g::---,m::r--,o::---"))
-        except OSError:
-            return False
-        return True
+    acl = acl_bytes("u::rw-,u:1234:r--,g::---,m::r--,o::---")
+    return _allowed_on_a_scratch_file(0o600, lambda path: os.setxattr(path, ACL_NAMES[0], acl))
 
 
 @functools.cache
 def can_chown_to_others() -> bool:
-    """Whether this process can give a file another owner (real root), found by trying."""
-    with tempfile.TemporaryDirectory(prefix="artifactkit-chown-probe-") as scratch:
-        path = os.path.join(scratch, "owned")
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        try:
-            os.chown(path, 1234, 1234)
-        except OSError:  # EPERM for a user, EINVAL for an unmapped id in a user namespace
-            return False
-        return True
+    """Whether this process can give a file another owner (real root)."""
+    return _allowed_on_a_scratch_file(0o600, lambda path: os.chown(path, 1234, 1234))
 
 
 def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[FileMeta]:
@@ -211,7 +205,6 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[File
     for path in deepest_first(e.path for e in ordered if e.kind == "dir"):
         entry, full = by_path[path], os.path.join(root, path)
         _set_extended(full, entry)
-        os.chmod(full, entry.mode)
         set_times_exact(full, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
     return list(tree.entries)
 
@@ -226,7 +219,6 @@ def _write_file(full: str, entry: FileMeta, seed: int) -> None:
             os.ftruncate(fd, entry.size)
             for start, length in entry.extents:
                 os.pwrite(fd, data[start:start + length], start)
-        os.fchmod(fd, entry.mode)
     finally:
         os.close(fd)
 

@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 
-from artifactkit.conformance.corpus import can_read_unreadable
+from artifactkit.conformance.corpus import can_chown_to_others, can_read_unreadable
 
 REQUIRE_ENV = "ARTIFACTKIT_REQUIRE_FS_MATRIX"
 
@@ -113,10 +113,9 @@ def require_tool(tool: str, package: str) -> None:
         skip_or_fail(f"needs {tool} from Debian's {package} (.ci/run installs it)")
 
 
-@functools.cache
 def can_own_for_others() -> bool:
     """``chown`` to any uid and every xattr namespace: real root (CAP_CHOWN in the initial namespace)."""
-    return os.geteuid() == 0 and not in_user_namespace()
+    return can_chown_to_others() and not in_user_namespace()
 
 
 def require_real_root(what: str) -> None:
