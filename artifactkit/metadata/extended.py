@@ -11,7 +11,7 @@ import errno
 import os
 from typing import Final
 
-from artifactkit.metadata.flags import get_flags_fd
+from artifactkit.metadata.flags import get_flags_int
 from artifactkit.metadata.model import Extents, Xattrs
 
 #: ``listxattr`` unsupported here (ramfs has no xattr handlers for user.*): nothing to record.
@@ -83,5 +83,4 @@ def data_extents(fd: int, size: int) -> Extents | None:
 
 def read_flags(fd: int, where: str) -> int | None:
     """The inode flags of an open fd, or ``None`` where the filesystem has none to report."""
-    result = get_flags_fd(fd, where)
-    return int(result.flags) if result.status == "ok" and result.flags is not None else None
+    return get_flags_int(fd, where)

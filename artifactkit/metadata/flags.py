@@ -54,6 +54,7 @@ RESTORABLE_FLAGS: Final = InodeFlag.FS_SYNC_FL | InodeFlag.FS_NODUMP_FL | InodeF
 #: private tree: it is reported, not compared. Filesystem-internal bits (extents, inline data) are
 #: neither: no tool can set them.
 COMPARED_FLAGS: Final = RESTORABLE_FLAGS | InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL
+_RESTORABLE_INT: Final = int(RESTORABLE_FLAGS)
 #: ``chattr``'s letter for each flag, for readable reports.
 FLAG_LETTERS: Final = {InodeFlag.FS_SYNC_FL: "S", InodeFlag.FS_IMMUTABLE_FL: "i", InodeFlag.FS_APPEND_FL: "a",
                        InodeFlag.FS_NODUMP_FL: "d", InodeFlag.FS_NOATIME_FL: "A", InodeFlag.FS_DIRSYNC_FL: "D"}
@@ -78,7 +79,7 @@ class FlagResult:
     """What a flag get/set achieved: ``status``, the flags read (``ok`` only) and the errno."""
 
     status: FlagStatus
-    flags: InodeFlag | None = None
+    flags: int | None = None  #: an :class:`InodeFlag` from the getters; a plain int from the restore path
     errno: int | None = None
 
     @property
@@ -158,19 +159,31 @@ def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     followed): restoring a tree's flags is not the isolation's flag change, which stays guarded by
     :func:`set_noatime_flag`. Other bits (an inherited ``FS_NOATIME_FL``) are left as they are.
     """
-    current = get_flags_fd(fd, where)
-    if current.status != "ok" or current.flags is None:
-        return current
-    # int(): ~ of an IntFlag keeps only the named bits and would drop filesystem-internal ones (ext4's
-    # EXTENTS, 0x80000), which SETFLAGS must be handed back unchanged.
-    target = (int(current.flags) & ~int(RESTORABLE_FLAGS)) | (wanted & int(RESTORABLE_FLAGS))
-    if target == int(current.flags):
-        return current
+    try:
+        current = _ioctl_int(fd, FS_IOC_GETFLAGS, 0, where)
+    except OSError as err:
+        return _translate(err)
+    # Plain ints: ~ of an IntFlag keeps only the named bits and would drop filesystem-internal ones (ext4's
+    # EXTENTS, 0x80000), which SETFLAGS must be handed back unchanged; and an enum per file costs more
+    # than the ioctl. The result holds the kernel's value as an int.
+    target = (current & ~_RESTORABLE_INT) | (wanted & _RESTORABLE_INT)
+    if target == current:
+        return FlagResult("ok", flags=current)
     try:
         _ioctl_int(fd, FS_IOC_SETFLAGS, target, where)
     except OSError as err:
         return _translate(err)
     return get_flags_fd(fd, where)
+
+
+def get_flags_int(fd: int, where: str = "<fd>") -> int | None:
+    """The inode flags of an open fd as a plain int, ``None`` where the filesystem reports none
+    (the per-file path of publish: no enum built)."""
+    try:
+        return _ioctl_int(fd, FS_IOC_GETFLAGS, 0, where)
+    except OSError as err:
+        _translate(err)  # re-raises what is not "unsupported"/"forbidden"
+        return None
 
 
 def resolve_inside(path: str | os.PathLike[str], private_root: str | os.PathLike[str]) -> str:

@@ -15,7 +15,7 @@ import attrs
 from artifactkit.errors import IntegrityError, IntegrityFailure, TimestampNotRepresentable, UnsafePathError
 from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
 from artifactkit.store.layout import ArtifactRef, StoreLayout
-from artifactkit.store.manifest_extended import check_hardlinks, decode_extended, encode_extended
+from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields
 from artifactkit.store.paths import check_artifact_name, check_tree_shape
 
 FORMAT: Final = "artifactkit.manifest/2"
@@ -154,9 +154,10 @@ def _parse_entry(raw: object, *, where: str) -> FileMeta:
         target = raw.get("target")
         if not isinstance(target, str):
             raise UnsafePathError(f"{where}: symlink {path!r} has no string target", path=path)
-    return decode_extended(raw, FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns,
-                                         atime_ns=atime_ns, sha256=sha256, target=target, ctime_ns=ctime_ns),
-                           where=where)
+    uid, gid, xattrs, hardlink, extents, flags = extended_fields(raw, path, kind, size, where=where)
+    return FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns, atime_ns=atime_ns,
+                    sha256=sha256, target=target, ctime_ns=ctime_ns, uid=uid, gid=gid, xattrs=xattrs,
+                    hardlink=hardlink, extents=extents, flags=flags)
 
 
 def read_manifest(layout: StoreLayout, ref: ArtifactRef) -> Manifest:

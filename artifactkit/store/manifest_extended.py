@@ -12,10 +12,8 @@ import binascii
 from collections.abc import Iterable
 from typing import Any, Final
 
-import attrs
-
 from artifactkit.errors import IntegrityError
-from artifactkit.metadata.model import FileMeta
+from artifactkit.metadata.model import Extents, FileMeta, Xattrs
 
 _ID_LIMIT: Final = 2**32
 _SIZE_LIMIT: Final = 2**62
@@ -51,21 +49,25 @@ def _int(raw: dict[str, Any], key: str, high: int, where: str) -> int | None:
     return value
 
 
-def decode_extended(raw: dict[str, Any], entry: FileMeta, *, where: str) -> FileMeta:
-    """``entry`` with the extended fields of its JSON object, validated."""
-    path = entry.path
+#: ``(uid, gid, xattrs, hardlink, extents, flags)`` of one entry.
+ExtendedFields = tuple[int | None, int | None, Xattrs | None, str | None, Extents | None, int | None]
+
+
+def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, where: str) -> ExtendedFields:
+    """The validated ``(uid, gid, xattrs, hardlink, extents, flags)`` of an entry's JSON object: the
+    parser builds each entry once from these (an ``evolve`` per entry cost a third of a download's parse)."""
     uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
         _int(raw, "flags", _ID_LIMIT, where)
     xattrs = None
     if "xattrs" in raw or uid is not None:
         xattrs = _xattrs(raw.get("xattrs", []), path, where)
     hardlink = raw.get("hardlink")
-    if hardlink is not None and (entry.kind != "file" or not isinstance(hardlink, str)):
+    if hardlink is not None and (kind != "file" or not isinstance(hardlink, str)):
         raise _bad(where, path, f"invalid hardlink {hardlink!r}")
     extents = None
     if raw.get("extents") is not None:
-        extents = _extents(raw["extents"], entry.size, path, where)
-    return attrs.evolve(entry, uid=uid, gid=gid, xattrs=xattrs, hardlink=hardlink, extents=extents, flags=flags)
+        extents = _extents(raw["extents"], size, path, where)
+    return uid, gid, xattrs, hardlink, extents, flags
 
 
 def _xattrs(value: object, path: str, where: str) -> tuple[tuple[str, bytes], ...]:

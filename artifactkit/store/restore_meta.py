@@ -26,17 +26,16 @@ from typing import Final, Literal
 import attrs
 
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
-from artifactkit.metadata.compare import format_mismatches
 from artifactkit.metadata.extended import read_xattrs
-from artifactkit.metadata.extended_compare import compare_extended
 from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, restore_flags_fd
 from artifactkit.metadata.model import FileMeta, Xattrs
 
 Owners = Literal["exact", "current"]
 OWNER_POLICIES: Final = ("exact", "current")
 _PRIVILEGED_PREFIXES: Final = ("trusted.", "security.")
-_NEVER_SET: Final = InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL
+_NEVER_SET: Final = int(InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL)
 _SETID: Final = stat.S_ISUID | stat.S_ISGID
+_COMPARED_INT: Final = int(COMPARED_FLAGS)
 
 
 def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
@@ -104,7 +103,7 @@ def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
         # Also when the source had none: ext4 passes sync/nodump/dirsync on from the parent. The
         # result is the kernel's value read back after the change (or unchanged, as read).
         result = restore_flags_fd(fd, entry.flags, where)
-        if result.flags is None and entry.flags & COMPARED_FLAGS:
+        if result.flags is None and entry.flags & _COMPARED_INT:
             letters = flag_letters(entry.flags & COMPARED_FLAGS)
             why = os.strerror(result.errno) if result.errno else "no flags"
             raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
@@ -146,6 +145,14 @@ def _set_xattrs_exactly(fd: int, wanted: Xattrs, where: str) -> Xattrs:
 
 
 def _read_back(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> None:
+    # The common case, decided without building objects: exactly what compare_extended finds no
+    # difference in (xattrs equal where both are recorded; the compared flag bits equal).
+    if ((xattrs is None or entry.xattrs is None or xattrs == entry.xattrs)
+            and (flags is None or entry.flags is None or not (flags ^ entry.flags) & _COMPARED_INT)):
+        return
+    # Only a mismatch needs the comparison modules: a download worker process starts without them.
+    from artifactkit.metadata.compare import format_mismatches  # noqa: PLC0415
+    from artifactkit.metadata.extended_compare import compare_extended  # noqa: PLC0415
     stored = attrs.evolve(entry, xattrs=xattrs, flags=flags)
     found = [attrs.evolve(m, stage="download") for m in compare_extended(entry, stored, ("xattrs", "flags"))]
     if found:
