@@ -13,7 +13,9 @@ import hashlib
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import attrs
 
 from artifactkit._fsutil import remove_tree
 from artifactkit._syscalls import open_beneath, rename_noreplace
@@ -24,18 +26,45 @@ from artifactkit.store.content import IN_MEMORY_LIMIT, copy_sparse, hash_while_c
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
+from artifactkit.store.workers import BATCH_FILES, LazyPool, WorkerPool
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                 shape_checked: bool = False, owners: Owners = "exact") -> None:
+                 shape_checked: bool = False, owners: Owners = "exact", workers: int | None = None) -> None:
     """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order.
 
     ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
     ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
-    is written).
+    is written). When ``blob_path`` is a :class:`BlobSource` (a directory worker processes can open too),
+    files may be created by workers: its pool if it has one (started by the caller while it read the
+    manifest, closed by it), else ``workers`` (:func:`~artifactkit.store.workers.choose_workers`).
     """
+    with contextlib.ExitStack() as stack:
+        blobs_dir, pool = None, None
+        if isinstance(blob_path, BlobSource):
+            blobs_dir, pool = blob_path.directory, blob_path.pool
+        if pool is None:
+            pool = stack.enter_context(LazyPool(workers, "download"))
+        _restore_tree(entries, dest, blob_path=blob_path, shape_checked=shape_checked, owners=owners,
+                      parallel=_Parallel(blobs_dir, pool))
+
+
+@attrs.frozen
+class BlobSource:
+    """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``), which worker
+    processes can open too, and optionally the pool to use for them."""
+
+    directory: str
+    pool: LazyPool | None = None
+
+    def __call__(self, sha: str) -> str:
+        return os.path.join(self.directory, sha)
+
+
+def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
+                  shape_checked: bool, owners: Owners, parallel: _Parallel) -> None:
     checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
     by_path = plan(checked.values(), owners)
     parent, name = os.path.split(dest)
@@ -51,7 +80,8 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
             lock_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
             hold(lock_fd)
             _check_still_ours(parent_fd, staging, lock_fd, dest)
-            _materialize(by_path, parent_fd, staging, blob_path)
+            parallel.staging = (os.path.join(parent or ".", staging), os.fstat(lock_fd))
+            _materialize(by_path, parent_fd, staging, blob_path, parallel)
             # Every entry, the root included, was verified exact above; the rename moves no time.
             _rename_into_place(parent_fd, staging, name, dest)
         except BaseException:
@@ -106,9 +136,9 @@ def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
 
 
 def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
-                 blob_path: Callable[[str], str]) -> None:
+                 blob_path: Callable[[str], str], parallel: _Parallel) -> None:
     try:
-        _materialize_unguarded(by_path, parent_fd, staging, blob_path)
+        _materialize_unguarded(by_path, parent_fd, staging, blob_path, parallel)
     except OSError as err:
         # Only we write in the private staging dir: a link or entry found there was planted.
         if err.errno not in (errno.ELOOP, errno.EXDEV, errno.EEXIST, errno.ENOTDIR):
@@ -120,7 +150,7 @@ def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
 
 
 def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
-                           blob_path: Callable[[str], str]) -> None:
+                           blob_path: Callable[[str], str], parallel: _Parallel) -> None:
     root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
     try:
         children: dict[str, list[FileMeta]] = {}
@@ -129,11 +159,17 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
                 children.setdefault(parent_of(path), []).append(entry)
         # Shallowest first, so every parent exists before its children.
         dirs = shallowest_first(p for p, e in by_path.items() if e.kind == "dir")
+        files = sum(1 for e in by_path.values() if e.kind != "dir" and e.hardlink is None)
+        workers = parallel.pool.get(files) if parallel.blobs_dir is not None else None
         for path in dirs:
             with _dir_fd(root_fd, path) as dir_fd:
                 for entry in children.get(path, ()):
-                    if entry.hardlink is None:
+                    if entry.hardlink is None and (workers is None or entry.kind == "dir"):
                         _create(entry, dir_fd, blob_path)
+        if workers is not None:
+            # Every directory exists: the files and links of each go to the workers in batches.
+            _create_in_workers(parallel, workers, root_fd, [(path, children.get(path, [])) for path in dirs],
+                               blob_path)
         # The other names of each hard link, once every first name exists (it may sort deeper).
         for entry in by_path.values():
             if entry.hardlink is not None:
@@ -181,6 +217,60 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
             # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)
+
+
+@attrs.define
+class _Parallel:
+    """Where workers find the blobs and the staging dir (by path, checked against the parent's inode)."""
+
+    blobs_dir: str | None
+    pool: LazyPool
+    staging: tuple[str, os.stat_result] | None = None
+
+
+#: What every batch of one download shares: ``(staging path, its (st_dev, st_ino), blobs dir)``.
+CreateShared = tuple[str, tuple[int, int], str]
+#: One batch item: a directory (relative to the staging root) and files or links to create in it.
+CreateItem = tuple[str, list[FileMeta]]
+
+
+def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, by_dir: list[CreateItem],
+                       blob_path: Callable[[str], str]) -> None:
+    items: list[CreateItem] = []
+    for path, entries in by_dir:
+        todo = [entry for entry in entries if entry.kind != "dir" and entry.hardlink is None]
+        items += [(path, todo[start:start + BATCH_FILES]) for start in range(0, len(todo), BATCH_FILES)]
+    assert parallel.blobs_dir is not None and parallel.staging is not None
+    path, st = parallel.staging
+    shared: CreateShared = (path, (st.st_dev, st.st_ino), parallel.blobs_dir)
+    work: list[list[CreateItem]] = [[]]
+    for item in items:  # consecutive directories together, about BATCH_FILES files a batch
+        if sum(len(entries) for _, entries in work[-1]) >= BATCH_FILES:
+            work.append([])
+        work[-1].append(item)
+    workers.run(shared, work, lambda batch: _create_items(root_fd, batch, blob_path))
+
+
+def _create_items(root_fd: int, batch: Sequence[CreateItem], blob_path: Callable[[str], str]) -> list[None]:
+    for path, entries in batch:
+        with _dir_fd(root_fd, path) as dir_fd:
+            for entry in entries:
+                _create(entry, dir_fd, blob_path)
+    return []
+
+
+def create_batch(shared: CreateShared, batch: Sequence[CreateItem]) -> list[None]:
+    """A worker's share of a download: the staging root is opened by path and must be the parent's
+    inode (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
+    staging, identity, blobs_dir = shared
+    root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC)
+    try:
+        st = os.fstat(root_fd)
+        if (st.st_dev, st.st_ino) != identity:
+            raise FileNotFoundError(errno.ENOENT, "download staging directory was replaced", staging)
+        return _create_items(root_fd, batch, lambda sha: os.path.join(blobs_dir, sha))
+    finally:
+        os.close(root_fd)
 
 
 def _link(root_fd: int, entry: FileMeta) -> None:

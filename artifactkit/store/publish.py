@@ -12,7 +12,7 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
@@ -24,7 +24,9 @@ from artifactkit.store.locks import name_lock, store_lock
 from artifactkit.store.manifest import Manifest, check_representable, digest_of
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.scan import ScannedTree, scan_tree
+from artifactkit.store.stage import Staged, StageItem, StageShared, from_wire, stage_file, to_wire
 from artifactkit.store.stat_cache import CachedRead, StatCache
+from artifactkit.store.workers import LazyPool, batches
 
 #: Makes a staged manifest visible as the next version of a name: ``(layout, name, staged, digest)``.
 CommitManifest = Callable[[StoreLayout, str, str, str], ArtifactRef]
@@ -38,9 +40,10 @@ def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents 
                     hardlink=entry.hardlink, nlink=entry.nlink, extents=extents, flags=flags)
 
 
-def capture_source(src: str | os.PathLike[str]) -> ScannedTree:
-    """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it."""
-    tree = scan_tree(src)
+def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None) -> ScannedTree:
+    """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
+    ``on_progress(entries so far)`` is called as the scan goes (a worker pool starts on it)."""
+    tree = scan_tree(src, on_progress=on_progress)
     check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
     return tree
 
@@ -75,21 +78,30 @@ def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[F
 
 
 def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: CommitManifest,
-                 cache: StatCache | None = None) -> ArtifactRef:
+                 cache: StatCache | None = None, workers: int | None = None,
+                 pool: LazyPool | None = None) -> ArtifactRef:
     """Publish a captured tree as the next version of ``name``; visible only once complete.
 
     The layout must exist (:meth:`StoreLayout.create`). With ``cache`` (loaded before the scan), files
     it vouches for are not read (:mod:`~artifactkit.store.stat_cache` says what that trusts) and it
-    records every file's read for the next publish; the caller saves it.
+    records every file's read for the next publish; the caller saves it. ``workers`` is
+    :func:`~artifactkit.store.workers.choose_workers`'s: how many processes read and stage the files
+    (or ``pool``, already started by the caller during its scan; the caller closes it).
     """
     check_artifact_name(name)
-    with store_lock(layout.locks_dir, exclusive=False):
-        txn = os.path.join(layout.staging_dir, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
-        os.mkdir(txn, 0o700)
-        try:
-            return _publish_staged(layout, tree, name, txn, commit, cache=cache)
-        finally:
-            shutil.rmtree(txn, ignore_errors=True)
+    with contextlib.ExitStack() as stack:
+        if pool is None:
+            pool = stack.enter_context(LazyPool(workers, "publish"))
+        with store_lock(layout.locks_dir, exclusive=False):
+            txn = os.path.join(layout.staging_dir, f"publish-{os.getpid()}-{secrets.token_hex(8)}")
+            os.mkdir(txn, 0o700)
+            try:
+                return _publish_staged(layout, tree, name, txn, commit, cache=cache, pool=pool)
+            except BaseException:
+                pool.close(failed=True)  # no child may still write into txn when it is removed
+                raise
+            finally:
+                shutil.rmtree(txn, ignore_errors=True)
 
 
 def _known_reads(cache: StatCache, blobs_fd: int) -> KnownRead:
@@ -103,35 +115,58 @@ def _known_reads(cache: StatCache, blobs_fd: int) -> KnownRead:
     return known
 
 
-def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
-                    commit: CommitManifest, *, cache: StatCache | None) -> ArtifactRef:
+def _read_all(tree: ScannedTree, todo: list[StageItem], *, txn: str, txn_fd: int, blobs_dir: str, blobs_fd: int,
+              pool: LazyPool) -> list[Staged]:
+    workers = pool.get(len(todo))
+    seen: set[str] = set()
+    if workers is None:
+        return [stage_file(tree.root, item, txn_fd, blobs_fd, seen, read=read_source) for item in todo]
+    st = os.fstat(txn_fd)
+    shared: StageShared = (tree.root, txn, (st.st_dev, st.st_ino), blobs_dir)
+
+    def local(batch: Sequence[StageItem]) -> list[Staged]:
+        return [stage_file(tree.root, item, txn_fd, blobs_fd, seen, read=read_source) for item in batch]
+    done = workers.run(shared, [[to_wire(item) for item in batch] for batch in batches(todo)],
+                       lambda wire: local([from_wire(item) for item in wire]))
+    return [staged for batch in done for staged in batch]
+
+
+def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str, commit: CommitManifest, *,
+                    cache: StatCache | None, pool: LazyPool) -> ArtifactRef:
     staged: dict[str, str] = {}  # digest -> staging file name
-    entries: list[FileMeta] = []
-    read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
     all_noatime = tree.listed_noatime
     txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         known = _known_reads(cache, blobs_fd) if cache is not None else None
-        for entry, found, stage_name in read_files(tree, txn_fd, known):
-            if found is None:
-                entries.append(entry)
-                continue
-            sha = found.sha256
+        content: dict[int, tuple[str, int | None, Extents | None]] = {}  # index -> what its read found
+        todo: list[StageItem] = []
+        for index, entry in enumerate(tree.entries):
+            if entry.kind != "file" or entry.hardlink is not None:
+                continue  # a later name of a hard link gets its first name's facts from fill_hardlinks
+            identity = tree.identities[entry.path]
+            if known is not None and (hit := known(entry, identity)) is not None:
+                content[index] = (hit.sha256, hit.flags, hit.extents)  # not read, nothing staged
+            else:
+                todo.append((index, entry, identity))
+        for found in _read_all(tree, todo, txn=txn, txn_fd=txn_fd, blobs_dir=layout.blobs_dir, blobs_fd=blobs_fd,
+                               pool=pool):
             all_noatime = all_noatime and found.noatime
+            content[found.position] = (found.sha256, found.flags, found.extents)
+            if found.staged and found.sha256 in staged:
+                os.unlink(found.stage_name, dir_fd=txn_fd)  # another worker staged the same content
+            elif found.staged:
+                staged[found.sha256] = found.stage_name
+        entries: list[FileMeta] = []
+        read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
+        for index, captured in enumerate(tree.entries):
+            if index not in content:
+                entries.append(captured)
+                continue
+            sha, flags, extents = content[index]
+            entries.append(read.setdefault(captured.path, with_content(captured, sha, flags, extents)))
             if cache is not None:
-                cache.record(entry, tree.identities[entry.path], CachedRead(sha, found.flags, found.extents))
-            is_new = not found.from_cache and sha not in staged and not exists_at(blobs_fd, sha)
-            if found.from_cache:
-                pass  # not read, nothing staged: the blob is already in the store
-            elif found.data is None and not is_new:
-                os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
-            elif is_new:
-                if found.data is not None:
-                    write_staged(txn_fd, stage_name, found.data)
-                staged[sha] = stage_name
-            read[entry.path] = with_content(entry, sha, found.flags, found.extents)
-            entries.append(read[entry.path])
+                cache.record(captured, tree.identities[captured.path], CachedRead(sha, flags, extents))
         entries = fill_hardlinks(entries, read)
         manifest = Manifest(name=name, entries=tuple(entries), source_read_noatime=all_noatime)
         body = manifest.to_bytes()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 
 import attrs
 
@@ -32,15 +33,17 @@ class ScannedTree:
     listed_noatime: bool
 
 
-def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True) -> ScannedTree:
+def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
+              on_progress: Callable[[int], None] | None = None) -> ScannedTree:
     """Capture every entry under ``src`` (which must be a directory) before reading anything.
 
     A tree nested deeper than a path the kernel accepts (``PATH_MAX``, 4096 bytes) is refused with
     :class:`TreeTooDeepError` naming where: it could be published from inside but never restored
-    by path, so it is not published at all.
+    by path, so it is not published at all. ``on_progress`` gets the number of entries captured so
+    far after each directory.
     """
     try:
-        return _scan_tree(os.fspath(src), read_links=read_links)
+        return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
     except OSError as err:
         if err.errno != errno.ENAMETOOLONG:
             raise
@@ -51,14 +54,18 @@ def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True) -> Scanne
             "every path fits", path=where) from err
 
 
-def _scan_tree(root: str, *, read_links: bool) -> ScannedTree:
+def _ignore(count: int) -> None:
+    pass
+
+
+def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
     metas: list[FileMeta] = [meta_from_stat(ROOT, st, owners=True, xattrs=read_xattrs(root))]
     identities = {ROOT: (st.st_dev, st.st_ino)}
     dir_flags: dict[str, int | None] = {}
-    all_noatime = _scan_dir(root, "", metas, identities, dir_flags)
+    all_noatime = _scan_dir(root, "", metas, identities, dir_flags, on_progress=on_progress)
     links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
@@ -88,7 +95,7 @@ def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]
 
 
 def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]],
-              dir_flags: dict[str, int | None]) -> bool:
+              dir_flags: dict[str, int | None], *, on_progress: Callable[[int], None]) -> bool:
     top = os.path.join(root, rel) if rel else root
     fd, noatime = open_noatime(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -111,8 +118,9 @@ def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, 
                 subdirs.append(relpath)
     finally:
         os.close(fd)
+    on_progress(len(metas))
     for relpath in subdirs:
-        noatime = _scan_dir(root, relpath, metas, identities, dir_flags) and noatime
+        noatime = _scan_dir(root, relpath, metas, identities, dir_flags, on_progress=on_progress) and noatime
     return noatime
 
 

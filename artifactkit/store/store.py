@@ -7,12 +7,13 @@ this class only resolves names to versions and holds the store-wide lock where a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
-from typing import Any
+from typing import Any, Final
 
-from artifactkit.store.download import restore_tree
+from artifactkit.store.download import BlobSource, restore_tree
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, StoreLayout, parse_ref
 from artifactkit.store.locks import store_lock
@@ -22,6 +23,11 @@ from artifactkit.store.publish import capture_source, commit_manifest, publish_t
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import StatCache, inode_clock_ns
 from artifactkit.store.verify import VerifyReport, verify_store
+from artifactkit.store.workers import LazyPool
+
+#: A manifest entry of a plain file takes ~250 bytes of JSON; a lower guess would start workers for
+#: trees too small to need them.
+_MANIFEST_BYTES_PER_ENTRY: Final = 250
 
 
 class Store:
@@ -53,21 +59,26 @@ class Store:
         # A method, not a plain call, so a fault test can subclass the commit step.
         return commit_manifest(layout, name, staged_manifest, digest)
 
-    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False) -> ArtifactRef:
+    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
+                workers: int | None = None) -> ArtifactRef:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete.
 
         By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
         mtime and ctime are as the store's stat cache recorded them, long enough ago (see
         :mod:`artifactkit.store.stat_cache` for exactly what that trusts), and refreshes the cache.
+        ``workers``: how many processes read and stage files (``None``: one for small trees, else the
+        cores available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
         """
         check_artifact_name(name)
         started_ns = inode_clock_ns() if stat_cache else 0  # before the scan: the racy rule's reference
-        tree = capture_source(src)  # a source that cannot be published creates no store
-        self._ensure_layout()
-        if not stat_cache:
-            return publish_tree(self.layout, tree, name, commit=self._commit_manifest)
-        cache = StatCache.load(self.layout, started_ns)
-        ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache)
+        with LazyPool(workers, "publish") as pool:
+            # The workers start during the scan once it is big enough: their start-up overlaps it.
+            tree = capture_source(src, on_progress=pool.expect)  # a source that cannot be published creates no store
+            self._ensure_layout()
+            if not stat_cache:
+                return publish_tree(self.layout, tree, name, commit=self._commit_manifest, pool=pool)
+            cache = StatCache.load(self.layout, started_ns)
+            ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
         cache.save(self.layout)
         return ref
 
@@ -98,19 +109,25 @@ class Store:
         return read_manifest(self.layout, self.resolve(ref, version))
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
-                 version: int | None = None, owners: Owners = "exact") -> ArtifactRef:
+                 version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
         """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing.
 
         ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
         where this user cannot; ``owners="current"`` takes the downloader's ownership and clears
         setuid/setgid and privileged xattrs of the re-owned entries (a :class:`ReownedWarning` lists them).
+        ``workers``: how many processes create the files (``None``: one for small trees, else the cores
+        available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
         """
         ref = self.resolve(name_or_ref, version)
         target = os.path.abspath(os.fspath(dest))
         if os.path.lexists(target):
             raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-        restore_tree(self.manifest(ref).entries, target, blob_path=self.layout.blob_path, shape_checked=True,
-                     owners=owners)
+        with LazyPool(workers, "download") as pool:
+            # Workers start before the manifest is parsed (sized from its bytes), so their start-up overlaps it.
+            with contextlib.suppress(OSError):
+                pool.expect(os.stat(self.layout.manifest_path(ref)).st_size // _MANIFEST_BYTES_PER_ENTRY)
+            restore_tree(self.manifest(ref).entries, target, blob_path=BlobSource(self.layout.blobs_dir, pool),
+                         shape_checked=True, owners=owners)
         return ref
 
     def verify(self) -> VerifyReport:

@@ -152,8 +152,8 @@ def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, mon
     materialize("basic", fast_tmp / "src")
     real_scan = store_module.scan_tree
 
-    def scan_then_modify(src: object) -> object:
-        tree = real_scan(src)  # type: ignore[arg-type]
+    def scan_then_modify(src: object, **options: object) -> object:
+        tree = real_scan(src, **options)  # type: ignore[arg-type]
         with open(fast_tmp / "src" / "README.txt", "ab") as handle:
             handle.write(b"late write")
         return tree

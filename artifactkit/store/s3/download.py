@@ -19,7 +19,7 @@ from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError
 from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
-from artifactkit.store.download import restore_tree
+from artifactkit.store.download import BlobSource, restore_tree
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.layout import blob_key
@@ -121,7 +121,7 @@ def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir: str, *, worker
 
 
 def download_manifest(bucket: Bucket, manifest: Manifest, dest: str | os.PathLike[str], *,
-                      owners: Owners = "exact") -> None:
+                      owners: Owners = "exact", workers: int | None = None) -> None:
     """Materialize ``manifest`` at ``dest`` (which must not exist) with exact metadata, or leave nothing."""
     target = os.path.abspath(os.fspath(dest))
     if os.path.lexists(target):
@@ -131,7 +131,7 @@ def download_manifest(bucket: Bucket, manifest: Manifest, dest: str | os.PathLik
     try:
         needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
         fetch_blobs(bucket, needed, blob_dir)
-        restore_tree(manifest.entries, target, blob_path=lambda sha: os.path.join(blob_dir, sha), shape_checked=True,
-                     owners=owners)
+        restore_tree(manifest.entries, target, blob_path=BlobSource(blob_dir), shape_checked=True, owners=owners,
+                     workers=workers)
     finally:
         shutil.rmtree(blob_dir, ignore_errors=True)

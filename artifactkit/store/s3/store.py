@@ -35,8 +35,11 @@ class S3Store(Store):
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
 
-    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False) -> ArtifactRef:
-        """Upload the tree at ``src`` and claim the next version of ``name`` with one conditional PUT."""
+    def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
+                workers: int | None = None) -> ArtifactRef:
+        """Upload the tree at ``src`` and claim the next version of ``name`` with one conditional PUT.
+        ``workers`` is accepted for the local store's signature: an S3 publish reads in this process (its
+        uploads are the cost, and run concurrently already)."""
         if stat_cache:
             raise NotImplementedError("the stat cache is for local stores; an S3 publish hashes every byte")
         check_artifact_name(name)
@@ -77,10 +80,11 @@ class S3Store(Store):
         return parse_version(resolved, found[1], where=where)
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
-                 version: int | None = None, owners: Owners = "exact") -> ArtifactRef:
-        """Fetch and check every blob, then restore exactly as a local download does, or leave nothing."""
+                 version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
+        """Fetch and check every blob, then restore exactly as a local download does (``workers`` as
+        there), or leave nothing."""
         ref = self.resolve(name_or_ref, version)
-        download_manifest(self.bucket, self.manifest(ref), dest, owners=owners)
+        download_manifest(self.bucket, self.manifest(ref), dest, owners=owners, workers=workers)
         return ref
 
     def verify(self) -> VerifyReport:

@@ -1,0 +1,102 @@
+"""One source file read once and staged: the per-file work of a publish, in the parent or a worker.
+
+A module of its own, importing only what a read needs, because a worker process imports it at start-up
+(its import time is paid by every publish that uses workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from artifactkit.metadata.model import Extents, FileMeta
+from artifactkit.store.content import SourceRead, read_source, write_staged
+from artifactkit.store.layout import exists_at
+
+
+class Staged(NamedTuple):
+    """One file's read, as a worker reports it (a tuple: it crosses a pipe once per file)."""
+
+    position: int  #: index of the entry in the scanned tree
+    sha256: str
+    noatime: bool
+    flags: int | None
+    extents: Extents | None
+    staged: bool  #: its bytes are in staging as :attr:`stage_name` (new to the store, first of its content here)
+    stage_dir: str = ""  #: a worker's own directory in staging ("" for the parent's files)
+
+    @property
+    def stage_name(self) -> str:
+        """Where its bytes are staged, relative to the staging dir."""
+        return f"{self.stage_dir}/blob-{self.position}" if self.stage_dir else f"blob-{self.position}"
+
+
+#: What every batch of one publish shares: ``(source root, staging dir, its (st_dev, st_ino), blobs dir)``.
+StageShared = tuple[str, str, tuple[int, int], str]
+#: A file to read: ``(index in the tree, entry as captured, (st_dev, st_ino) as captured)``.
+StageItem = tuple[int, FileMeta, tuple[int, int]]
+#: The same on the wire: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
+WireItem = tuple[int, str, int, int, int | None, int, int]
+Reader = Callable[..., SourceRead]
+
+
+def to_wire(item: StageItem) -> WireItem:
+    """What a worker needs of an item: a tuple pickles in a fraction of a :class:`FileMeta`'s time."""
+    index, entry, (dev, ino) = item
+    return index, entry.path, entry.size, entry.mtime_ns, entry.ctime_ns, dev, ino
+
+
+def from_wire(item: WireItem) -> StageItem:
+    """The item a worker reads: the captured facts :func:`read_source` compares against."""
+    index, path, size, mtime_ns, ctime_ns, dev, ino = item
+    return index, FileMeta(path=path, kind="file", mode=0, mtime_ns=mtime_ns, atime_ns=0, size=size,
+                           ctime_ns=ctime_ns), (dev, ino)
+
+
+def stage_file(root: str, item: StageItem, txn_fd: int, blobs_fd: int, seen: set[str], *,
+               read: Reader = read_source, stage_dir: str = "") -> Staged:
+    """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
+    ``seen``: digests this process staged in this publish."""
+    index, entry, identity = item
+    stage_name = f"blob-{index}"
+    found = read(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
+    is_new = found.sha256 not in seen and not exists_at(blobs_fd, found.sha256)
+    if is_new:
+        if found.data is not None:
+            write_staged(txn_fd, stage_name, found.data)
+        seen.add(found.sha256)
+    elif found.data is None:
+        os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
+    return Staged(index, found.sha256, found.noatime, found.flags, found.extents, is_new, stage_dir)
+
+
+def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
+    """A worker's share of a publish: the staging dir is opened by path and must be the parent's inode.
+    Each worker stages into a directory of its own there: creating files in one directory from several
+    processes serializes on that directory's lock (measured: 1.25x from two processes, 1.6x apart)."""
+    root, txn, identity, blobs_dir = shared
+    txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(txn_fd)
+        if (st.st_dev, st.st_ino) != identity:
+            raise FileNotFoundError(errno.ENOENT, "publish staging directory was replaced", txn)
+        own = f"worker-{os.getpid()}"
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(own, 0o700, dir_fd=txn_fd)
+        own_fd = os.open(own, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=txn_fd)
+        blobs_fd = os.open(blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            seen = _SEEN.setdefault((txn, identity), set())
+            return [stage_file(root, from_wire(item), own_fd, blobs_fd, seen, stage_dir=own) for item in batch]
+        finally:
+            os.close(blobs_fd)
+            os.close(own_fd)
+    finally:
+        os.close(txn_fd)
+
+
+#: Digests a worker staged, per publish (a worker serves one publish; its batches share the set).
+_SEEN: dict[tuple[str, tuple[int, int]], set[str]] = {}

@@ -1,0 +1,267 @@
+"""Worker processes for the per-file work of publish and download: the parent keeps the walk, the
+manifest and the commit; batches of files go to children and come back as small results.
+
+Why processes started with ``python -m artifactkit.store.worker_main`` and not ``multiprocessing``:
+its "spawn" start re-imports the caller's ``__main__`` (a script without a main guard would publish
+again in every child), and "fork" copies a threaded parent. A child here imports artifactkit only,
+talks length-prefixed pickles over its stdin/stdout pipes with its own parent (nobody else holds
+them), and dies with it (``PR_SET_PDEATHSIG``).
+
+Consistency rules the callers rely on:
+
+- :meth:`WorkerPool.run` returns only when every batch is done, and on *any* failure (a batch that
+  raised, a child that died, ``KeyboardInterrupt`` in the parent) it kills and reaps every child
+  before raising, so no child is still writing when the caller cleans up its staging.
+- A batch's exception is re-raised in the parent as the same exception (artifactkit's errors and
+  ``OSError`` pickle with their fields); which batch fails first is not defined, as with threads.
+- The parent works too: it takes a batch whenever no child's result is waiting, so ``workers=2``
+  is the parent and one child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Final, TypeVar
+
+import artifactkit
+from artifactkit.store.worker_frames import read_frame, write_frame
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+#: Below this many files a pool costs more than it saves (interpreter start ~40 ms of a core): measured
+#: by ``diagnostics/bench_store.py --workers``; see docs/performance.md.
+PARALLEL_MIN_FILES: Final = 2000
+#: Files per batch: large enough that a pickle round trip (~50 us) is a small part of it.
+BATCH_FILES: Final = 200
+#: More processes than this stop paying on one store's metadata work (directory locks in the kernel).
+MAX_WORKERS: Final = 8
+
+
+class WorkerFailedError(RuntimeError):
+    """A worker process died or could not start; the operation was abandoned and nothing made visible."""
+
+
+def available_cores() -> int:
+    """CPUs this process may run on (its affinity mask, as ``taskset`` sets it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        return os.cpu_count() or 1
+
+
+def choose_workers(requested: int | None, files: int) -> int:
+    """How many processes (the parent counted) do ``files`` files' work.
+
+    ``requested`` ``None`` is automatic: one below :data:`PARALLEL_MIN_FILES` files, else the cores
+    available (at most :data:`MAX_WORKERS`); the environment variable ``ARTIFACTKIT_WORKERS`` overrides
+    the automatic choice (for tests and CI). An explicit number is used as given, however few files.
+    """
+    if requested is None:
+        forced = os.environ.get("ARTIFACTKIT_WORKERS", "")
+        if forced:
+            requested = int(forced)
+        elif files < PARALLEL_MIN_FILES:
+            return 1
+        else:
+            requested = min(available_cores(), MAX_WORKERS)
+    if requested < 1:
+        raise ValueError(f"workers must be at least 1, not {requested}")
+    return max(1, min(requested, files)) if files else 1
+
+
+def batches(items: Sequence[T], size: int = BATCH_FILES) -> list[Sequence[T]]:
+    """``items`` cut into consecutive batches of at most ``size``."""
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+def _widen(stream: IO[bytes]) -> None:
+    # Two batches in flight each way must fit in the pipes, or a parent blocked writing a batch and a
+    # child blocked writing a result would wait for each other. 1 MiB is the unprivileged maximum.
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+
+
+class _Child:
+    def __init__(self, task: str) -> None:
+        import subprocess  # noqa: PLC0415 - the parent's only: a child importing this module must start fast
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(artifactkit.__file__)))
+        env = dict(os.environ)
+        # The child imports the same modules as the parent, however the parent found them: its search
+        # path is the parent's, and ``-S`` skips site (a fifth of a child's start-up) that built it.
+        env["PYTHONPATH"] = os.pathsep.join([package_parent, *(p for p in sys.path if p)])
+        env.pop("ARTIFACTKIT_WORKERS", None)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-S", "-m", "artifactkit.store.worker_main",
+                                          str(os.getpid()), task],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+                                         bufsize=0)  # unbuffered: select() must see every frame not yet read
+        except OSError as err:
+            raise WorkerFailedError(f"cannot start a worker process ({sys.executable}): {err}") from err
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        self.stdout: IO[bytes] = self.proc.stdout
+        _widen(self.stdin)
+        _widen(self.stdout)
+        self.pending: list[int] = []  # batch numbers sent, in order
+        self.used = False
+
+    def send(self, number: int, shared: object, batch: object) -> None:
+        self.pending.append(number)
+        self.used = True
+        try:
+            write_frame(self.stdin, (shared, batch))
+        except BrokenPipeError as err:
+            raise WorkerFailedError(f"worker process {self.proc.pid} exited "
+                                    f"(status {self.proc.poll()})") from err
+
+    def receive(self) -> tuple[int, Any]:
+        try:
+            status, value = read_frame(self.stdout)
+        except EOFError as err:
+            raise WorkerFailedError(f"worker process {self.proc.pid} exited mid-batch "
+                                    f"(status {self.proc.wait()})") from err
+        number = self.pending.pop(0)
+        if status == "err":
+            raise value
+        return number, value
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGKILL)
+        self.close()
+
+    def close(self) -> None:
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self.proc.wait()
+
+
+class WorkerPool:
+    """``workers - 1`` child processes plus the parent, for one operation of one ``task`` (a context
+    manager). ``task`` names a function of :data:`artifactkit.store.worker_main.TASKS`."""
+
+    def __init__(self, workers: int, task: str) -> None:
+        self.workers = workers
+        self._children: list[_Child] = []
+        try:
+            for _ in range(workers - 1):
+                self._children.append(_Child(task))
+        except BaseException:
+            self._kill_all()
+            raise
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            for child in self._children:
+                if child.used:
+                    child.close()  # EOF on stdin: the child exits after its (finished) batches
+                else:
+                    child.kill()  # never given work: no need to wait for its start-up to end
+        else:
+            self._kill_all()
+        self._children = []
+
+    def _kill_all(self) -> None:
+        for child in self._children:
+            child.kill()
+
+    def run(self, shared: object, work: Sequence[Sequence[T]],
+            local: Callable[[Sequence[T]], list[R]]) -> list[list[R]]:
+        """Every batch of ``work`` through the task (children) or ``local`` (the parent), results in order.
+
+        A child calls its task as ``function(shared, batch)``; ``local(batch)`` must compute the same.
+        """
+        import selectors  # noqa: PLC0415 - the parent's only, like subprocess above
+        results: list[list[R] | None] = [None] * len(work)
+        next_batch = 0
+        try:
+            with selectors.DefaultSelector() as selector:
+                for child in self._children:
+                    selector.register(child.stdout, selectors.EVENT_READ, child)
+                while True:
+                    # Keep two batches with each child, so it never waits for the parent.
+                    for child in self._children:
+                        while len(child.pending) < 2 and next_batch < len(work):
+                            child.send(next_batch, shared, work[next_batch])
+                            next_batch += 1
+                    ready = selector.select(timeout=0)
+                    for key, _ in ready:
+                        number, value = key.data.receive()
+                        results[number] = value
+                    if ready:
+                        continue
+                    if next_batch < len(work):
+                        results[next_batch] = local(work[next_batch])
+                        next_batch += 1
+                    elif any(child.pending for child in self._children):
+                        for key, _ in selector.select():
+                            number, value = key.data.receive()
+                            results[number] = value
+                    else:
+                        break
+        except BaseException:
+            self._kill_all()  # before the caller removes what the children were writing into
+            self._children = []
+            raise
+        return [batch for batch in results if batch is not None]
+
+
+class LazyPool:
+    """A :class:`WorkerPool` started as soon as the work is known to be big enough, so the children's
+    start-up (~0.1 s of imports, on another core) overlaps the parent's serial scan or manifest parse.
+
+    :meth:`expect` is the hint (files seen so far); :meth:`get` gives the pool for the final count, or
+    ``None`` to work in-process; :meth:`close` ends the children (killed when ``failed``).
+    """
+
+    def __init__(self, requested: int | None, task: str) -> None:
+        self.requested = requested
+        self.task = task
+        self._pool: WorkerPool | None = None
+        self._unavailable = False
+
+    def expect(self, files: int) -> None:
+        """``files`` files are coming at least: start the children now if they will be used.
+
+        Where no worker can start (``sys.executable`` not runnable after a privilege drop, no fork
+        allowed) the automatic choice works in-process; an explicit ``workers`` (or
+        ``ARTIFACTKIT_WORKERS``) raises :class:`WorkerFailedError` instead.
+        """
+        if self._pool is not None or self._unavailable or choose_workers(self.requested, files) == 1:
+            return
+        try:
+            self._pool = WorkerPool(choose_workers(self.requested, max(files, PARALLEL_MIN_FILES)), self.task)
+        except WorkerFailedError:
+            if self.requested is not None or os.environ.get("ARTIFACTKIT_WORKERS"):
+                raise
+            self._unavailable = True
+
+    def get(self, files: int) -> WorkerPool | None:
+        """The pool for ``files`` files (started now if the hint came too late), or ``None``."""
+        if choose_workers(self.requested, files) == 1:
+            return None
+        self.expect(files)
+        return self._pool
+
+    def close(self, failed: bool = False) -> None:
+        """Let the children exit (or kill them, ``failed``); idempotent."""
+        if self._pool is not None:
+            self._pool.__exit__(RuntimeError if failed else None, None, None)
+            self._pool = None
+
+    def __enter__(self) -> LazyPool:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self.close(failed=kind is not None)
