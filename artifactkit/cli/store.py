@@ -37,6 +37,19 @@ def _parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], nam
     return parser
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _workers_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--workers", type=_positive, default=None, metavar="N",
+                        help=f"processes that {what} (1: this process only); default: 1 below 2,000 files, "
+                             "else the CPUs this process may use (at most 8); every check is the same")
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = _parser(subparsers, "publish", "publish a directory tree as the next version of NAME",
                 "Capture SRC (lstat before any read), store its content by sha256 and its metadata in a "
@@ -47,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="skip reading files whose inode, size, mtime and ctime match the store's stat cache "
                         "(entries changed within 2 s of the publish that recorded them are hashed again); "
                         "default: hash every byte")
+    _workers_option(p, "read and stage files")
     p.set_defaults(func=_publish)
 
     p = _parser(subparsers, "download", "download NAME[@VERSION] into DEST (which must not exist)",
@@ -58,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--owners", choices=("exact", "current"), default="exact",
                    help="exact (default): restore every owner, refuse (exit 2) where this user cannot; current: "
                         "take your own ownership and clear setuid/setgid and privileged xattrs of re-owned entries")
+    _workers_option(p, "create and restore files")
     p.set_defaults(func=_download)
 
     p = _parser(subparsers, "verify", "check every manifest and blob (read-only); exit 1 on findings",
@@ -87,7 +102,7 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache)
+        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers)
         if a.json:
             emit_json({"schema": "artifactkit.publish/1", **_ref_doc(ref)})
         else:
@@ -100,7 +115,7 @@ def _download(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ReownedWarning)
-            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners)
+            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers)
         reowned = [str(w.message) for w in caught if issubclass(w.category, ReownedWarning)]
         if a.json:
             emit_json({"schema": "artifactkit.download/1", "dest_verified": True, "reowned": reowned,

@@ -25,6 +25,17 @@ def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.Ca
     assert json.loads(capsys.readouterr().out)["clean"] is True
 
 
+def test_workers_option_runs_worker_processes_and_refuses_zero(fast_tmp: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = str(fast_tmp / "store")
+    assert main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo", "--workers", "2"]) == 0
+    assert main(["download", "demo", str(fast_tmp / "out"), "--store", store, "--workers", "2"]) == 0
+    assert "verified exact" in capsys.readouterr().out
+    assert main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo", "--workers", "0"]) == 2
+    assert "at least 1" in capsys.readouterr().err
+
+
 def test_exit_codes_separate_usage_errors_from_failed_checks(
         fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     materialize("basic", fast_tmp / "src")
