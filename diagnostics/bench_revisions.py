@@ -2,24 +2,29 @@
 
     git worktree add /tmp/ak-old <REV>
     python3 diagnostics/bench_revisions.py --old /tmp/ak-old --new . [--rounds 7] [--files 10000]
+        [--new-workers 1 --new-workers 2] [--output diagnostics/results/FILE.json]
 
 Builds ``--files`` x 1 KiB files in 100 dirs with historical ns times on /dev/shm, then runs, alternating
 which goes first, one child process per measurement with ``PYTHONPATH`` set to each checkout, and prints the
-median ms of publish and of download for each, with every sample. A quick check that a refactor did not make
-the code path slower; ``bench_store.py`` is the full benchmark against peers.
+median ms of publish and of download for each, with every sample. ``--new-workers N`` (repeatable) runs the
+new checkout once per N with ``ARTIFACTKIT_WORKERS=N`` (labels ``new@wN``), so one run gives the before/after
+and the worker scaling; ``--output`` keeps it all as JSON with the command line. A quick check that a
+refactor did not make the code path slower; ``bench_store.py`` is the full benchmark against peers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
-from bench_env import scratch_on_tmpfs
+from bench_env import _code_state, scratch_on_tmpfs
 
 CHILD = r"""
 import os, sys, time
@@ -50,22 +55,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new", required=True, help="checkout of the later revision")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--new-workers", type=int, action="append", default=[], metavar="N",
+                        help="also run the new checkout with ARTIFACTKIT_WORKERS=N (repeatable)")
+    parser.add_argument("--output", help="write the samples and medians as JSON here")
     args = parser.parse_args(argv)
+    labels = {"old": (args.old, None)}
+    labels.update({f"new@w{n}": (args.new, n) for n in args.new_workers} or {"new": (args.new, None)})
     with scratch_on_tmpfs() as root:
         src = os.path.join(root, "src")
         make_tree(src, args.files)
-        samples: dict[str, list[tuple[int, int]]] = {"old": [], "new": []}
+        samples: dict[str, list[tuple[int, int]]] = {label: [] for label in labels}
+        loads = []
         for rnd in range(args.rounds):
-            for label in ("old", "new") if rnd % 2 == 0 else ("new", "old"):
+            loads.append(os.getloadavg()[0])
+            for label in list(labels) if rnd % 2 == 0 else list(reversed(labels)):
+                checkout, workers = labels[label]
                 base = tempfile.mkdtemp(dir=root)
-                env = {**os.environ, "PYTHONPATH": os.path.abspath(getattr(args, label))}
+                env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
+                env.pop("ARTIFACTKIT_WORKERS", None)
+                if workers is not None:
+                    env["ARTIFACTKIT_WORKERS"] = str(workers)
                 out = subprocess.run([sys.executable, "-c", CHILD, src, base], env=env, capture_output=True,
                                      text=True, check=True).stdout.split()
                 samples[label].append((int(out[0]), int(out[1])))
                 shutil.rmtree(base)
+        medians = {label: {"publish_ms": statistics.median(p for p, _ in values) / 1000,
+                           "download_ms": statistics.median(d for _, d in values) / 1000,
+                           "round_trip_ms": statistics.median(p + d for p, d in values) / 1000}
+                   for label, values in samples.items()}
         for label, values in samples.items():
-            print(f"{label}: publish median {statistics.median(p for p, _ in values) / 1000:.0f} ms, download median "
-                  f"{statistics.median(d for _, d in values) / 1000:.0f} ms; samples (us) {values}")
+            print(f"{label}: publish median {medians[label]['publish_ms']:.0f} ms, download median "
+                  f"{medians[label]['download_ms']:.0f} ms, round trip {medians[label]['round_trip_ms']:.0f} ms; "
+                  f"samples (us) {values}")
+    if args.output:
+        revs = {label: subprocess.run(["git", "rev-parse", "HEAD"], cwd=c, capture_output=True, text=True,
+                                      check=False).stdout.strip() for label, (c, _) in labels.items()}
+        doc = {"schema": "artifactkit.bench-revisions/1",
+               # Sanitized like every evidence file: checkouts by base name, their commits below.
+               "command": "python3 diagnostics/bench_revisions.py " + " ".join(
+                   os.path.basename(a) if os.path.isabs(a) else a for a in sys.argv[1:]),
+               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "machine": {"nproc": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+                           "kernel": os.uname().release, "python": sys.version.split()[0]},
+               "code_under_test": _code_state(),
+               "files": args.files, "rounds": args.rounds, "loadavg_1m_per_round": loads,
+               "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
+               "medians": medians, "samples_us": samples}
+        with open(args.output, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle, indent=1)
     return 0
 
 
