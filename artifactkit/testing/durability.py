@@ -34,13 +34,37 @@ class Event:
     args: str
 
 
+_UNFINISHED = re.compile(r"^(\d+) +(.*) <unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(\d+) +<\.\.\. (\w+) resumed>(.*)$")
+
+
+def joined_lines(text: str) -> list[str]:
+    """The trace's lines with each call that another process interrupted put back together.
+
+    With several processes (publish workers), ``strace -f`` prints a call that another process's
+    line cut in two as ``PID call(args <unfinished ...>`` and later ``PID <... call resumed>rest``; the
+    call took effect when it returned, so the joined line takes the place of the resumed half.
+    """
+    pending: dict[str, str] = {}
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if (cut := _UNFINISHED.match(line)) is not None:
+            pending[cut.group(1)] = cut.group(2)
+            continue
+        if (rest := _RESUMED.match(line)) is not None and rest.group(1) in pending:
+            line = f"{rest.group(1)} {pending.pop(rest.group(1))}{rest.group(3)}"
+        lines.append(line)
+    return lines
+
+
 def parse_trace(text: str) -> list[Event]:
     """Successful calls of ``strace -f -y`` output, with fd paths and string arguments pulled out."""
     events: list[Event] = []
-    for line in text.splitlines():
-        match = _LINE.match(line.strip())
+    for line in joined_lines(text):
+        match = _LINE.match(line)
         if match is None or int(match.group(3)) < 0:
-            continue  # unfinished/resumed halves and failed calls change nothing
+            continue  # failed calls change nothing
         call, args = match.group(1), match.group(2)
         fds = tuple(m.group(1) for part in args.split(", ") if (m := _FD.match(part)))
         strings = tuple(s.encode().decode("unicode_escape") for s in _STR.findall(args))
@@ -114,10 +138,10 @@ def check_durability(text: str, store_root: str, marker: str) -> tuple[list[str]
 def _marker_positions(text: str, marker: str) -> list[int]:
     """Event positions at which publish had returned (the child stats ``marker`` right after)."""
     positions, count = [], 0
-    for line in text.splitlines():
+    for line in joined_lines(text):
         if marker in line:
             positions.append(count)
-        match = _LINE.match(line.strip())
+        match = _LINE.match(line)
         if match is not None and int(match.group(3)) >= 0:
             count += 1
     return positions
@@ -131,9 +155,15 @@ def _ancestors(path: str, store_root: str) -> list[str]:
     return found
 
 
-def traced_publish(sources: Materials, tmp: Path, variant: str) -> tuple[list[str], int]:
-    store = tmp / f"store-{variant}"
-    trace = tmp / f"trace-{variant}.txt"
+def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int | None = None) -> tuple[list[str], int]:
+    """Publish two versions under ``strace -f`` and check the order; ``workers`` forces worker processes
+    (``ARTIFACTKIT_WORKERS``), whose writes the same trace follows."""
+    label = variant if workers is None else f"{variant}-w{workers}"
+    store = tmp / f"store-{label}"
+    trace = tmp / f"trace-{label}.txt"
+    env = {k: v for k, v in os.environ.items() if k != "ARTIFACTKIT_WORKERS"}
+    if workers is not None:
+        env["ARTIFACTKIT_WORKERS"] = str(workers)
     # Two versions of one name: the first creates the store and the name; the second streams a
     # blob larger than the in-memory limit and deduplicates the rest.
     subprocess.run(
@@ -141,7 +171,7 @@ def traced_publish(sources: Materials, tmp: Path, variant: str) -> tuple[list[st
          "-e", "trace=%file,%desc,fsync,fdatasync,syncfs,rename,renameat2",
          sys.executable, fault_workers.__file__, "publish", variant, str(store), "demo",
          str(sources.base / "src-demo1"), str(sources.base / "src-demo2")],
-        check=True, capture_output=True, timeout=120)
+        check=True, capture_output=True, timeout=120, env=env)
     return check_durability(trace.read_text(), str(store), fault_workers.RETURN_MARKER)
 
 

@@ -49,6 +49,31 @@ def test_a_publish_with_one_step_reordered_or_dropped_fails_the_checker(
     assert any(rule in p for p in problems), problems
 
 
+@pytest.mark.parametrize("variant", ["correct", "no-blobs-dir-fsync"])
+def test_a_publish_with_worker_processes_keeps_the_order_and_a_dropped_fsync_is_still_caught(
+        sources: Materials, variant: str) -> None:
+    problems, checked = traced_publish(sources, sources.base.parent, variant, workers=2)
+    assert checked >= 8, "the checker must have seen the blob and manifest renames"
+    assert problems == [] if variant == "correct" else any("(rule 2)" in p for p in problems), problems
+
+
+def test_the_checker_joins_a_call_that_another_process_interrupted() -> None:
+    # With worker processes strace -f cuts a call in two when another process's line comes between.
+    trace = "\n".join([
+        '1 openat(AT_FDCWD</s>, "/s/staging/t/b", O_WRONLY|O_CREAT|O_EXCL, 0444) = 5</s/staging/t/b>',
+        '1 write(5</s/staging/t/b>, ""..., 10) = 10',
+        "1 syncfs(5</s/staging/t/b>) = 0",
+        '1 renameat2(AT_FDCWD</s>, "/s/staging/t/b", AT_FDCWD</s> <unfinished ...>',
+        '2 read(3</dev/null>, "", 10) = 0',
+        '1 <... renameat2 resumed>, "/s/blobs/b", 0) = 0',
+        "1 fsync(6</s/blobs>) = 0",
+        '1 newfstatat(AT_FDCWD</s>, "/marker", 0x1, 0) = -1 ENOENT (No such file or directory)',
+    ])
+    assert check_durability(trace, "/s", "/marker") == ([], 1)
+    unfsynced = trace.replace("1 fsync(6</s/blobs>) = 0\n", "")
+    assert any("(rule 2)" in p for p in check_durability(unfsynced, "/s", "/marker")[0])
+
+
 def test_the_checker_reads_a_hand_written_trace_of_the_right_order_as_clean() -> None:
     trace = "\n".join([
         '1 mkdir("/s/manifests/n", 0755) = 0',
