@@ -15,7 +15,7 @@ import pytest
 
 from artifactkit.errors import IsolationError
 from artifactkit.store.scan import capture_tree
-from artifactkit.testing.mounts import Mounts
+from artifactkit.testing.mounts import Mounts, mounts_under
 from artifactkit.trace.engine import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
 
 # A reader that is not one of ours: walks everything under argv[1] and reads every file, and after
@@ -169,6 +169,7 @@ def test_an_outside_find_cat_loop_is_named_to_its_last_short_lived_process(tmpfs
 
     try:
         result = run_diagnose(DiagnoseConfig(cycles=3, readers=2, base=str(base)), progress=after_an_outside_read)
+        assert mounts_under(base) == []  # the work tree's own mount went with it
     finally:
         os.killpg(loop.pid, signal.SIGKILL)
         loop.wait()

@@ -83,6 +83,30 @@ def test_a_stalled_holder_names_the_reader_only_when_it_holds(traced: Path, hold
         assert "notification only: holding disabled" in tracer.status
 
 
+@pytest.mark.parametrize("own_mount", [True, False], ids=["tree-mount", "whole-mount"])
+def test_only_the_traced_tree_is_held_when_it_has_a_mount_of_its_own(traced: Path, own_mount: bool) -> None:
+    # The base is often /: with the whole mount marked, every open of the machine would wait on the
+    # holder. With the tree bound onto itself, an open beside it does not wait at all.
+    beside = traced.parent / f"{traced.name}-beside"
+    beside.write_bytes(b"x")
+    tracer = start_tracer([traced], own_mount=own_mount)
+    os.kill(tracer.pid, signal.SIGSTOP)
+    try:
+        cat = subprocess.Popen(["cat", str(beside)], stdout=subprocess.PIPE)
+        if own_mount:
+            assert cat.communicate(timeout=30) == (b"x", None)
+        else:
+            with pytest.raises(subprocess.TimeoutExpired):
+                cat.wait(timeout=0.5)
+    finally:
+        os.kill(tracer.pid, signal.SIGCONT)
+    cat.communicate(timeout=30)
+    tracer.stop()
+    beside.unlink()
+    assert not os.path.ismount(traced)  # the tree's own mount went with the tracer
+    assert ("only the traced tree is marked" in tracer.status) == own_mount
+
+
 def test_our_own_opens_are_answered_and_counted_but_not_named(traced: Path) -> None:
     with start_tracer([traced]) as tracer:
         assert (traced / "a").read_bytes() == b"a"
