@@ -157,8 +157,8 @@ def _attribution(acc: Accesses, status: str) -> str:
     hold = acc.hold
     if acc.method != "fanotify" or hold is None or hold.mode != "permission":
         return f"{acc.method}; {status}"
-    return (f"fanotify, each outside opener held until named (FAN_OPEN_PERM): {hold.named_while_held} waited, "
-            f"{hold.hold_us_max / 1000:.1f} ms at most")
+    # The whole status (what is marked, FAN_OPEN_PERM) is in --json; this row says what it cost.
+    return f"fanotify, held until named: {hold.named_while_held} waited, max {hold.hold_us_max / 1000:.1f} ms"
 
 
 def printable(text: str, encoding: str | None) -> str:
