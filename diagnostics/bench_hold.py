@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from bench_env import _code_state as code_state  # the commit measured, as bench_store records it
 
 from artifactkit.cli.common import table
 from artifactkit.isolation.probe import probe_atime
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
            "command": f"python3 diagnostics/bench_hold.py --dir <a directory on a {probe.fs_type} mount> "
                       f"--opens {args.opens} --rounds {args.rounds} --diagnose-cycles {args.diagnose_cycles}"
                       + (" --whole-mount" if args.whole_mount else ""),
+           "code": code_state(),
            "environment": {"kernel": platform.release(), "machine": platform.machine(),
                            "python": platform.python_version(), "fs_type": probe.fs_type, "cpus": os.cpu_count(),
                            # Other work on the machine shifts these figures: the 1-minute load, before and after.

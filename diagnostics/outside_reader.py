@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_env import _code_state as code_state  # the commit measured, as bench_store records it
+
 from artifactkit.cli.diagnose import WIDTH
 from artifactkit.trace.evidence import sanitize, write_evidence
 from artifactkit.trace.procnames import UNKNOWN_EXITED
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     "command": f"python3 diagnostics/outside_reader.py --cycles {args.cycles}"
                                + (" --on <dir>" if args.on != tempfile.gettempdir() else ""),
                     "outside_loop": LOOP.replace('"$1"', "BASE"),
+                    "code": code_state(),
                     "diagnose_command": f"artifactkit diagnose --base BASE --cycles {args.cycles} --output FILE",
                     **result})
     write_evidence(doc, args.output)
