@@ -26,7 +26,7 @@ from typing import IO, Any, Final, Self
 import attrs
 
 from artifactkit._syscalls import bind_onto_itself, detach_mount
-from artifactkit.trace.fanotify import FanotifyUnavailable
+from artifactkit.trace.fanotify import FanotifyUnavailable, open_group
 from artifactkit.trace.holder import BUDGET_MS, WATCHDOG_MS
 
 #: Python start-up on a loaded machine, then the handshake.
@@ -249,6 +249,8 @@ def start_tracer(dirs: Sequence[str | os.PathLike[str]], *, hold: bool = True, o
     """
     if not dirs:
         raise ValueError("start_tracer needs at least one directory")
+    # Asked here first (a syscall, nothing marked): without CAP_SYS_ADMIN no holder is started at all.
+    os.close(open_group(permission=False))
     args = [os.path.realpath(d) for d in dirs]
     if not own_mount:
         mounted, scope = None, "the whole mount is marked (asked for)"
