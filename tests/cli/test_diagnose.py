@@ -247,8 +247,9 @@ def test_the_outside_find_cat_loop_is_named_in_summary_and_evidence(tmpfs_relati
     # The issue's acceptance, as a user would run it: the loop from the issue, diagnose beside it.
     require_holding_openers()
     base = Path(tempfile.mkdtemp(prefix="outside-", dir=tmpfs_relatime))
-    loop = subprocess.Popen(["sh", "-c", 'while :; do find "$1" -type f -exec cat {} + > /dev/null 2>&1; done',
-                             "sh", str(base)], start_new_session=True)
+    # Paced like the engine test's loop, so it leaves the tests beside it a core.
+    loop = subprocess.Popen(["sh", "-c", 'while :; do find "$1" -type f -exec cat {} + > /dev/null 2>&1; sleep 0.01; '
+                             "done", "sh", str(base)], start_new_session=True)
     evidence = tmp_path / "evidence.json"
     try:
         code = main(["diagnose", "--base", str(base), "--cycles", "5", "--readers", "2", "--output", str(evidence)])

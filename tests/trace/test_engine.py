@@ -145,9 +145,11 @@ def test_a_planted_reader_shows_up_as_unexplained_with_its_pid(ext4_relatime: Pa
 
 
 # The outside reader: find starting a cat for every batch of files, in a loop. After each
-# pass that read something inside a diagnose work tree, it says how many bytes.
+# pass that read something inside a diagnose work tree, it says how many bytes. Paced (10 ms between
+# passes) so it does not take a whole core from the tests beside it; each find and cat still lives
+# for a few ms only.
 OUTSIDE_LOOP = ('while :; do n=$(find "$1" -path "$1/artifactkit-*" -type f -exec cat {} + 2>/dev/null | wc -c); '
-                '[ "$n" -gt 0 ] && echo "$n"; done')
+                '[ "$n" -gt 0 ] && echo "$n"; sleep 0.01; done')
 
 
 def test_an_outside_find_cat_loop_is_named_to_its_last_short_lived_process(tmpfs_relatime: Path) -> None:
