@@ -1,4 +1,4 @@
-"""Linux syscalls the standard library lacks (``renameat2``, ``syncfs``), via ctypes.
+"""Linux syscalls the standard library lacks (``renameat2``, ``syncfs``, ``mount``), via ctypes.
 
 Importing this module never fails anywhere; calling an unavailable syscall raises ``OSError``
 with ``ENOSYS`` so callers can choose their documented fallback.
@@ -33,6 +33,11 @@ def _libc_func(name: str) -> ctypes._NamedFuncPointer | None:
 
 _renameat2 = _libc_func("renameat2")
 _syncfs = _libc_func("syncfs")
+_mount = _libc_func("mount")
+_umount2 = _libc_func("umount2")
+# include/uapi/linux/mount.h; MNT_DETACH from include/linux/fs.h (umount2's flags)
+MS_BIND: Final = 0x1000
+MNT_DETACH: Final = 0x2
 
 
 def rename_noreplace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
@@ -61,6 +66,27 @@ def syncfs(fd: int) -> None:
     if _syncfs(ctypes.c_int(fd)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def bind_onto_itself(path: str) -> None:
+    """Make ``path`` the root of a mount of its own: a bind mount of itself, with its parent mount's
+    options (atime policy included). A fanotify mount mark there sees that subtree and nothing else.
+    Needs CAP_SYS_ADMIN; an unbindable parent mount refuses with ``EINVAL``."""
+    if _mount is None:
+        raise OSError(errno.ENOSYS, "mount is not available in this C library")
+    target = os.fsencode(path)
+    if _mount(target, target, None, ctypes.c_ulong(MS_BIND), None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+
+
+def detach_mount(path: str) -> None:
+    """Unmount ``path`` at once (``MNT_DETACH``): gone from the tree now, freed once nobody uses it."""
+    if _umount2 is None:
+        raise OSError(errno.ENOSYS, "umount2 is not available in this C library")
+    if _umount2(os.fsencode(path), ctypes.c_int(MNT_DETACH)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
 
 
 def fsync_dir(path: str, *, dir_fd: int | None = None) -> None:

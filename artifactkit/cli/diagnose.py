@@ -11,11 +11,13 @@ import argparse
 import signal
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any, Final
 
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
 from artifactkit.errors import ArtifactkitError
 from artifactkit.metadata.compare import FIELDS
+from artifactkit.trace.attribution import ARROW, Accesses, AccessGroup
 from artifactkit.trace.engine import COPIERS, ISOLATIONS, CycleProgress, DiagnoseConfig, DiagnoseResult, run_diagnose
 from artifactkit.trace.evidence import to_evidence, write_evidence
 
@@ -73,8 +75,39 @@ class _Progress:
 
 #: The summary fits a 100-column terminal; the long texts are whole in --json.
 WIDTH: Final = 100
+#: Groups of outside processes shown; the rest are counted in one row (all of them are in --json).
+MAX_GROUP_ROWS: Final = 8
+#: A group's label (its chain) is cut from the left beyond this, so the value column keeps its room.
+GROUP_LABEL_WIDTH: Final = 40
 _LOWER_BOUND: Final = ("lower bound: without fanotify (CAP_SYS_ADMIN) inotify counts events, "
                        "not who read")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _fit_label(group: AccessGroup) -> str:
+    """The group's chain, nearest ancestors kept: ``… → find → cat`` when the whole does not fit."""
+    label = group.label
+    if len(label) <= GROUP_LABEL_WIDTH:
+        return label
+    parts = [group.executable[:GROUP_LABEL_WIDTH - len("… → ")]]
+    for name in reversed(group.chain):
+        if len(ARROW.join(["…", name, *parts])) > GROUP_LABEL_WIDTH:
+            break
+        parts.insert(0, name)
+    return ARROW.join(["…", *parts])
+
+
+def group_rows(groups: Sequence[AccessGroup]) -> list[tuple[str, str]]:
+    """One row per group of outside processes, at most MAX_GROUP_ROWS, then how many more."""
+    rows = [(f"  {_fit_label(g)}", f"{_count(g.processes, 'process', 'processes')}, "
+                                   f"{_count(g.events, 'event', 'events')}") for g in groups[:MAX_GROUP_ROWS]]
+    if len(groups) > MAX_GROUP_ROWS:
+        more = len(groups) - MAX_GROUP_ROWS
+        rows.append(("  …", f"{_count(more, 'more group', 'more groups')} (--json)"))
+    return rows
 
 
 def render(result: DiagnoseResult, base: str | None = None) -> str:
@@ -100,15 +133,41 @@ def render(result: DiagnoseResult, base: str | None = None) -> str:
         ("inotify events", f"{sum(result.inotify.as_dict().values())} ({result.inotify.overflows} overflows)"),
         ("accesses: self", str(acc.self_accesses)),
         ("accesses: readers", str(acc.reader_accesses)),
-        ("accesses: unexplained", str(acc.unexplained) + ("" if acc.method == "fanotify" else f" ({_LOWER_BOUND})")),
-        ("attribution", acc.method if acc.method == "fanotify" else f"{acc.method}; {env.fanotify}"),
+        ("accesses: unexplained", _unexplained(acc)),
+        *group_rows(acc.groups),
+        ("attribution", _attribution(acc, env.fanotify)),
     ]
-    rows += [(f"  pid {item.pid}", f"{item.executable}: {item.events} event(s)") for item in acc.attributed]
     rows.append(("duration", f"{result.duration_ns // 1_000_000} ms"))
     verdict = "all checks hold" if result.ok else f"{result.failed_checks} check(s) failed"
     room = WIDTH - 2 - max(len(label) for label, _ in [*rows, ("figure", "")])
     fitted = [(label, value if len(value) <= room else value[:room - 15] + " ... (--json)") for label, value in rows]
     return table(fitted, ("figure", "value")) + f"\n\ndiagnose: {verdict}"
+
+
+def _unexplained(acc: Accesses) -> str:
+    if acc.method != "fanotify":
+        return f"{acc.unexplained} ({_LOWER_BOUND})"
+    groups = acc.groups
+    return (f"{_count(acc.unexplained, 'event', 'events')} by "
+            f"{_count(len(acc.attributed), 'outside process', 'outside processes')}"
+            + (f" in {_count(len(groups), 'group', 'groups')}:" if groups else ""))
+
+
+def _attribution(acc: Accesses, status: str) -> str:
+    hold = acc.hold
+    if acc.method != "fanotify" or hold is None or hold.mode != "permission":
+        return f"{acc.method}; {status}"
+    # The whole status (what is marked, FAN_OPEN_PERM) is in --json; this row says what it cost.
+    return f"fanotify, held until named: {hold.named_while_held} waited, max {hold.hold_us_max / 1000:.1f} ms"
+
+
+def printable(text: str, encoding: str | None) -> str:
+    """``text``, or with ASCII arrows and dots where the terminal's encoding has no → or …."""
+    try:
+        text.encode(encoding or "utf-8")
+    except UnicodeEncodeError:
+        return text.replace("→", "->").replace("…", "...")
+    return text
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -152,5 +211,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(doc)
     else:
-        print(render(result, args.base))
+        print(printable(render(result, args.base), sys.stdout.encoding))
     return EXIT_OK if result.ok else EXIT_FAILED

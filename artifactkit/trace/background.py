@@ -1,8 +1,9 @@
-"""What the inotify watcher, the fanotify tracer and the self-open tracer share, kept once.
+"""What the inotify watcher, the fanotify holder and the self-open tracer share, kept once.
 
-:class:`BackgroundLoop` is the thread lifecycle (poll until stopped, drain what is queued, hand a
-failure back to the caller's thread); :class:`PathSet` is "is this path one of our roots or below
-one", matched on resolved paths so a symlinked base still matches what the kernel reports.
+:class:`BackgroundLoop` is the watcher's thread lifecycle (poll until stopped, drain what is queued,
+hand a failure back to the caller's thread; the fanotify holder is a process of its own, see
+:mod:`artifactkit.trace.holder`); :class:`PathSet` is "is this path one of our roots or below one",
+matched on resolved paths so a symlinked base still matches what the kernel reports.
 """
 
 from __future__ import annotations

@@ -13,12 +13,13 @@ merely that no reader happened to come by.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Literal
 
 import attrs
@@ -37,8 +38,10 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.times import deepest_first
 from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
-from artifactkit.trace.fanotify import FanotifyReport, FanotifyTracer, FanotifyUnavailable, PidAccesses, start_tracer
-from artifactkit.trace.watcher import AccessSplit, SelfOpenTracer, Watcher, WatchSummary, split_accesses
+from artifactkit.trace.attribution import Accesses, account
+from artifactkit.trace.fanotify import FanotifyUnavailable
+from artifactkit.trace.tracer import FanotifyTracer, start_tracer, tree_mount
+from artifactkit.trace.watcher import SelfOpenTracer, Watcher, WatchSummary
 
 Isolation = Literal["auto", "flag", "none"]
 Copier = Literal["store", "shutil"]
@@ -104,19 +107,7 @@ class Environment:
     copier: str
     corpus: str
     readers: int
-    fanotify: str         #: "available" or "unavailable: <why>"
-
-
-@attrs.frozen
-class Accesses:
-    """Accesses under the work tree by who explains them; ``attributed`` lists foreign pids."""
-
-    method: str  #: "fanotify" (per pid, exact about who) or "inotify-accounting" (a lower bound)
-    self_accesses: int
-    reader_accesses: int
-    unexplained: int
-    attributed: tuple[PidAccesses, ...]
-    inotify_split: AccessSplit
+    fanotify: str         #: "available: …" (held, or notification only and why) or "unavailable: <why>"
 
 
 @attrs.frozen
@@ -173,9 +164,10 @@ class _Workspace:
     close: Callable[[], None]
 
 
-def _open_workspace(isolation: Isolation, base: str, probe: AtimeProbe) -> _Workspace:
+def _open_workspace(isolation: Isolation, base: str, probe: AtimeProbe, where: str) -> _Workspace:
+    """The work tree, made in ``where`` (a directory on ``base``'s filesystem)."""
     if isolation == "none":
-        path = tempfile.mkdtemp(prefix="artifactkit-diagnose-", dir=base)
+        path = tempfile.mkdtemp(prefix="artifactkit-diagnose-", dir=where)
         inherited = get_flags(path).noatime
         how = ("none (control run): no flag set; reads " + ("move" if probe.reads_move_atime else "do not move")
                + f" atime here (policy {probe.atime_policy})")
@@ -189,7 +181,7 @@ def _open_workspace(isolation: Isolation, base: str, probe: AtimeProbe) -> _Work
             f"filesystem, or {REMEDY.replace('--artifactkit-base', '--base')}",
             fs_type=probe.fs_type, base=base, failed="no-positive-control")
     try:
-        tree = private_noatime_tree(base, probe=probe)
+        tree = private_noatime_tree(where, probe=probe)
     except IsolationError as err:
         # The fixture's remedy names the pytest option; on the command line the knob is --base.
         message = err.message.replace("--artifactkit-base", "--base")
@@ -207,15 +199,44 @@ def run_diagnose(config: DiagnoseConfig, *,
     if not os.path.isdir(base):
         raise FileNotFoundError(2, "--base is not a directory", base)
     probe = probe_atime(base)
-    workspace = _open_workspace(config.isolation, base, probe)
+    # The work tree lives in a directory that is a mount of its own from the moment it exists, while
+    # still empty: the tracer marks that mount, so only opens in it wait on the holder (not every
+    # open on the base's mount, often /), and no walk that began before can be inside it unseen.
+    # Traced from then on, before anything is inside, so every outside process in it meets a held
+    # open first (none was already there with a directory open, to be named only late or never).
+    root = tempfile.mkdtemp(prefix="artifactkit-diagnose-", dir=base)
     try:
-        return _run_in(workspace, config, probe, progress)
+        with tree_mount(root) if config.fanotify else contextlib.nullcontext(False), \
+                _fanotify(config, root) as (fan, fan_status):
+            workspace = _open_workspace(config.isolation, base, probe, root)
+            try:
+                return _run_in(workspace, config, probe, progress, fan=(fan, fan_status), base=base)
+            finally:
+                workspace.close()
     finally:
-        workspace.close()
+        remove_tree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _fanotify(config: DiagnoseConfig, root: str) -> Iterator[tuple[FanotifyTracer | None, str]]:
+    """The tracer on ``root`` (or None) and what the environment says about it; ended on every way out."""
+    if not config.fanotify:
+        yield None, "unavailable: disabled for this run (inotify accounting only)"
+        return
+    try:
+        fan = start_tracer([root])
+    except FanotifyUnavailable as err:
+        yield None, str(err.strerror)
+        return
+    try:
+        yield fan, fan.status
+    finally:
+        fan.close()  # a no-op after _run_in's stop(); on an error path, the holder must not outlive us
 
 
 def _run_in(ws: _Workspace, config: DiagnoseConfig, probe: AtimeProbe,
-            progress: Callable[[CycleProgress], None] | None) -> DiagnoseResult:
+            progress: Callable[[CycleProgress], None] | None, *, fan: tuple[FanotifyTracer | None, str],
+            base: str) -> DiagnoseResult:
     started = time.monotonic_ns()
     roots = [os.path.join(ws.path, part) for part in ("src", "store", "dest")]
     for root in [*roots, os.path.join(ws.path, "build")]:
@@ -223,23 +244,15 @@ def _run_in(ws: _Workspace, config: DiagnoseConfig, probe: AtimeProbe,
     findings: list[Finding] = []
     failed: set[tuple[int, str]] = set()
     done = 0
-    fan: FanotifyTracer | None = None
+    fan_tracer, fan_status = fan
     with SelfOpenTracer([ws.path]) as tracer:
         watcher = Watcher(ws.path, [ws.path])
         try:
-            fan_status = "available"
-            if config.fanotify:
-                try:
-                    fan = start_tracer([ws.path])
-                except FanotifyUnavailable as err:
-                    fan_status = str(err.strerror)
-            else:
-                fan_status = "unavailable: disabled for this run (inotify accounting only)"
             pool = ReaderPool(roots, config.readers)
             try:
                 pool.wait_started()
-                if fan is not None:
-                    fan.confine(pool.pids)
+                if fan_tracer is not None:
+                    fan_tracer.confine(pool.pids)
                 cycle = _Cycle(config, roots, pool)
                 for done in range(1, config.cycles + 1):
                     for finding in cycle.run(done):
@@ -250,13 +263,16 @@ def _run_in(ws: _Workspace, config: DiagnoseConfig, probe: AtimeProbe,
             finally:
                 pool.stop()
         finally:
-            watch = watcher.stop()
-            fan_report = fan.stop() if fan is not None else None
+            try:
+                watch = watcher.stop()
+            finally:
+                fan_report = fan_tracer.stop() if fan_tracer is not None else None
+    accesses = account(watch.opens, tracer.opens, reader_pids=pool.pids, reader_opens=pool.opens, fan=fan_report,
+                       places=[(ws.path, "<work>"), (base, "<base>")])
     return DiagnoseResult(
         config=config, environment=_environment(config, probe, ws, fan_status), cycles_run=done,
         checks=2 * done, failed_checks=len(failed), findings=tuple(findings), competing_reads=pool.reads,
-        inotify=watch, accesses=_accesses(watch, tracer.opens, pool, fan_report),
-        duration_ns=time.monotonic_ns() - started)
+        inotify=watch, accesses=accesses, duration_ns=time.monotonic_ns() - started)
 
 
 class _Cycle:
@@ -363,13 +379,3 @@ def _environment(config: DiagnoseConfig, probe: AtimeProbe, ws: _Workspace, fan_
         isolation_requested=config.isolation, isolation_mode=ws.mode, verified_how=ws.verified_how,
         copier=config.copier, corpus=config.corpus, readers=config.readers, fanotify=fan_status)
 
-
-def _accesses(watch: WatchSummary, self_opens: int, pool: ReaderPool,
-              fan: FanotifyReport | None) -> Accesses:
-    split = split_accesses(watch.opens, self_opens, pool.opens)
-    if fan is None:
-        return Accesses("inotify-accounting", split.self_opens, split.reader_opens, split.unexplained, (), split)
-    own, readers = {os.getpid()}, set(pool.pids)
-    foreign = tuple(item for item in fan.by_pid if item.pid not in own | readers)
-    return Accesses("fanotify", fan.events_of(own), fan.events_of(readers),
-                    sum(item.events for item in foreign), foreign, split)

@@ -16,10 +16,13 @@ import os
 import platform
 import pwd
 import re
+import shlex
 import socket
 import tempfile
 from collections.abc import Iterable
 from typing import Any, Final
+
+import attrs
 
 from artifactkit.trace.engine import DiagnoseResult
 
@@ -30,8 +33,11 @@ TOP_LEVEL_KEYS: Final = ("schema", "environment", "cycles", "interval_ns", "comp
 OBSERVATION: Final = ("interval_ns, then one complete pass of every competing reader begun after the "
                       "stage finished (so every file was read inside each window)")
 
-# An absolute path: a slash not preceded by anything that makes it part of a relative path or word.
-_ABS_PATH: Final = re.compile(r"(?<![\w.~@+-])/[\w.@+~-]+(?:/[\w.@+~-]*)*")
+# An absolute path: a slash not preceded by anything that makes it part of a relative path or word,
+# nor by <work> (a command line's path inside the diagnose work tree, already relative to it).
+_ABS_PATH: Final = re.compile(r"(?<![\w.~@+-])(?<!<work>)/[\w.@+~-]+(?:/[\w.@+~-]*)*")
+#: A command line in the evidence: enough to see what ran, not every file a `cat` was given.
+CMDLINE_CHARS: Final = 240
 
 
 def to_evidence(result: DiagnoseResult) -> dict[str, Any]:
@@ -63,8 +69,13 @@ def to_evidence(result: DiagnoseResult) -> dict[str, Any]:
             "self": acc.self_accesses,
             "readers": acc.reader_accesses,
             "unexplained": acc.unexplained,
-            "attributed": [{"pid": item.pid, "executable": item.executable, "events": item.events}
+            "attributed": [{"pid": item.pid, "executable": item.executable, "chain": list(item.chain),
+                            "cmdline": cmdline(item.argv), "named": item.named, "complete": item.complete,
+                            "events": item.events}
                            for item in acc.attributed],
+            "groups": [{"chain": list(group.chain), "executable": group.executable,
+                        "processes": group.processes, "events": group.events} for group in acc.groups],
+            "hold": attrs.asdict(acc.hold) if acc.hold is not None else None,
             "fanotify": env.fanotify,
             "inotify_accounting": {
                 "observed_opens": split.observed, "self_opens": split.self_opens,
@@ -76,6 +87,12 @@ def to_evidence(result: DiagnoseResult) -> dict[str, Any]:
     }
     clean: dict[str, Any] = sanitize(doc)
     return clean
+
+
+def cmdline(argv: Iterable[str]) -> str:
+    """A command line as a shell would take it, cut at :data:`CMDLINE_CHARS` (sanitized later, with the rest)."""
+    text = shlex.join(argv)
+    return text if len(text) <= CMDLINE_CHARS else text[:CMDLINE_CHARS - 3] + "..."
 
 
 def aggregate_mismatches(result: DiagnoseResult) -> list[dict[str, Any]]:

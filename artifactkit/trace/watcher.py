@@ -4,7 +4,7 @@ inotify sees every open and read of a watched directory's children (ours, the re
 but never says *who*: the kernel event carries no pid. So the diagnostic counts from three sides
 and reconciles them: opens the kernel reported (:class:`Watcher`), opens this process made
 (:class:`SelfOpenTracer`, an audit hook) and opens the competing readers made (their counters).
-What is left over is *unexplained*; naming it needs fanotify (:mod:`artifactkit.trace.fanotify`).
+What is left over is *unexplained*; naming it needs fanotify (:mod:`artifactkit.trace.tracer`).
 """
 
 from __future__ import annotations

@@ -80,6 +80,17 @@ def can_fanotify() -> bool:
     return True
 
 
+@functools.cache
+def can_hold_openers() -> bool:
+    """``fanotify_init(FAN_CLASS_CONTENT)``: permission events (CAP_SYS_ADMIN, CONFIG_FANOTIFY_ACCESS_PERMISSIONS)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.fanotify_init(0x4, os.O_RDONLY)  # FAN_CLASS_CONTENT, include/uapi/linux/fanotify.h
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
 def require_mounts() -> None:
     """Mounting tmpfs/ramfs/overlay: real root, or CAP_SYS_ADMIN over a mount namespace."""
     if not can_mount():
@@ -99,6 +110,14 @@ def require_loop_devices() -> None:
 def require_fanotify() -> None:
     if not can_fanotify():
         skip_or_fail("needs fanotify: fanotify_init(FAN_CLASS_NOTIF) was refused (CAP_SYS_ADMIN, real root)")
+
+
+def require_holding_openers() -> None:
+    """fanotify permission events, which the diagnose tracer uses to name a reader before it goes on."""
+    require_fanotify()
+    if not can_hold_openers():
+        skip_or_fail("needs fanotify permission events: fanotify_init(FAN_CLASS_CONTENT) was refused "
+                     "(a kernel without CONFIG_FANOTIFY_ACCESS_PERMISSIONS)")
 
 
 def require_reading_unreadable_files() -> None:

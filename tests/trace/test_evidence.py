@@ -14,15 +14,18 @@ import pytest
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, Finding, run_diagnose
 from artifactkit.trace.evidence import (
+    CMDLINE_CHARS,
     SCHEMA,
     TOP_LEVEL_KEYS,
     aggregate_mismatches,
     check_schema,
+    cmdline,
     sanitize,
     to_evidence,
     violations,
     write_evidence,
 )
+from artifactkit.trace.tracer import PidAccesses
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,34 @@ def test_sanitize_replaces_paths_users_and_hosts_everywhere() -> None:
     assert clean["keep"] == dirty["keep"]  # relative paths and options are not paths to hide
     assert user not in json.dumps(clean).replace("<user>", "")
     assert "<path>" in clean["msg"] or "<home>" in clean["msg"]
+
+
+def test_a_path_inside_the_work_tree_keeps_its_tail_and_every_other_path_goes() -> None:
+    doc = {"a": "cat '<work>/src/c0001/data/a.txt'", "b": "sh -c 'cat x >/srv/private/out'",
+           "c": "find '<base>/other/dir' -type f"}
+    clean = sanitize(doc)
+    assert clean["a"] == doc["a"]  # our own corpus names, relative to the work tree
+    assert clean["b"] == "sh -c 'cat x ><path>'"  # a redirect's target is a path like any other
+    assert clean["c"] == "find '<base><path>' -type f"  # under the base, outside our tree: hidden
+    assert violations(clean) == []
+
+
+def test_a_long_command_line_is_cut() -> None:
+    text = cmdline(["cat", *(f"<work>/src/file-{i}" for i in range(100))])
+    assert len(text) == CMDLINE_CHARS and text.endswith("...")
+    assert cmdline(["sh", "-c", "find <base> -type f"]) == "sh -c 'find <base> -type f'"
+
+
+def test_outside_processes_carry_their_chain_and_command_line_and_groups_sum_them(
+        small_result: DiagnoseResult) -> None:
+    strangers = (PidAccesses(7, "cat", 2, ("bash", "sh", "find"), ("cat", "<work>/src/a"), "held"),
+                 PidAccesses(8, "cat", 3, ("bash", "sh", "find"), ("cat", "<work>/src/b"), "held"))
+    result = attrs.evolve(small_result, accesses=attrs.evolve(small_result.accesses, attributed=strangers))
+    acc = to_evidence(result)["accesses"]
+    assert acc["attributed"][0] == {"pid": 7, "executable": "cat", "chain": ["bash", "sh", "find"],
+                                    "cmdline": "cat '<work>/src/a'", "named": "held", "complete": True, "events": 2}
+    assert acc["groups"] == [{"chain": ["bash", "sh", "find"], "executable": "cat", "processes": 2, "events": 5}]
+    assert set(acc) >= {"hold", "fanotify"}
 
 
 def test_write_evidence_refuses_an_unsanitized_document(tmp_path: Path) -> None:
