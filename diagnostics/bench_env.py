@@ -78,7 +78,7 @@ def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
         mem_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
     rsync_help = subprocess.run(["rsync", "--help"], capture_output=True, text=True, check=False).stdout
     return {
-        "code_under_test": _code_state(),
+        "code_under_test": code_state(),
         "nproc": os.cpu_count(), "mem_gib": round(mem_kib / MIB, 1), "kernel": platform.release(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "tools": {"cp": first_line(["cp", "--version"]), "rsync": first_line(["rsync", "--version"]),
@@ -88,7 +88,7 @@ def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
     }
 
 
-def _code_state() -> dict[str, Any]:
+def code_state() -> dict[str, Any]:
     # Several people work in this tree: record exactly which store code was measured.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from bench_env import _code_state, scratch_on_tmpfs
+from bench_env import code_state, scratch_on_tmpfs
 
 CHILD = r"""
 import os, sys, time
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "machine": {"nproc": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
                            "kernel": os.uname().release, "python": sys.version.split()[0]},
-               "code_under_test": _code_state(),
+               "code_under_test": code_state(),
                "files": args.files, "rounds": args.rounds, "loadavg_1m_per_round": loads,
                "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
                "medians": medians, "samples_us": samples}

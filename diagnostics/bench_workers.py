@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from bench_env import _code_state, scratch_on_tmpfs
+from bench_env import code_state, scratch_on_tmpfs
 from bench_revisions import make_tree
 
 CHILD = r"""
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "machine": {"nproc": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
                            "kernel": os.uname().release, "python": sys.version.split()[0]},
-               "code_under_test": _code_state(), "rounds": args.rounds, "loadavg_1m_per_round": loads,
+               "code_under_test": code_state(), "rounds": args.rounds, "loadavg_1m_per_round": loads,
                "rows": rows, "samples_us": samples}
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)
