@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from bench_env import code_state as code_state  # the commit measured, as bench_store records it
+from bench_env import code_state  # the commit measured, as bench_store records it
 
 from artifactkit.cli.common import table
 from artifactkit.isolation.probe import probe_atime

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_env import code_state as code_state  # the commit measured, as bench_store records it
+from bench_env import code_state  # the commit measured, as bench_store records it
 
 from artifactkit.cli.diagnose import WIDTH
 from artifactkit.trace.evidence import sanitize, write_evidence
