@@ -37,6 +37,7 @@ def main() -> int:
     # the whole process group and must not leave a half-written result here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    write_frame(answers, ("ready", None))  # imports done: the parent sends work only from now on
     while True:
         try:
             shared, batch = read_frame(requests)

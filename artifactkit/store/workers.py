@@ -111,6 +111,7 @@ class _Child:
         _widen(self.stdout)
         self.pending: list[int] = []  # batch numbers sent, in order
         self.used = False
+        self.ready = False  # its "ready" message (imports done) has been read
 
     def send(self, number: int, shared: object, batch: object) -> None:
         self.pending.append(number)
@@ -120,6 +121,15 @@ class _Child:
         except BrokenPipeError as err:
             raise WorkerFailedError(f"worker process {self.proc.pid} exited "
                                     f"(status {self.proc.poll()})") from err
+
+    def wait_ready(self) -> bool:
+        """Read the child's first message, which says its imports are done; ``False`` if it died first."""
+        try:
+            read_frame(self.stdout)
+        except EOFError:
+            return False
+        self.ready = True
+        return True
 
     def receive(self) -> tuple[int, Any]:
         try:
@@ -190,24 +200,23 @@ class WorkerPool:
                 for child in self._children:
                     selector.register(child.stdout, selectors.EVENT_READ, child)
                 while True:
-                    # Keep two batches with each child, so it never waits for the parent.
+                    # Keep two batches with each child that is ready, so it never waits for the parent; a
+                    # child still starting gets nothing (the parent does the work rather than wait for it).
                     for child in self._children:
-                        while len(child.pending) < 2 and next_batch < len(work):
+                        while child.ready and len(child.pending) < 2 and next_batch < len(work):
                             child.send(next_batch, shared, work[next_batch])
                             next_batch += 1
-                    ready = selector.select(timeout=0)
-                    for key, _ in ready:
-                        number, value = key.data.receive()
-                        results[number] = value
-                    if ready:
+                    events = selector.select(timeout=0)
+                    for key, _ in events:
+                        self._take(key.data, selector, results)
+                    if events:
                         continue
                     if next_batch < len(work):
                         results[next_batch] = local(work[next_batch])
                         next_batch += 1
                     elif any(child.pending for child in self._children):
                         for key, _ in selector.select():
-                            number, value = key.data.receive()
-                            results[number] = value
+                            self._take(key.data, selector, results)
                     else:
                         break
         except BaseException:
@@ -215,6 +224,18 @@ class WorkerPool:
             self._children = []
             raise
         return [batch for batch in results if batch is not None]
+
+
+    def _take(self, child: _Child, selector: Any, results: list[Any]) -> None:
+        if not child.ready:
+            if child.wait_ready():
+                return
+            selector.unregister(child.stdout)  # died while starting, given nothing: the parent goes on
+            self._children.remove(child)
+            child.close()
+            return
+        number, value = child.receive()
+        results[number] = value
 
 
 class LazyPool:

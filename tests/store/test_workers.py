@@ -45,6 +45,28 @@ def _staging_left(store: Store) -> list[str]:
     return os.listdir(store.layout.staging_dir)
 
 
+@pytest.fixture
+def child_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Children are waited for until ready when a pool starts (else the parent may do every batch of a
+    small tree before a child has imported anything) and every batch a child answers is counted, so a
+    test can show the worker path ran."""
+    answered: list[int] = []
+    real_init, real_receive = WorkerPool.__init__, workers._Child.receive
+
+    def init_and_wait(self: WorkerPool, count: int, task: str) -> None:
+        real_init(self, count, task)
+        for child in self._children:
+            assert child.wait_ready()
+
+    def counting(self: workers._Child) -> tuple[int, object]:
+        number, value = real_receive(self)
+        answered.append(number)
+        return number, value
+    monkeypatch.setattr(WorkerPool, "__init__", init_and_wait)
+    monkeypatch.setattr(workers._Child, "receive", counting)
+    return answered
+
+
 # -- how many ---------------------------------------------------------------------------------------------
 
 def test_the_automatic_choice_works_in_process_below_the_threshold_and_uses_the_cores_above(
@@ -64,7 +86,7 @@ def test_the_automatic_choice_works_in_process_below_the_threshold_and_uses_the_
 
 @pytest.mark.parametrize("name", [n for n in corpus_names() if n != "special-modes"])
 def test_every_corpus_publishes_to_the_same_manifest_and_downloads_exactly_with_workers(
-        fast_tmp: Path, name: str) -> None:
+        fast_tmp: Path, name: str, child_batches: list[int]) -> None:
     if needs_root(name):
         pytest.skip(f"corpus {name!r} needs root here: {needs_root(name)}")
     supplied = materialize(name, fast_tmp / "src")
@@ -78,9 +100,10 @@ def test_every_corpus_publishes_to_the_same_manifest_and_downloads_exactly_with_
     pooled.download(ref_pooled, fast_tmp / "out", workers=3)
     assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage=f"download {name} with workers")
     assert _staging_left(pooled) == []
+    assert child_batches, "no child process did any of the work"
 
 
-def test_content_staged_by_two_workers_is_stored_once(fast_tmp: Path) -> None:
+def test_content_staged_by_two_workers_is_stored_once(fast_tmp: Path, child_batches: list[int]) -> None:
     src = _many(fast_tmp / "src", dirs=6, per_dir=100, distinct=3)  # the same 3 contents in every batch
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "dup", workers=3)
@@ -89,11 +112,13 @@ def test_content_staged_by_two_workers_is_stored_once(fast_tmp: Path) -> None:
     assert len(os.listdir(store.layout.blobs_dir)) == 3 and _staging_left(store) == []
     store.download(ref, fast_tmp / "out", workers=3)
     assert_metadata_equal(capture_tree(src), capture_tree(fast_tmp / "out"), stage="download")
+    assert child_batches, "no child process did any of the work"
 
 
 # -- the same errors, nothing left ----------------------------------------------------------------------------
 
-def test_a_file_changed_after_capture_is_refused_by_the_worker_that_reads_it(fast_tmp: Path) -> None:
+def test_a_file_changed_after_capture_is_refused_by_the_worker_that_reads_it(
+        fast_tmp: Path, child_batches: list[int]) -> None:
     src = _many(fast_tmp / "src", dirs=4, per_dir=100)
     store = Store(fast_tmp / "store")
     store.layout.create()
@@ -104,7 +129,8 @@ def test_a_file_changed_after_capture_is_refused_by_the_worker_that_reads_it(fas
     assert store.list() == [] and _staging_left(store) == []
 
 
-def test_a_corrupt_blob_read_by_a_worker_fails_the_download_and_leaves_no_destination(fast_tmp: Path) -> None:
+def test_a_corrupt_blob_read_by_a_worker_fails_the_download_and_leaves_no_destination(
+        fast_tmp: Path, child_batches: list[int]) -> None:
     src = _many(fast_tmp / "src", dirs=4, per_dir=100)
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "demo", workers=1)
@@ -119,8 +145,8 @@ def test_a_corrupt_blob_read_by_a_worker_fails_the_download_and_leaves_no_destin
     assert not (fast_tmp / "out").exists() and [p for p in os.listdir(fast_tmp) if p.startswith(".out.")] == []
 
 
-def test_a_worker_that_dies_mid_publish_fails_it_with_nothing_visible(fast_tmp: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_dies_mid_publish_fails_it_with_nothing_visible(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, child_batches: list[int]) -> None:
     src = _many(fast_tmp / "src", dirs=4, per_dir=100)
     real_send = workers._Child.send
 
@@ -224,3 +250,18 @@ def test_a_failed_batch_raises_its_own_exception_after_every_child_is_killed() -
         with pytest.raises((ZeroDivisionError, TypeError)):
             pool.run(None, [[1], [2], [3], [4]], lambda batch: [1 // 0])
         assert all(proc.poll() is not None for proc in children)  # killed and reaped before the raise
+
+
+@pytest.mark.parametrize("child", ["sleep 30", "exit 3"], ids=["still-starting", "died-starting"])
+def test_the_parent_never_waits_for_a_child_that_is_not_ready(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              child: str) -> None:
+    fake = fast_tmp / "python"
+    fake.write_text(f"#!/bin/sh\n{child}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    started = time.monotonic()
+    with WorkerPool(2, "publish") as pool:
+        procs = [c.proc for c in pool._children]
+        assert pool.run(None, [[1], [2], [3]], lambda batch: [batch[0] * 2]) == [[2], [4], [6]]
+    assert time.monotonic() - started < 10  # not the child's 30 s: it was given nothing, and is killed
+    assert all(proc.poll() is not None for proc in procs)
