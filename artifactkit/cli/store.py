@@ -46,7 +46,7 @@ def _positive(text: str) -> int:
 
 def _workers_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, default=None, metavar="N",
-                        help=f"processes that {what} (1: this process only); default: 1 below 2,000 files, "
+                        help=f"processes that {what} (1: this process only); default: 1 below 4,000 files, "
                              "else the CPUs this process may use (at most 8); every check is the same")
 
 

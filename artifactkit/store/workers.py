@@ -35,9 +35,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-#: Below this many files a pool costs more than it saves (interpreter start ~40 ms of a core): measured
-#: by ``diagnostics/bench_store.py --workers``; see docs/performance.md.
-PARALLEL_MIN_FILES: Final = 2000
+#: Below this many files a pool costs more than it saves: a child's start-up (~0.1 s of imports) takes the
+#: other core from the parent's own work. ``diagnostics/bench_workers.py`` on 2 cores: 2 workers were
+#: 0.9x of one at 2,000 files, 1.05-1.16x at 5,000 (results/bench-workers.json; docs/performance.md).
+PARALLEL_MIN_FILES: Final = 4000
 #: Files per batch: large enough that a pickle round trip (~50 us) is a small part of it.
 BATCH_FILES: Final = 200
 #: More processes than this stop paying on one store's metadata work (directory locks in the kernel).
