@@ -24,7 +24,7 @@ from artifactkit.store.locks import name_lock, store_lock
 from artifactkit.store.manifest import Manifest, check_representable, digest_of
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.scan import ScannedTree, scan_tree
-from artifactkit.store.stage import Staged, StageItem, StageShared, from_wire, stage_file, to_wire
+from artifactkit.store.stage import Staged, StageItem, StageShared, from_wire, stage_file, staged_path, to_wire
 from artifactkit.store.stat_cache import CachedRead, StatCache
 from artifactkit.store.workers import LazyPool, batches
 
@@ -151,12 +151,13 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
                 todo.append((index, entry, identity))
         for found in _read_all(tree, todo, txn=txn, txn_fd=txn_fd, blobs_dir=layout.blobs_dir, blobs_fd=blobs_fd,
                                pool=pool):
-            all_noatime = all_noatime and found.noatime
-            content[found.position] = (found.sha256, found.flags, found.extents)
-            if found.staged and found.sha256 in staged:
-                os.unlink(found.stage_name, dir_fd=txn_fd)  # another worker staged the same content
-            elif found.staged:
-                staged[found.sha256] = found.stage_name
+            position, sha, noatime, flags, extents, is_staged, _ = found
+            all_noatime = all_noatime and noatime
+            content[position] = (sha, flags, extents)
+            if is_staged and sha in staged:
+                os.unlink(staged_path(found), dir_fd=txn_fd)  # another worker staged the same content
+            elif is_staged:
+                staged[sha] = staged_path(found)
         entries: list[FileMeta] = []
         read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
         for index, captured in enumerate(tree.entries):
