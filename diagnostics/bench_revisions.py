@@ -28,13 +28,16 @@ import time
 from bench_env import code_state, scratch_on_tmpfs
 
 CHILD = r"""
-import os, sys, time
+import os, resource, sys, time
 from artifactkit import Store
+def cpu_us():  # user + system of this process and its workers (reaped by then)
+    return sum(int((r.ru_utime + r.ru_stime) * 1e6) for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                               resource.getrusage(resource.RUSAGE_CHILDREN)))
 src, base = sys.argv[1], sys.argv[2]
 store = Store(os.path.join(base, "store"))
-t0 = time.perf_counter_ns(); ref = store.publish(src, "m"); t1 = time.perf_counter_ns()
-store.download(ref, os.path.join(base, "out")); t2 = time.perf_counter_ns()
-print((t1 - t0) // 1000, (t2 - t1) // 1000)
+c0 = cpu_us(); t0 = time.perf_counter_ns(); ref = store.publish(src, "m"); t1 = time.perf_counter_ns(); c1 = cpu_us()
+store.download(ref, os.path.join(base, "out")); t2 = time.perf_counter_ns(); c2 = cpu_us()
+print((t1 - t0) // 1000, (t2 - t1) // 1000, c1 - c0, c2 - c1)
 """
 
 
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         src = os.path.join(root, "src")
         make_tree(src, args.files)
         samples: dict[str, list[tuple[int, int]]] = {label: [] for label in labels}
+        cpu: dict[str, list[tuple[int, int]]] = {label: [] for label in labels}
         loads = []
         shuffler = random.Random(args.seed)
         for _ in range(args.rounds):
@@ -83,14 +87,18 @@ def main(argv: list[str] | None = None) -> int:
                 out = subprocess.run([sys.executable, "-c", CHILD, src, base], env=env, capture_output=True,
                                      text=True, check=True).stdout.split()
                 samples[label].append((int(out[0]), int(out[1])))
+                cpu[label].append((int(out[2]), int(out[3])))
                 shutil.rmtree(base)
         medians = {label: {"publish_ms": statistics.median(p for p, _ in values) / 1000,
                            "download_ms": statistics.median(d for _, d in values) / 1000,
-                           "round_trip_ms": statistics.median(p + d for p, d in values) / 1000}
+                           "round_trip_ms": statistics.median(p + d for p, d in values) / 1000,
+                           "publish_cpu_ms": statistics.median(p for p, _ in cpu[label]) / 1000,
+                           "download_cpu_ms": statistics.median(d for _, d in cpu[label]) / 1000}
                    for label, values in samples.items()}
         for label, values in samples.items():
             print(f"{label}: publish median {medians[label]['publish_ms']:.0f} ms, download median "
-                  f"{medians[label]['download_ms']:.0f} ms, round trip {medians[label]['round_trip_ms']:.0f} ms; "
+                  f"{medians[label]['download_ms']:.0f} ms, round trip {medians[label]['round_trip_ms']:.0f} ms; CPU "
+                  f"{medians[label]['publish_cpu_ms']:.0f} + {medians[label]['download_cpu_ms']:.0f} ms; "
                   f"samples (us) {values}")
     if args.output:
         revs = {label: subprocess.run(["git", "rev-parse", "HEAD"], cwd=c, capture_output=True, text=True,
@@ -105,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                "code_under_test": code_state(),
                "files": args.files, "rounds": args.rounds, "loadavg_1m_per_round": loads,
                "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
-               "medians": medians, "samples_us": samples}
+               "medians": medians, "samples_us": samples, "cpu_samples_us": cpu}
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)
     return 0
