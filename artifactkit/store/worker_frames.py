@@ -31,10 +31,20 @@ def read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(_read_exact(stream, length))  # noqa: S301 - our own child's pipe, see above
 
 
+def encode_frame(obj: object) -> bytes:
+    """The bytes of one message: its length, then its pickle."""
+    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(body)) + body
+
+
 def write_frame(stream: IO[bytes], obj: object) -> None:
     """One message (pickled before anything is written: a failure to pickle writes nothing)."""
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_FRAME.pack(len(body)) + body)
+    write_raw(stream, encode_frame(obj))
+
+
+def write_raw(stream: IO[bytes], frame: bytes) -> None:
+    """Write an encoded message whole."""
+    view = memoryview(frame)
     while view:
         written = stream.write(view)  # a raw pipe may take less than given
         view = view[written or 0:]

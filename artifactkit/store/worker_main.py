@@ -36,7 +36,11 @@ def main() -> int:
     # SIGINT is the parent's to handle (it kills us when it gives up); a terminal's Ctrl-C reaches
     # the whole process group and must not leave a half-written result here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    requests = sys.stdin.buffer
+    # The answers get a descriptor of their own and fd 1 becomes stderr: a stray print (ours, or a C
+    # library's) can then never corrupt the stream of frames.
+    answers = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
     write_frame(answers, ("ready", None))  # imports done: the parent sends work only from now on
     while True:
         try:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Final, TypeVar
 
 import artifactkit
-from artifactkit.store.worker_frames import read_frame, write_frame
+from artifactkit.store.worker_frames import encode_frame, read_frame, write_raw
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -82,11 +82,26 @@ def batches(items: Sequence[T], size: int = BATCH_FILES) -> list[Sequence[T]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-def _widen(stream: IO[bytes]) -> None:
-    # Two batches in flight each way must fit in the pipes, or a parent blocked writing a batch and a
-    # child blocked writing a result would wait for each other. 1 MiB is the unprivileged maximum.
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+_WIDE: Final = 1 << 20  # the unprivileged maximum pipe size (/proc/sys/fs/pipe-max-size)
+#: A second batch goes to a busy child only if it is this small and both pipes are _WIDE: then neither a
+#: parent writing it nor the child writing its previous result can fill a pipe and wait for the other.
+_SECOND_BATCH_MAX: Final = 256 << 10
+
+
+def _widen(stream: IO[bytes]) -> bool:
+    """Make a pipe 1 MiB; ``False`` where the kernel refuses (a user past ``pipe-user-pages-soft``)."""
+    try:
+        fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _WIDE)
+        return bool(fcntl.fcntl(stream.fileno(), fcntl.F_GETPIPE_SZ) >= _WIDE)
+    except OSError:
+        return False
+
+
+def _search_path(package_parent: str) -> str:
+    # Only plain string entries: a pathlib.Path in sys.path is accepted by imports but not by join, and
+    # an entry holding the separator cannot be passed on at all.
+    entries = [package_parent, *(p for p in sys.path if isinstance(p, str) and p and os.pathsep not in p)]
+    return os.pathsep.join(entries)
 
 
 class _Child:
@@ -95,11 +110,12 @@ class _Child:
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(artifactkit.__file__)))
         env = dict(os.environ)
         # The child imports the same modules as the parent, however the parent found them: its search
-        # path is the parent's, and ``-S`` skips site (a fifth of a child's start-up) that built it.
-        env["PYTHONPATH"] = os.pathsep.join([package_parent, *(p for p in sys.path if p)])
+        # path is the parent's, ``-S`` skips site (a fifth of a child's start-up) that built it, and ``-P``
+        # keeps the current directory off it (``-m`` would put it first: a struct.py there would run).
+        env["PYTHONPATH"] = _search_path(package_parent)
         env.pop("ARTIFACTKIT_WORKERS", None)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-S", "-m", "artifactkit.store.worker_main",
+            self.proc = subprocess.Popen([sys.executable, "-S", "-P", "-m", "artifactkit.store.worker_main",
                                           str(os.getpid()), task],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
                                          bufsize=0)  # unbuffered: select() must see every frame not yet read
@@ -108,17 +124,24 @@ class _Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
-        _widen(self.stdin)
-        _widen(self.stdout)
+        self.wide = _widen(self.stdin) & _widen(self.stdout)
         self.pending: list[int] = []  # batch numbers sent, in order
         self.used = False
         self.ready = False  # its "ready" message (imports done) has been read
 
-    def send(self, number: int, shared: object, batch: object) -> None:
+    def takes_another(self, frame_size: int) -> bool:
+        """Whether a batch of ``frame_size`` bytes can be sent now without a chance of deadlock."""
+        if not self.ready:
+            return False
+        if not self.pending:
+            return True  # an idle child is reading: the write completes whatever its size
+        return len(self.pending) < 2 and self.wide and frame_size <= _SECOND_BATCH_MAX
+
+    def send(self, number: int, frame: bytes) -> None:
         self.pending.append(number)
         self.used = True
         try:
-            write_frame(self.stdin, (shared, batch))
+            write_raw(self.stdin, frame)
         except BrokenPipeError as err:
             raise WorkerFailedError(f"worker process {self.proc.pid} exited "
                                     f"(status {self.proc.poll()})") from err
@@ -143,9 +166,12 @@ class _Child:
             raise value
         return number, value
 
-    def kill(self) -> None:
+    def signal_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(signal.SIGKILL)
+
+    def kill(self) -> None:
+        self.signal_kill()
         self.close()
 
     def close(self) -> None:
@@ -173,19 +199,18 @@ class WorkerPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
-            for child in self._children:
-                if child.used:
-                    child.close()  # EOF on stdin: the child exits after its (finished) batches
-                else:
-                    child.kill()  # never given work: no need to wait for its start-up to end
-        else:
-            self._kill_all()
+        # Killed also on success: by then every result was received and the children are idle. Waiting
+        # for them to see end of input could wait for ever if a fork of this process holds their stdin.
+        self._kill_all()
         self._children = []
 
     def _kill_all(self) -> None:
+        # Every child is signalled before any is waited for: a second Ctrl-C during one wait must not
+        # leave another child alive (and writing) when the caller removes the staging.
         for child in self._children:
-            child.kill()
+            child.signal_kill()
+        for child in self._children:
+            child.close()
 
     def run(self, shared: object, work: Sequence[Sequence[T]],
             local: Callable[[Sequence[T]], list[R]]) -> list[list[R]]:
@@ -201,11 +226,12 @@ class WorkerPool:
                 for child in self._children:
                     selector.register(child.stdout, selectors.EVENT_READ, child)
                 while True:
-                    # Keep two batches with each child that is ready, so it never waits for the parent; a
-                    # child still starting gets nothing (the parent does the work rather than wait for it).
+                    # A child gets work once it is ready (a child still starting gets nothing: the parent
+                    # does the work rather than wait), a second batch only where no pipe can fill up.
                     for child in self._children:
-                        while child.ready and len(child.pending) < 2 and next_batch < len(work):
-                            child.send(next_batch, shared, work[next_batch])
+                        while next_batch < len(work) and child.takes_another(len(
+                                frame := encode_frame((shared, work[next_batch])))):
+                            child.send(next_batch, frame)
                             next_batch += 1
                     events = selector.select(timeout=0)
                     for key, _ in events:
@@ -224,6 +250,9 @@ class WorkerPool:
             self._kill_all()  # before the caller removes what the children were writing into
             self._children = []
             raise
+        missing = [number for number, batch in enumerate(results) if batch is None]
+        if missing:  # never a manifest without some entries
+            raise WorkerFailedError(f"batches {missing[:5]} came back from no worker")
         return [batch for batch in results if batch is not None]
 
 

@@ -265,3 +265,61 @@ def test_the_parent_never_waits_for_a_child_that_is_not_ready(fast_tmp: Path, mo
         assert pool.run(None, [[1], [2], [3]], lambda batch: [batch[0] * 2]) == [[2], [4], [6]]
     assert time.monotonic() - started < 10  # not the child's 30 s: it was given nothing, and is killed
     assert all(proc.poll() is not None for proc in procs)
+
+
+def test_a_childs_exception_is_raised_in_the_parent_as_itself(child_batches: list[int]) -> None:
+    with WorkerPool(2, "publish") as pool:
+        child = pool._children[0]
+        # One batch: the ready child takes it (the parent has none left to do) and fails on the staging dir.
+        with pytest.raises(FileNotFoundError) as caught:
+            pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs"),
+                     [[(0, "f", 1, 1, 1, 0, 0)]], lambda batch: pytest.fail("the parent was not meant to take it"))
+        assert caught.value.filename == "/nonexistent-staging"
+        assert child.proc.poll() is not None  # killed and reaped before the raise
+
+
+def test_small_pipes_cannot_deadlock_a_publish(fast_tmp: Path) -> None:
+    """A user past pipe-user-pages-soft gets 8 KiB pipes: one batch per child then, never two."""
+    src = _many(fast_tmp / "src", dirs=10, per_dir=200)
+    script = textwrap.dedent(f"""
+        import fcntl
+        from artifactkit import Store
+        from artifactkit.store import workers
+        def narrow(stream):
+            fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+            return False
+        workers._widen = narrow
+        real_init = workers.WorkerPool.__init__
+        def init_and_wait(self, count, task):
+            real_init(self, count, task)
+            for child in self._children:
+                assert child.wait_ready()
+        workers.WorkerPool.__init__ = init_and_wait
+        ref = Store({str(fast_tmp / "store")!r}).publish({str(src)!r}, "demo", workers=2)
+        print("published", ref.version)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "published 1", done.stderr
+
+
+def test_a_worker_never_imports_from_the_current_directory(fast_tmp: Path) -> None:
+    trap = fast_tmp / "cwd"
+    trap.mkdir()
+    (trap / "struct.py").write_text(f"open({str(fast_tmp / 'imported')!r}, 'w').close()\nraise SystemExit(9)\n")
+    script = textwrap.dedent("""
+        from artifactkit.store.workers import WorkerPool
+        with WorkerPool(2, "publish") as pool:
+            assert pool._children[0].wait_ready(), "the worker died while starting"
+        print("ready")
+    """)
+    # The parent runs with -P so that only the worker could put the current directory on its path.
+    done = subprocess.run([sys.executable, "-P", "-c", script], cwd=trap, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.stdout.strip() == "ready", done.stderr
+    assert not (fast_tmp / "imported").exists()
+
+
+def test_a_path_object_in_sys_path_does_not_stop_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", [*sys.path, Path("/nonexistent-path-object")])
+    with WorkerPool(2, "publish") as pool:
+        assert pool._children[0].wait_ready()
