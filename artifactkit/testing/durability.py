@@ -155,9 +155,10 @@ def _ancestors(path: str, store_root: str) -> list[str]:
     return found
 
 
-def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int | None = None) -> tuple[list[str], int]:
+def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int | None = None,
+                   trees: tuple[Path, Path] | None = None) -> tuple[list[str], int]:
     """Publish two versions under ``strace -f`` and check the order; ``workers`` forces worker processes
-    (``ARTIFACTKIT_WORKERS``), whose writes the same trace follows."""
+    (``ARTIFACTKIT_WORKERS``), whose writes the same trace follows; ``trees`` replaces the two sources."""
     label = variant if workers is None else f"{variant}-w{workers}"
     store = tmp / f"store-{label}"
     trace = tmp / f"trace-{label}.txt"
@@ -170,8 +171,15 @@ def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int 
         ["strace", "-f", "-y", "-qq", "-s", "0", "-o", str(trace),
          "-e", "trace=%file,%desc,fsync,fdatasync,syncfs,rename,renameat2",
          sys.executable, fault_workers.__file__, "publish", variant, str(store), "demo",
-         str(sources.base / "src-demo1"), str(sources.base / "src-demo2")],
+         *(str(tree) for tree in trees or (sources.base / "src-demo1", sources.base / "src-demo2"))],
         check=True, capture_output=True, timeout=120, env=env)
     return check_durability(trace.read_text(), str(store), fault_workers.RETURN_MARKER)
+
+
+def worker_staging_in(trace: Path) -> int:
+    """How many files worker processes staged in a traced publish (creates under ``worker-<pid>/``)."""
+    return sum(1 for event in parse_trace(trace.read_text())
+               if event.call in ("openat", "open") and "O_CREAT" in event.args and event.ret_path
+               and "/worker-" in event.ret_path)
 
 
