@@ -192,7 +192,11 @@ def test_a_publisher_sigkilled_at_random_points_never_leaves_a_visible_incomplet
     killed = 0
     for trial in range(TRIALS):
         src = _tree(fast_tmp / f"src{trial}", 60, size=20_000)
-        proc = subprocess.Popen([*cli, str(src)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its temp dir inside the test's: what a SIGKILL leaves (its empty staging dir) goes with the test.
+        tmp = fast_tmp / f"tmp{trial}"
+        tmp.mkdir()
+        proc = subprocess.Popen([*cli, str(src)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "TMPDIR": str(tmp)})
         try:
             proc.wait(timeout=rng.uniform(0.3, 1.3))
         except subprocess.TimeoutExpired:
