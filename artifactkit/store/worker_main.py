@@ -1,4 +1,5 @@
-"""A worker process of :mod:`artifactkit.store.workers`: ``python -S -P -m artifactkit.store.worker_main PARENT_PID TASK``.
+"""A worker process of :mod:`artifactkit.store.workers`:
+``python -S -P -m artifactkit.store.worker_main PARENT_PID TASK``.
 
 Reads ``(shared, batch)`` messages on stdin, answers ``("ok", result)`` or ``("err", exception)``
 on stdout, and exits at end of input. It dies with its parent (``PR_SET_PDEATHSIG``), so a killed

@@ -129,6 +129,10 @@ class _Child:
         self.used = False
         self.ready = False  # its "ready" message (imports done) has been read
 
+    def may_take(self) -> bool:
+        """Whether some batch could be sent now (decided before the batch is pickled)."""
+        return self.ready and (not self.pending or (len(self.pending) < 2 and self.wide))
+
     def takes_another(self, frame_size: int) -> bool:
         """Whether a batch of ``frame_size`` bytes can be sent now without a chance of deadlock."""
         if not self.ready:
@@ -220,6 +224,7 @@ class WorkerPool:
         """
         import selectors  # noqa: PLC0415 - the parent's only, like subprocess above
         results: list[list[R] | None] = [None] * len(work)
+        encoded: dict[int, bytes] = {}  # a batch pickled once, though it may wait for a child to be free
         next_batch = 0
         try:
             with selectors.DefaultSelector() as selector:
@@ -229,9 +234,11 @@ class WorkerPool:
                     # A child gets work once it is ready (a child still starting gets nothing: the parent
                     # does the work rather than wait), a second batch only where no pipe can fill up.
                     for child in self._children:
-                        while next_batch < len(work) and child.takes_another(len(
-                                frame := encode_frame((shared, work[next_batch])))):
+                        while next_batch < len(work) and child.may_take() and child.takes_another(len(
+                                frame := encoded.get(next_batch) or encoded.setdefault(
+                                    next_batch, encode_frame((shared, work[next_batch]))))):
                             child.send(next_batch, frame)
+                            encoded.pop(next_batch, None)
                             next_batch += 1
                     events = selector.select(timeout=0)
                     for key, _ in events:
@@ -254,7 +261,6 @@ class WorkerPool:
         if missing:  # never a manifest without some entries
             raise WorkerFailedError(f"batches {missing[:5]} came back from no worker")
         return [batch for batch in results if batch is not None]
-
 
     def _take(self, child: _Child, selector: Any, results: list[Any]) -> None:
         if not child.ready:
