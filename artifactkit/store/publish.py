@@ -122,7 +122,8 @@ def _read_all(tree: ScannedTree, todo: list[StageItem], *, txn: str, txn_fd: int
     if workers is None:
         return [stage_file(tree.root, item, txn_fd, blobs_fd, seen, read=read_source) for item in todo]
     st = os.fstat(txn_fd)
-    shared: StageShared = (tree.root, txn, (st.st_dev, st.st_ino), blobs_dir)
+    blobs = os.fstat(blobs_fd)
+    shared: StageShared = (tree.root, txn, (st.st_dev, st.st_ino), blobs_dir, (blobs.st_dev, blobs.st_ino))
 
     def local(batch: Sequence[StageItem]) -> list[Staged]:
         return [stage_file(tree.root, item, txn_fd, blobs_fd, seen, read=read_source) for item in batch]

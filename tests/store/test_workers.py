@@ -272,7 +272,7 @@ def test_a_childs_exception_is_raised_in_the_parent_as_itself(child_batches: lis
         child = pool._children[0]
         # One batch: the ready child takes it (the parent has none left to do) and fails on the staging dir.
         with pytest.raises(FileNotFoundError) as caught:
-            pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs"),
+            pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs", (0, 0)),
                      [[(0, "f", 1, 1, 1, 0, 0)]], lambda batch: pytest.fail("the parent was not meant to take it"))
         assert caught.value.filename == "/nonexistent-staging"
         assert child.proc.poll() is not None  # killed and reaped before the raise
@@ -323,3 +323,16 @@ def test_a_path_object_in_sys_path_does_not_stop_a_worker(monkeypatch: pytest.Mo
     monkeypatch.setattr(sys, "path", [*sys.path, Path("/nonexistent-path-object")])
     with WorkerPool(2, "publish") as pool:
         assert pool._children[0].wait_ready()
+
+
+def test_a_worker_refuses_a_blobs_directory_that_is_not_the_parents(fast_tmp: Path, child_batches: list[int]) -> None:
+    """Whether a blob exists decides what is staged: a worker checks it asks the parent's blobs directory."""
+    (fast_tmp / "txn").mkdir()
+    (fast_tmp / "blobs").mkdir()
+    txn = os.stat(fast_tmp / "txn")
+    src = _many(fast_tmp / "src", dirs=1, per_dir=1)
+    entry = os.stat(src / "d0" / "f0")
+    item = (0, "d0/f0", entry.st_size, entry.st_mtime_ns, entry.st_ctime_ns, entry.st_dev, entry.st_ino)
+    with WorkerPool(2, "publish") as pool, pytest.raises(FileNotFoundError, match="blobs directory was replaced"):
+        pool.run((str(src), str(fast_tmp / "txn"), (txn.st_dev, txn.st_ino), str(fast_tmp / "blobs"), (0, 0)),
+                 [[item]], lambda batch: pytest.fail("the parent was not meant to take it"))
