@@ -98,7 +98,7 @@ def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: C
             try:
                 return _publish_staged(layout, tree, name, txn, commit, cache=cache, pool=pool)
             except BaseException:
-                pool.close(failed=True)  # no child may still write into txn when it is removed
+                pool.close()  # no child may still write into txn when it is removed
                 raise
             finally:
                 shutil.rmtree(txn, ignore_errors=True)

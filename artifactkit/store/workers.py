@@ -126,7 +126,6 @@ class _Child:
         self.stdout: IO[bytes] = self.proc.stdout
         self.wide = _widen(self.stdin) & _widen(self.stdout)
         self.pending: list[int] = []  # batch numbers sent, in order
-        self.used = False
         self.ready = False  # its "ready" message (imports done) has been read
 
     def may_take(self) -> bool:
@@ -143,7 +142,6 @@ class _Child:
 
     def send(self, number: int, frame: bytes) -> None:
         self.pending.append(number)
-        self.used = True
         try:
             write_raw(self.stdin, frame)
         except BrokenPipeError as err:
@@ -190,7 +188,6 @@ class WorkerPool:
     manager). ``task`` names a function of :data:`artifactkit.store.worker_main.TASKS`."""
 
     def __init__(self, workers: int, task: str) -> None:
-        self.workers = workers
         self._children: list[_Child] = []
         try:
             for _ in range(workers - 1):
@@ -279,7 +276,7 @@ class LazyPool:
     start-up (~0.1 s of imports, on another core) overlaps the parent's serial scan or manifest parse.
 
     :meth:`expect` is the hint (files seen so far); :meth:`get` gives the pool for the final count, or
-    ``None`` to work in-process; :meth:`close` ends the children (killed when ``failed``).
+    ``None`` to work in-process; :meth:`close` kills and reaps the children.
     """
 
     def __init__(self, requested: int | None, task: str) -> None:
@@ -311,14 +308,14 @@ class LazyPool:
         self.expect(files)
         return self._pool
 
-    def close(self, failed: bool = False) -> None:
-        """Let the children exit (or kill them, ``failed``); idempotent."""
+    def close(self) -> None:
+        """Kill and reap the children (idle by then, or abandoned on a failure); idempotent."""
         if self._pool is not None:
-            self._pool.__exit__(RuntimeError if failed else None, None, None)
+            self._pool.__exit__(None, None, None)
             self._pool = None
 
     def __enter__(self) -> LazyPool:
         return self
 
-    def __exit__(self, kind: object, *rest: object) -> None:
-        self.close(failed=kind is not None)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
