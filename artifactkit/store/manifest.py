@@ -35,14 +35,8 @@ class Manifest:
     source_read_noatime: bool = True
 
     def to_bytes(self) -> bytes:
-        """Canonical bytes (entries by path, one per line, keys sorted within each), so equal trees hash equal.
-
-        Each entry is encoded compactly by the C encoder and the lines are joined by hand:
-        ``indent=`` would force json's pure-Python encoder (a quarter of a 10,000-file publish).
-        """
-        entries = ",\n".join(_dumps(_entry_doc(entry)) for entry in sorted(self.entries, key=_path_key))
-        head = _dumps({"format": FORMAT, "name": self.name, "source_read_noatime": self.source_read_noatime})
-        return f"{head[:-1]},\n\"entries\": [\n{entries}\n]}}\n".encode()
+        """Canonical bytes (entries by path, one per line, keys sorted within each), so equal trees hash equal."""
+        return manifest_bytes(self.name, self.source_read_noatime, [(e.path, encode_entry(e)) for e in self.entries])
 
     def files(self) -> list[FileMeta]:
         """The regular-file entries, whose blobs the store must hold."""
@@ -66,10 +60,26 @@ def check_representable(entries: tuple[FileMeta, ...], *, where: str) -> None:
 
 
 _dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": ")).encode
+#: How every entry's line starts: ``atime_ns`` sorts before every other key. The stat cache keeps the rest
+#: of a line and puts a fresh atime in front (``StatCache.record`` checks a line really starts so).
+ATIME_PREFIX: Final = '{"atime_ns": '
 
 
-def _path_key(entry: FileMeta) -> str:
-    return entry.path
+def encode_entry(entry: FileMeta) -> str:
+    """One entry's manifest line (no newline): compact, keys sorted, by the C encoder."""
+    return _dumps(_entry_doc(entry))
+
+
+def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, str]]) -> bytes:
+    """The canonical manifest of ``(path, encoded entry)`` pairs (paths unique; sorted here).
+
+    The lines are joined by hand: ``indent=`` would force json's pure-Python encoder (a quarter of a
+    10,000-file publish).
+    """
+    lines.sort()
+    entries = ",\n".join(line for _, line in lines)
+    head = _dumps({"format": FORMAT, "name": name, "source_read_noatime": source_read_noatime})
+    return f"{head[:-1]},\n\"entries\": [\n{entries}\n]}}\n".encode()
 
 
 def digest_of(data: bytes) -> str:
@@ -106,7 +116,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
     raw_entries = doc.get("entries")
     if not isinstance(raw_entries, list):
         raise IntegrityError(f"{where}: manifest has no entry list", path=where)
-    entries = tuple(_parse_entry(raw, where=where) for raw in raw_entries)
+    entries = tuple(parse_entry(raw, where=where) for raw in raw_entries)
     check_tree_shape(entries, where=where)
     check_hardlinks(entries, where=where)
     name = doc.get("name")
@@ -127,7 +137,8 @@ def _int_field(raw: dict[str, Any], key: str, *, where: str, low: int, high: int
     return value
 
 
-def _parse_entry(raw: object, *, where: str) -> FileMeta:
+def parse_entry(raw: object, *, where: str) -> FileMeta:
+    """One entry's JSON object, validated field by field."""
     if not isinstance(raw, dict):
         raise IntegrityError(f"{where}: manifest entry {raw!r} is not an object", path=where)
     path = raw.get("path")

@@ -31,19 +31,27 @@ class ScannedTree:
     entries: tuple[FileMeta, ...]
     identities: dict[str, tuple[int, int]]
     listed_noatime: bool
+    #: Entries a stat cache recognized (not in ``entries``): path -> (manifest line, digest or None).
+    cached: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
+
+
+#: A stat cache's entry hit (:meth:`~artifactkit.store.stat_cache.StatCache.entry_line`).
+EntryLine = Callable[[str, os.stat_result], "tuple[str, str | None] | None"]
 
 
 def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
-              on_progress: Callable[[int], None] | None = None) -> ScannedTree:
+              on_progress: Callable[[int], None] | None = None, cached: EntryLine | None = None) -> ScannedTree:
     """Capture every entry under ``src`` (which must be a directory) before reading anything.
 
     A tree nested deeper than a path the kernel accepts (``PATH_MAX``, 4096 bytes) is refused with
     :class:`TreeTooDeepError` naming where: it could be published from inside but never restored
     by path, so it is not published at all. ``on_progress`` gets the number of entries captured so
-    far after each directory.
+    far after each directory. An entry ``cached`` answers for after its ``lstat`` goes to
+    :attr:`ScannedTree.cached` with that answer: its xattrs, flags and link target are not read.
     """
     try:
-        return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
+        return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore,
+                          cached=cached or _no_hit)
     except OSError as err:
         if err.errno != errno.ENAMETOOLONG:
             raise
@@ -58,14 +66,39 @@ def _ignore(count: int) -> None:
     pass
 
 
-def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
+def _no_hit(path: str, st: os.stat_result) -> None:
+    return None
+
+
+@attrs.define
+class _Scan:
+    """What one scan has found so far."""
+
+    root: str
+    on_progress: Callable[[int], None]
+    cached: EntryLine
+    metas: list[FileMeta] = attrs.field(factory=list)
+    identities: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    dir_flags: dict[str, int | None] = attrs.field(factory=dict)
+    hits: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
+
+    def add(self, relpath: str, st: os.stat_result, path: str) -> None:
+        self.identities[relpath] = (st.st_dev, st.st_ino)
+        hit = self.cached(relpath, st)
+        if hit is None:
+            self.metas.append(meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(path)))
+        else:
+            self.hits[relpath] = hit
+
+
+def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None], cached: EntryLine) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
-    metas: list[FileMeta] = [meta_from_stat(ROOT, st, owners=True, xattrs=read_xattrs(root))]
-    identities = {ROOT: (st.st_dev, st.st_ino)}
-    dir_flags: dict[str, int | None] = {}
-    all_noatime = _scan_dir(root, "", metas, identities, dir_flags, on_progress=on_progress)
+    scan = _Scan(root, on_progress, cached)
+    scan.add(ROOT, st, root)
+    all_noatime = _scan_dir(scan, "")
+    metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
@@ -82,7 +115,8 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
             finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
         else:
             finished.append(meta)
-    return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime)
+    return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime,
+                       cached=scan.hits)
 
 
 def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -94,33 +128,39 @@ def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]
     return {path: min(names) for names in groups.values() if len(names) > 1 for path in names if path != min(names)}
 
 
-def _scan_dir(root: str, rel: str, metas: list[FileMeta], identities: dict[str, tuple[int, int]],
-              dir_flags: dict[str, int | None], *, on_progress: Callable[[int], None]) -> bool:
-    top = os.path.join(root, rel) if rel else root
+def _scan_dir(scan: _Scan, rel: str) -> bool:
+    top = os.path.join(scan.root, rel) if rel else scan.root
     fd, noatime = open_noatime(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
         # The path is opened by name, following any link in its components: it must still be the
         # directory captured from its parent's listing, or the scan would wander outside the tree.
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != identities[rel or ROOT]:
+        if (st.st_dev, st.st_ino) != scan.identities[rel or ROOT]:
             raise SourceChangedError(
-                f"source directory {rel or ROOT!r} under {root!r} was replaced while it was scanned; "
+                f"source directory {rel or ROOT!r} under {scan.root!r} was replaced while it was scanned; "
                 "publish again once it is stable", path=rel or ROOT)
-        dir_flags[rel or ROOT] = read_flags(fd, top)
+        if (rel or ROOT) not in scan.hits:
+            scan.dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
         subdirs = []
+        # The loop body of Scan.add, inlined: it runs once per entry of the tree.
+        identities, cached, hits, metas = scan.identities, scan.cached, scan.hits, scan.metas
         for name in names:
             relpath = f"{rel}/{name}" if rel else name
             child = os.lstat(name, dir_fd=fd)
-            metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(os.path.join(top, name))))
             identities[relpath] = (child.st_dev, child.st_ino)
+            hit = cached(relpath, child)
+            if hit is None:
+                metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
+            else:
+                hits[relpath] = hit
             if stat.S_ISDIR(child.st_mode):
                 subdirs.append(relpath)
     finally:
         os.close(fd)
-    on_progress(len(metas))
+    scan.on_progress(len(scan.metas))
     for relpath in subdirs:
-        noatime = _scan_dir(root, relpath, metas, identities, dir_flags, on_progress=on_progress) and noatime
+        noatime = _scan_dir(scan, relpath) and noatime
     return noatime
 
 

@@ -70,16 +70,16 @@ class Store:
         cores available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
         """
         check_artifact_name(name)
-        started_ns = inode_clock_ns() if stat_cache else 0  # before the scan: the racy rule's reference
+        # Sampled before the scan: the racy rule's reference for what this publish records.
+        cache = StatCache.load(self.layout, inode_clock_ns()) if stat_cache else None
         with LazyPool(workers, "publish") as pool:
-            # The workers start during the scan once it is big enough: their start-up overlaps it.
-            tree = capture_source(src, on_progress=pool.expect)  # a source that cannot be published creates no store
+            # The workers start during the scan once enough entries need reading: their start-up overlaps it.
+            # A source that cannot be published creates no store.
+            tree = capture_source(src, on_progress=pool.expect, cached=cache.entry_line if cache else None)
             self._ensure_layout()
-            if not stat_cache:
-                return publish_tree(self.layout, tree, name, commit=self._commit_manifest, pool=pool)
-            cache = StatCache.load(self.layout, started_ns)
             ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
-        cache.save(self.layout)
+        if cache is not None:
+            cache.save(self.layout)
         return ref
 
     def list(self) -> list[ArtifactRef]:

@@ -7,18 +7,19 @@ condition, not a duration): a file counts only once the clock has moved past its
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from artifactkit import Store
 from artifactkit.cli.main import main
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import publish, stat_cache
+from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
 
 FILES = {"a.txt": b"alpha\n", "b.txt": b"bravo\n", "sub/c.bin": bytes(range(256)) * 8, "sub/d.txt": b"delta\n"}
@@ -127,16 +128,16 @@ def test_a_changed_file_misses_and_its_new_content_is_published(
 
 @pytest.mark.parametrize("field", ["dev", "ino", "size", "mtime_ns", "ctime_ns"])
 def test_a_lookup_misses_when_any_one_of_the_five_values_differs(field: str) -> None:
-    entry = FileMeta(path="f", kind="file", mode=0o644, mtime_ns=10, atime_ns=10, size=3, ctime_ns=20)
+    entry = FileMeta(path="f", kind="file", mode=0o644, mtime_ns=10, atime_ns=10, size=3, ctime_ns=20, uid=0, gid=0,
+                     sha256="0" * 64, flags=7)
     identity = (7, 8)
-    cache = StatCache({(7, 8, 3, 10, 20): CachedRead("0" * 64, None, None)}, trusted_before_ns=100, started_ns=0)
-    assert cache.lookup(entry, identity) is not None
+    recorder = StatCache({}, trusted_before_ns=0, started_ns=0)
+    recorder.record(entry, identity, encode_entry(entry))
+    cache = StatCache(recorder.recorded, trusted_before_ns=100, started_ns=0)
+    assert cache.lookup(entry, identity) == CachedRead("0" * 64, 7, None)
     changed = {"dev": ((9, 8), entry), "ino": ((7, 9), entry)}.get(field)
     if changed is None:
-        bumped = {"size": 4, "mtime_ns": 11, "ctime_ns": 21}[field]
-        changed = (identity, FileMeta(**{**{k: getattr(entry, k) for k in
-                                            ("path", "kind", "mode", "mtime_ns", "atime_ns", "size", "ctime_ns")},
-                                         field: bumped}))
+        changed = (identity, attrs.evolve(entry, **{field: {"size": 4, "mtime_ns": 11, "ctime_ns": 21}[field]}))
     assert cache.lookup(changed[1], changed[0]) is None
 
 
@@ -172,9 +173,10 @@ def test_the_default_window_rehashes_files_changed_just_before_the_recording_pub
 
 def _swap_two_digests(cache: Path, _other_store: Path) -> None:
     head, _, body = cache.read_bytes().partition(b"\n")
-    rows = json.loads(body)
-    rows[0][5], rows[1][5] = rows[1][5], rows[0][5]
-    cache.write_bytes(head + b"\n" + json.dumps(rows).encode())  # the checksum no longer matches the body
+    rows = [row.split(b"\t") for row in body.split(b"\n")]
+    files = [row for row in rows if row[2] != b"-"]
+    files[0][2], files[1][2] = files[1][2], files[0][2]
+    cache.write_bytes(head + b"\n" + b"\n".join(b"\t".join(row) for row in rows))  # the checksum no longer matches
 
 
 def _garbage(cache: Path, _other_store: Path) -> None:

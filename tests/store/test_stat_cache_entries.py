@@ -1,0 +1,264 @@
+"""The stat cache's entry hits: an unchanged entry's manifest line is reused with a fresh atime, and
+a cached publish writes exactly the manifest an uncached one would.
+
+The check behind every test here is the strongest one available: the cached publish's manifest digest
+equals the digest of a publish of the same tree without the cache (which captures and reads
+everything). Each change below moves only ctime among the compared values (an xattr, a mode, an
+inode flag, an owner), so a cache that compared anything less than ctime would publish the old line
+and fail these tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import Store
+from artifactkit.metadata.flags import set_noatime_flag
+from artifactkit.store import publish, scan, stat_cache
+from artifactkit.store.stat_cache import CACHE_NAME
+from tests.support.capability import require_real_root
+
+OLD = 1_000_000_000_123_456_789
+
+
+def _rich_tree(root: Path) -> Path:
+    """Files, a dir with xattrs, a symlink, a two-name hard link, a sparse file; times historical."""
+    (root / "sub" / "deep").mkdir(parents=True)
+    (root / "a.txt").write_bytes(b"alpha\n")
+    (root / "sub" / "c.bin").write_bytes(bytes(range(256)) * 8)
+    (root / "sub" / "deep" / "d.txt").write_bytes(b"delta\n")
+    (root / "link").symlink_to("a.txt")
+    (root / "h1").write_bytes(b"linked\n")
+    os.link(root / "h1", root / "sub" / "h2")
+    with open(root / "sparse", "wb") as handle:
+        handle.truncate(1 << 20)
+        handle.seek(512 << 10)
+        handle.write(b"data")
+    os.setxattr(root / "a.txt", "user.origin", b"build 42")
+    os.setxattr(root / "sub", "user.role", b"dir")
+    os.chmod(root / "sub" / "deep", 0o700)
+    for path in sorted(root.rglob("*"), key=lambda p: -len(p.parts)):
+        os.utime(path, ns=(OLD, OLD + 7), follow_symlinks=False)
+    os.utime(root, ns=(OLD, OLD + 7))
+    _settle(root)
+    return root
+
+
+def _settle(root: Path) -> None:
+    """Wait until the inode clock has passed every ctime under ``root`` (a tick, a few ms at most)."""
+    newest = max(os.lstat(p).st_ctime_ns for p in [root, *root.rglob("*")])
+    while stat_cache.inode_clock_ns() <= newest:
+        os.sched_yield()
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """What a publish opened, listed the xattrs of, and read the target of, by source path."""
+    seen: dict[str, list[str]] = {"read": [], "xattrs": [], "readlink": []}
+
+    def counted(kind: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            seen[kind].append(os.path.basename(os.fspath(path)))
+            return real(path, *args, **kwargs)
+        return call
+    monkeypatch.setattr(publish, "read_source", counted("read", publish.read_source))
+    monkeypatch.setattr(scan, "read_xattrs", counted("xattrs", scan.read_xattrs))
+    monkeypatch.setattr(os, "readlink", counted("readlink", os.readlink))
+    monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
+    return seen
+
+
+def _same_as_uncached(store: Store, src: Path, calls: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Publish cached, then uncached; the digests must be equal. What the cached one did is returned."""
+    for seen in calls.values():
+        seen.clear()
+    cached = store.publish(src, "demo", stat_cache=True)
+    did = {kind: sorted(seen) for kind, seen in calls.items()}
+    uncached = store.publish(src, "demo")
+    assert cached.digest == uncached.digest, "the cached publish wrote another manifest than a full capture"
+    return did
+
+
+def test_an_unchanged_tree_is_published_from_its_lines_without_capturing_or_reading_anything(
+        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    did = _same_as_uncached(store, src, calls)
+    # Only the two names of the hard link are captured in full (a line names the link's first name,
+    # which the other entries decide), and their content comes from the inode's recorded read.
+    assert did == {"read": [], "xattrs": ["h1", "h2"], "readlink": []}
+
+
+def test_an_atime_a_read_moved_is_what_the_republished_line_says(
+        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    before = os.lstat(src / "a.txt")
+    (src / "a.txt").read_bytes()  # relatime/strictatime: an atime older than the mtime moves on a read
+    after = os.lstat(src / "a.txt")
+    assert after.st_atime_ns != before.st_atime_ns and after.st_ctime_ns == before.st_ctime_ns, \
+        "premise: a read moves atime and leaves ctime (a noatime mount would not)"
+    did = _same_as_uncached(store, src, calls)
+    assert "a.txt" not in did["read"] + did["xattrs"]
+    entry = {e.path: e for e in store.manifest("demo").entries}["a.txt"]
+    assert entry.atime_ns == after.st_atime_ns
+
+
+def _xattr_set(src: Path) -> None:
+    os.setxattr(src / "a.txt", "user.origin", b"build 43")
+
+
+def _xattr_removed(src: Path) -> None:
+    os.removexattr(src / "a.txt", "user.origin")
+
+
+def _dir_xattr_added(src: Path) -> None:
+    os.setxattr(src / "sub" / "deep", "user.new", b"1")
+
+
+def _chmod(src: Path) -> None:
+    os.chmod(src / "sub" / "c.bin", 0o600)
+
+
+def _noatime_flag(src: Path) -> None:
+    set_noatime_flag(src / "sub" / "deep" / "d.txt", private_root=src)
+
+
+def _link_retargeted(src: Path) -> None:
+    (src / "link").unlink()
+    (src / "link").symlink_to("sub/c.bin")
+    # Every publish that captures a link reads its target, which moves a fresh link's atime once under
+    # relatime (until it is past mtime and ctime): do that now, a tick after its ctime, so the cached
+    # and the uncached publish see one atime.
+    _settle(src)
+    os.readlink(src / "link")
+
+
+def _second_name_removed(src: Path) -> None:
+    (src / "sub" / "h2").unlink()  # h1 is a plain file again: its line stops naming nothing
+
+
+def _directory_renamed(src: Path) -> None:
+    (src / "sub").rename(src / "moved")
+
+
+@pytest.mark.parametrize(("change", "read"), [
+    (_xattr_set, ["a.txt"]), (_xattr_removed, ["a.txt"]), (_dir_xattr_added, []), (_chmod, ["c.bin"]),
+    (_noatime_flag, ["d.txt"]), (_link_retargeted, []), (_second_name_removed, ["h1"]), (_directory_renamed, []),
+])
+def test_every_change_that_moves_ctime_is_published_as_a_full_capture_would(
+        fast_tmp: Path, calls: dict[str, list[str]], change: Callable[[Path], None], read: list[str]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    change(src)
+    _settle(src)
+    did = _same_as_uncached(store, src, calls)
+    # Only a file whose own ctime moved is hashed again; a renamed directory's files keep theirs and
+    # take their digests from the cache by inode.
+    assert did["read"] == read
+
+
+def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    require_real_root("chown a source file to another uid")
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    os.chown(src / "a.txt", 4321, 4322)
+    _settle(src)
+    _same_as_uncached(store, src, calls)
+    assert {e.path: e for e in store.manifest("demo").entries}["a.txt"].uid == 4321
+
+
+def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
+        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    cache = Path(store.root, CACHE_NAME)
+    first = os.lstat(cache)
+    store.publish(src, "demo", stat_cache=True)
+    assert (os.lstat(cache).st_ino, os.lstat(cache).st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    _chmod(src)
+    store.publish(src, "demo", stat_cache=True)
+    assert os.lstat(cache).st_ino != first.st_ino
+
+
+@pytest.mark.parametrize("per_hit", [0, 10**9], ids=["stat-each-blob", "list-blobs"])
+def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
+        fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, per_hit: int) -> None:
+    monkeypatch.setattr(publish, "LIST_BLOBS_PER_HIT", per_hit)
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    ref = store.publish(src, "demo", stat_cache=True)
+    blob = {e.path: e.sha256 for e in store.manifest(ref).entries}["sub/c.bin"]
+    assert blob is not None
+    os.unlink(store.layout.blob_path(blob))
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["c.bin"]
+    assert os.path.exists(store.layout.blob_path(blob))
+
+
+def _rewrite_rows(cache: Path, spoil: Callable[[list[bytes]], None]) -> None:
+    """Change rows and recompute the checksum: a cache that proves itself but says something odd."""
+    head_line, _, body = cache.read_bytes().partition(b"\n")
+    rows = body.split(b"\n")
+    spoil(rows)
+    body = b"\n".join(rows)
+    head = json.loads(head_line)
+    head["sha256"] = hashlib.sha256(body).hexdigest()
+    cache.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + body)
+
+
+def _row_of(rows: list[bytes], name: bytes) -> int:
+    return next(i for i, row in enumerate(rows) if row.split(b"\t")[0].endswith(name + b'"'))
+
+
+def _fields_garbled(rows: list[bytes]) -> None:
+    i = _row_of(rows, b"a.txt")
+    path, _, sha, rest = rows[i].split(b"\t")
+    rows[i] = b"\t".join([path, b"x y z", sha, rest])
+
+
+def _digest_escapes(rows: list[bytes]) -> None:
+    i = _row_of(rows, b"a.txt")
+    path, fields, _, rest = rows[i].split(b"\t")
+    rows[i] = b"\t".join([path, fields, b"../../../etc/passwd", rest])
+
+
+def _too_few_parts(rows: list[bytes]) -> None:
+    i = _row_of(rows, b"a.txt")
+    rows[i] = rows[i].rpartition(b"\t")[0]
+
+
+@pytest.mark.parametrize("spoil", [_fields_garbled, _digest_escapes, _too_few_parts])
+def test_a_malformed_row_in_a_valid_cache_is_a_miss_not_a_crash(
+        fast_tmp: Path, calls: dict[str, list[str]], spoil: Callable[[list[bytes]], None]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    _rewrite_rows(Path(store.root, CACHE_NAME), spoil)
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["a.txt"]
+
+
+def test_the_ctime_comparison_alone_catches_a_change_the_racy_rule_would_miss(
+        fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A window far below zero trusts every time (as if the clock had stepped back past the change):
+    # only the recorded ctime still tells an xattr change from no change at all.
+    monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", -(10**18))
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    _xattr_set(src)
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["a.txt"]
