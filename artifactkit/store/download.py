@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -167,9 +168,12 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging
                     if entry.hardlink is None and (workers is None or entry.kind == "dir"):
                         _create(entry, dir_fd, blob_path)
         if workers is not None:
-            # Every directory exists: the files and links of each go to the workers in batches.
+            # Every directory exists: the files and links of each go to the workers in batches; each
+            # batch reads its entries back once it has made them all, so the parent checks only its own.
             _create_in_workers(parallel, workers, root_fd, [(path, children.get(path, [])) for path in dirs],
                                blob_path)
+            children = {path: [e for e in entries if e.kind == "dir" or e.hardlink is not None]
+                        for path, entries in children.items()}
         # The other names of each hard link, once every first name exists (it may sort deeper).
         for entry in by_path.values():
             if entry.hardlink is not None:
@@ -232,6 +236,24 @@ class _Parallel:
 CreateShared = tuple[str, tuple[int, int], str]
 #: One batch item: a directory (relative to the staging root) and files or links to create in it.
 CreateItem = tuple[str, list[FileMeta]]
+#: A file or link of a batch as it crosses the pipe: a tuple pickles in a fraction of a FileMeta's time.
+WireEntry = tuple[Any, ...]
+WireItem = tuple[str, list[WireEntry]]
+
+
+def _to_wire(entry: FileMeta) -> WireEntry:
+    return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
+            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags)
+
+
+def _from_wire(wire: WireEntry) -> FileMeta:
+    path, kind, mode, mtime_ns, atime_ns, size, sha256, target, uid, gid, xattrs, extents, flags = wire
+    return FileMeta(path=path, kind=kind, mode=mode, mtime_ns=mtime_ns, atime_ns=atime_ns, size=size, sha256=sha256,
+                    target=target, uid=uid, gid=gid, xattrs=xattrs, extents=extents, flags=flags)
+
+
+def _items_from_wire(batch: Sequence[WireItem]) -> list[CreateItem]:
+    return [(path, [_from_wire(entry) for entry in entries]) for path, entries in batch]
 
 
 def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, by_dir: list[CreateItem],
@@ -243,12 +265,12 @@ def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, b
     assert parallel.blobs_dir is not None and parallel.staging is not None
     path, st = parallel.staging
     shared: CreateShared = (path, (st.st_dev, st.st_ino), parallel.blobs_dir)
-    work: list[list[CreateItem]] = [[]]
-    for item in items:  # consecutive directories together, about BATCH_FILES files a batch
-        if sum(len(entries) for _, entries in work[-1]) >= BATCH_FILES:
+    work: list[list[WireItem]] = [[]]
+    for path, entries in items:  # consecutive directories together, about BATCH_FILES files a batch
+        if sum(len(wired) for _, wired in work[-1]) >= BATCH_FILES:
             work.append([])
-        work[-1].append(item)
-    workers.run(shared, work, lambda batch: _create_items(root_fd, batch, blob_path))
+        work[-1].append((path, [_to_wire(entry) for entry in entries]))
+    workers.run(shared, work, lambda batch: _create_items(root_fd, _items_from_wire(batch), blob_path))
 
 
 def _create_items(root_fd: int, batch: Sequence[CreateItem], blob_path: Callable[[str], str]) -> list[None]:
@@ -256,10 +278,13 @@ def _create_items(root_fd: int, batch: Sequence[CreateItem], blob_path: Callable
         with _dir_fd(root_fd, path) as dir_fd:
             for entry in entries:
                 _create(entry, dir_fd, blob_path)
+            # Read back once all are made, as _verify_children does: nothing after this touches these
+            # entries' own times, mode or size (linking another name moves only ctime and nlink).
+            _verify_children(entries, dir_fd)
     return []
 
 
-def create_batch(shared: CreateShared, batch: Sequence[CreateItem]) -> list[None]:
+def create_batch(shared: CreateShared, batch: Sequence[WireItem]) -> list[None]:
     """A worker's share of a download: the staging root is opened by path and must be the parent's
     inode (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
     staging, identity, blobs_dir = shared
@@ -268,7 +293,7 @@ def create_batch(shared: CreateShared, batch: Sequence[CreateItem]) -> list[None
         st = os.fstat(root_fd)
         if (st.st_dev, st.st_ino) != identity:
             raise FileNotFoundError(errno.ENOENT, "download staging directory was replaced", staging)
-        return _create_items(root_fd, batch, lambda sha: os.path.join(blobs_dir, sha))
+        return _create_items(root_fd, _items_from_wire(batch), lambda sha: os.path.join(blobs_dir, sha))
     finally:
         os.close(root_fd)
 
