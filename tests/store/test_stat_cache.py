@@ -7,7 +7,9 @@ condition, not a duration): a file counts only once the clock has moved past its
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -235,3 +237,28 @@ def test_cli_publish_takes_stat_cache(fast_tmp: Path, reads: list[str], no_windo
     reads.clear()
     assert main(args) == 0
     assert reads == []
+
+
+def test_a_body_is_read_whole_when_every_row_is_well_formed_and_row_by_row_otherwise(fast_tmp: Path) -> None:
+    odd = ["plain", "tab\there", "new\nline", 'quo"te', "caf\u00e9", "bad\udcffbyte", "."]
+    cache = StatCache({}, trusted_before_ns=0, started_ns=0)
+    for number, path in enumerate(odd):
+        entry = FileMeta(path=path, kind="file", mode=0o644, mtime_ns=number, atime_ns=1, size=3, ctime_ns=2,
+                         uid=0, gid=0, sha256=f"{number:064x}")
+        cache.record(entry, (1, number), encode_entry(entry))
+    text = "\n".join(f"{json.dumps(p)}\t{f}\t{s}\t{r}" for p, (f, s, r) in cache.recorded.items())
+    assert stat_cache._rows_whole(text) == stat_cache._rows_each(text) == cache.recorded
+    lines = text.split("\n")
+    for spoiled in (lines[0].rpartition("\t")[0], lines[0] + "\textra", lines[0].replace("\t", "\t../", 2)):
+        body = "\n".join([spoiled, *lines[1:]])
+        assert stat_cache._rows_whole(body) is None
+        assert stat_cache._rows(body) == {p: r for p, r in cache.recorded.items() if p != odd[0]}
+
+
+@pytest.mark.parametrize(("shas", "valid"), [
+    (["0" * 64, "-", "f" * 64], True), ([], True), (["A" * 64], False), (["-" * 64], False), (["a", "-"], False),
+    (["0" * 63, "0" * 65], False), (["g" * 64], False), (["0" * 63 + "-", "-"], False), (["--"], False),
+])
+def test_digests_are_checked_whole_exactly_as_one_regex_per_item_would(shas: list[str], valid: bool) -> None:
+    assert stat_cache._digests_or_none(shas) is valid
+    assert all(re.fullmatch("[0-9a-f]{64}|-", sha) for sha in shas) is valid
