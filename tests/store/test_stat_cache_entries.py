@@ -225,14 +225,14 @@ def _row_of(rows: list[bytes], name: bytes) -> int:
 
 def _fields_garbled(rows: list[bytes]) -> None:
     i = _row_of(rows, b"a.txt")
-    path, _, sha, rest = rows[i].split(b"\t")
-    rows[i] = b"\t".join([path, b"x y z", sha, rest])
+    path, _, sha, rest, end = rows[i].split(b"\t")
+    rows[i] = b"\t".join([path, b"x y z", sha, rest, end])
 
 
 def _digest_escapes(rows: list[bytes]) -> None:
     i = _row_of(rows, b"a.txt")
-    path, fields, _, rest = rows[i].split(b"\t")
-    rows[i] = b"\t".join([path, fields, b"../../../etc/passwd", rest])
+    path, fields, _, rest, end = rows[i].split(b"\t")
+    rows[i] = b"\t".join([path, fields, b"../../../etc/passwd", rest, end])
 
 
 def _too_few_parts(rows: list[bytes]) -> None:
