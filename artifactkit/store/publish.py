@@ -156,16 +156,15 @@ def _cached_lines(tree: ScannedTree, blobs_fd: int, cache: StatCache | None) -> 
                                                                                     list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
     rest of them as captured entries (their line parsed back: what the scan would have captured), to read."""
-    lines, again = [], []
     present = _blob_names(blobs_fd, len(tree.cached))
-    for path, (line, sha) in tree.cached.items():
-        if sha is None or (sha in present if present is not None else exists_at(blobs_fd, sha)):
-            lines.append((path, line))
-        else:  # gc took the blob: read and store it again
-            again.append(parse_entry(json.loads(line), where="stat cache"))
-            if cache is not None:
-                cache.forget(path)
-    return lines, again
+    gone = {path for path, (_, sha) in tree.cached.items() if sha is not None
+            and (sha not in present if present is not None else not exists_at(blobs_fd, sha))}
+    again = []
+    for path in sorted(gone):  # gc took the blob: read and store it again
+        again.append(parse_entry(json.loads(tree.cached[path][0]), where="stat cache"))
+        if cache is not None:
+            cache.forget(path)
+    return [(path, line) for path, (line, _) in tree.cached.items() if path not in gone], again
 
 
 def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str, commit: CommitManifest, *,
