@@ -252,7 +252,12 @@ def copy_sparse(src_fd: int, dst_fd: int, size: int, extents: Extents) -> tuple[
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
     """Write all of ``data`` (``os.write`` may write less than asked)."""
-    view = memoryview(data)
+    if not data:
+        return
+    written = os.write(fd, data)
+    if written == len(data):
+        return  # the usual case: no view to build
+    view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         view = view[written:]

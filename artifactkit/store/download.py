@@ -30,6 +30,7 @@ from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
 from artifactkit.store.workers import BATCH_FILES, LazyPool, WorkerPool
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_BLOB_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
 
 def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
@@ -61,7 +62,7 @@ class BlobSource:
     pool: LazyPool | None = None
 
     def __call__(self, sha: str) -> str:
-        return os.path.join(self.directory, sha)
+        return f"{self.directory}/{sha}"  # os.path.join cost a tenth of the per-file Python work
 
 
 def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
@@ -312,7 +313,10 @@ def _link(root_fd: int, entry: FileMeta) -> None:
 def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
     assert entry.sha256 is not None
-    blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
+    try:
+        blob = os.open(blob_path(entry.sha256), _BLOB_FLAGS)
+    except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
+        blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
     try:
         if entry.extents is not None:
             # Holes stay holes: only the data runs are copied, the digest covers the logical bytes.
