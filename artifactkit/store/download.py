@@ -253,6 +253,10 @@ def _from_wire(wire: WireEntry) -> FileMeta:
                     target=target, uid=uid, gid=gid, xattrs=xattrs, extents=extents, flags=flags)
 
 
+def _items_to_wire(batch: Sequence[CreateItem]) -> list[WireItem]:
+    return [(path, [_to_wire(entry) for entry in entries]) for path, entries in batch]
+
+
 def _items_from_wire(batch: Sequence[WireItem]) -> list[CreateItem]:
     return [(path, [_from_wire(entry) for entry in entries]) for path, entries in batch]
 
@@ -266,12 +270,12 @@ def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, b
     assert parallel.blobs_dir is not None and parallel.staging is not None
     path, st = parallel.staging
     shared: CreateShared = (path, (st.st_dev, st.st_ino), parallel.blobs_dir)
-    work: list[list[WireItem]] = [[]]
-    for path, entries in items:  # consecutive directories together, about BATCH_FILES files a batch
-        if sum(len(wired) for _, wired in work[-1]) >= BATCH_FILES:
+    work: list[list[CreateItem]] = [[]]
+    for item in items:  # consecutive directories together, about BATCH_FILES files a batch
+        if sum(len(entries) for _, entries in work[-1]) >= BATCH_FILES:
             work.append([])
-        work[-1].append((path, [_to_wire(entry) for entry in entries]))
-    workers.run(shared, work, lambda batch: _create_items(root_fd, _items_from_wire(batch), blob_path))
+        work[-1].append(item)
+    workers.run(shared, work, lambda batch: _create_items(root_fd, batch, blob_path), wire=_items_to_wire)
 
 
 def _create_items(root_fd: int, batch: Sequence[CreateItem], blob_path: Callable[[str], str]) -> list[None]:

@@ -26,7 +26,7 @@ from artifactkit.store.locks import name_lock, store_lock
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, manifest_bytes, parse_entry
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.scan import EntryLine, ScannedTree, scan_tree
-from artifactkit.store.stage import Staged, StageItem, StageShared, from_wire, stage_file, staged_path, to_wire
+from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, staged_path, to_wire
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.workers import LazyPool, batches
 
@@ -131,8 +131,7 @@ def _read_all(tree: ScannedTree, todo: list[StageItem], *, txn: str, txn_fd: int
 
     def local(batch: Sequence[StageItem]) -> list[Staged]:
         return [stage_file(tree.root, item, txn_fd, blobs_fd, seen, read=read_source) for item in batch]
-    done = workers.run(shared, [[to_wire(item) for item in batch] for batch in batches(todo)],
-                       lambda wire: local([from_wire(item) for item in wire]))
+    done = workers.run(shared, batches(todo), local, wire=lambda batch: [to_wire(item) for item in batch])
     return [staged for batch in done for staged in batch]
 
 

@@ -213,11 +213,13 @@ class WorkerPool:
         for child in self._children:
             child.close()
 
-    def run(self, shared: object, work: Sequence[Sequence[T]],
-            local: Callable[[Sequence[T]], list[R]]) -> list[list[R]]:
+    def run(self, shared: object, work: Sequence[Sequence[T]], local: Callable[[Sequence[T]], list[R]],
+            wire: Callable[[Sequence[T]], object] | None = None) -> list[list[R]]:
         """Every batch of ``work`` through the task (children) or ``local`` (the parent), results in order.
 
-        A child calls its task as ``function(shared, batch)``; ``local(batch)`` must compute the same.
+        A child calls its task as ``function(shared, wire(batch))`` (``batch`` without ``wire``);
+        ``local(batch)`` must compute the same. ``wire`` runs only for the batches a child takes: a
+        batch the parent does itself is never converted for the pipe and back.
         """
         import selectors  # noqa: PLC0415 - the parent's only, like subprocess above
         results: list[list[R] | None] = [None] * len(work)
@@ -232,8 +234,8 @@ class WorkerPool:
                     # does the work rather than wait), a second batch only where no pipe can fill up.
                     for child in self._children:
                         while next_batch < len(work) and child.may_take() and child.takes_another(len(
-                                frame := encoded.get(next_batch) or encoded.setdefault(
-                                    next_batch, encode_frame((shared, work[next_batch]))))):
+                                frame := encoded.get(next_batch) or encoded.setdefault(next_batch, encode_frame(
+                                    (shared, wire(work[next_batch]) if wire else work[next_batch]))))):
                             child.send(next_batch, frame)
                             encoded.pop(next_batch, None)
                             next_batch += 1
