@@ -29,6 +29,7 @@ from bench_env import code_state, scratch_on_tmpfs
 
 CHILD = r"""
 import os, resource, sys, time
+import artifactkit
 from artifactkit import Store
 def cpu_us():  # user + system of this process and its workers (reaped by then)
     return sum(int((r.ru_utime + r.ru_stime) * 1e6) for r in (resource.getrusage(resource.RUSAGE_SELF),
@@ -37,7 +38,7 @@ src, base = sys.argv[1], sys.argv[2]
 store = Store(os.path.join(base, "store"))
 c0 = cpu_us(); t0 = time.perf_counter_ns(); ref = store.publish(src, "m"); t1 = time.perf_counter_ns(); c1 = cpu_us()
 store.download(ref, os.path.join(base, "out")); t2 = time.perf_counter_ns(); c2 = cpu_us()
-print((t1 - t0) // 1000, (t2 - t1) // 1000, c1 - c0, c2 - c1)
+print((t1 - t0) // 1000, (t2 - t1) // 1000, c1 - c0, c2 - c1, os.path.dirname(os.path.dirname(artifactkit.__file__)))
 """
 
 
@@ -84,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
                 # children had once went with a 12-25% difference between identical code.
                 env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout),
                        "ARTIFACTKIT_WORKERS": "" if workers is None else str(workers)}  # "": automatic
+                # cwd too: ``-c`` puts the current directory first on sys.path, ahead of PYTHONPATH, and an
+                # editable install resolves to its own checkout; until this was checked, every label of a run
+                # started in the new checkout imported the new code (results before 2026-12-01 session 3).
                 out = subprocess.run([sys.executable, "-c", CHILD, src, base], env=env, capture_output=True,
-                                     text=True, check=True).stdout.split()
+                                     text=True, check=True, cwd=checkout).stdout.split()
+                if os.path.realpath(out[4]) != os.path.realpath(checkout):
+                    raise SystemExit(f"{label} imported artifactkit from {out[4]}, not from {checkout}")
                 samples[label].append((int(out[0]), int(out[1])))
                 cpu[label].append((int(out[2]), int(out[3])))
                 shutil.rmtree(base)
