@@ -30,6 +30,7 @@ from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
 from artifactkit.store.workers import BATCH_FILES, LazyPool, WorkerPool
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _BLOB_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
 
@@ -205,16 +206,9 @@ def _dir_fd(root_fd: int, path: str) -> Iterator[int]:
 
 def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> None:
     name = entry.path.rpartition("/")[2]
-    if entry.kind == "dir":
-        os.mkdir(name, 0o700, dir_fd=dir_fd)
-    elif entry.kind == "symlink":
-        assert entry.target is not None
-        os.symlink(entry.target, name, dir_fd=dir_fd)
-        apply_symlink(dir_fd, name, entry)
-        os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-    else:
-        out = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                      dir_fd=dir_fd)
+    kind = entry.kind
+    if kind == "file":  # first: nearly every entry is one
+        out = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
         try:
             _copy_blob(entry, blob_path, out)
             apply_fd(out, entry, entry.path)  # after the writes: a write clears setuid for non-root
@@ -222,6 +216,13 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
             # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)
+    elif kind == "dir":
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    else:
+        assert entry.target is not None
+        os.symlink(entry.target, name, dir_fd=dir_fd)
+        apply_symlink(dir_fd, name, entry)
+        os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
 
 
 @attrs.define
@@ -316,37 +317,36 @@ def _link(root_fd: int, entry: FileMeta) -> None:
 
 def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
-    assert entry.sha256 is not None
+    named, size = entry.sha256, entry.size
+    assert named is not None
     try:
-        blob = os.open(blob_path(entry.sha256), _BLOB_FLAGS)
+        blob = os.open(blob_path(named), _BLOB_FLAGS)
     except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
-        blob = open_blob(blob_path(entry.sha256), entry.sha256, where=f"for {entry.path!r}", check_regular=False)
+        blob = open_blob(blob_path(named), named, where=f"for {entry.path!r}", check_regular=False)
     try:
         if entry.extents is not None:
             # Holes stay holes: only the data runs are copied, the digest covers the logical bytes.
-            sha, count = copy_sparse(blob, out, entry.size, entry.extents)
-        elif entry.size <= IN_MEMORY_LIMIT:
+            sha, count = copy_sparse(blob, out, size, entry.extents)
+        elif size <= IN_MEMORY_LIMIT:
             try:
-                data = read_small(blob, entry.size)
+                data = read_small(blob, size)
             except OSError as err:
                 if err.errno not in (errno.EISDIR, errno.ESPIPE):  # a directory or a FIFO planted as a blob
                     raise
-                raise IntegrityError(f"blob {entry.sha256} for {entry.path!r} is not a regular file, not stored "
-                                     "content", path=entry.path, blob=entry.sha256,
-                                     failed=IntegrityFailure.CORRUPT) from err
+                raise IntegrityError(f"blob {named} for {entry.path!r} is not a regular file, not stored "
+                                     "content", path=entry.path, blob=named, failed=IntegrityFailure.CORRUPT) from err
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
-            if sha == entry.sha256:  # never write bytes that are not the named content
+            if sha == named:  # never write bytes that are not the named content
                 write_all(out, data)
         else:
             # The digest is of the bytes written to ``out``, read back: what lands is what is proven.
-            sha, count = hash_while_copying(blob, out, entry.size)
+            sha, count = hash_while_copying(blob, out, size)
     finally:
         os.close(blob)
-    if sha != entry.sha256 or count != entry.size:
+    if sha != named or count != size:
         raise IntegrityError(
-            f"blob {entry.sha256} for {entry.path!r} is corrupt: {count} bytes hashing to "
-            f"{sha}, manifest says {entry.size} bytes",
-            path=entry.path, blob=entry.sha256, actual=sha, failed=IntegrityFailure.CORRUPT)
+            f"blob {named} for {entry.path!r} is corrupt: {count} bytes hashing to {sha}, manifest says {size} bytes",
+            path=entry.path, blob=named, actual=sha, failed=IntegrityFailure.CORRUPT)
 
 
 def verify_entries(pairs: Iterable[tuple[FileMeta, os.stat_result]]) -> None:

@@ -16,6 +16,7 @@ keeps a setuid/setgid bit or a file capability (as coreutils and GNU tar do), an
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -27,7 +28,7 @@ import attrs
 
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
-from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, restore_flags_fd
+from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
 from artifactkit.metadata.model import FileMeta, Xattrs
 
 Owners = Literal["exact", "current"]
@@ -94,12 +95,20 @@ def _reowned(entry: FileMeta, uid: int, gid: int) -> FileMeta:
 
 def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
     """Owner, xattrs (exactly), mode and restorable flags of an open file or directory; read back."""
-    if entry.uid is not None and entry.gid is not None:
-        os.fchown(fd, entry.uid, entry.gid)
-    xattrs = None if entry.xattrs is None else _set_xattrs_exactly(fd, entry.xattrs, where)
+    uid, gid, wanted = entry.uid, entry.gid, entry.xattrs
+    if uid is not None and gid is not None:
+        os.fchown(fd, uid, gid)
+    xattrs: Xattrs | None = None
+    if wanted is not None:
+        present = None
+        if not wanted:
+            with contextlib.suppress(OSError):  # _set_xattrs_exactly lists again and names the failure
+                present = os.listxattr(fd)
+        # The usual new file: none wanted, none there, and that listing was the read-back.
+        xattrs = () if present == [] else _set_xattrs_exactly(fd, wanted, where)
     os.fchmod(fd, entry.mode)
     flags = None
-    if entry.flags is not None:
+    if entry.flags is not None and (flags := flags_if_unchanged(fd, entry.flags)) is None:
         # Also when the source had none: ext4 passes sync/nodump/dirsync on from the parent. The
         # result is the kernel's value read back after the change (or unchanged, as read).
         result = restore_flags_fd(fd, entry.flags, where)
