@@ -21,15 +21,20 @@ class ArtifactkitError(Exception):
             setattr(self, key, value)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only context would be lost by the default BaseException pickling.
-        return (_rebuild, (type(self), self.message, self.context))
+        # Keyword-only context would be lost by the default BaseException pickling; so would notes
+        # (a worker process's traceback travels as one).
+        return (_rebuild, (type(self), self.message, self.context, getattr(self, "__notes__", None)))
 
     def __str__(self) -> str:
         return self.message
 
 
-def _rebuild(cls: type[ArtifactkitError], message: str, context: dict[str, Any]) -> ArtifactkitError:
-    return cls(message, **context)
+def _rebuild(cls: type[ArtifactkitError], message: str, context: dict[str, Any],
+             notes: list[str] | None = None) -> ArtifactkitError:
+    error = cls(message, **context)
+    for note in notes or ():
+        error.add_note(note)
+    return error
 
 
 class UnsupportedFileType(ArtifactkitError, ValueError):  # noqa: N818 - public name fixed by DESIGN.md

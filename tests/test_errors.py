@@ -35,3 +35,10 @@ def test_leaves_subclass_the_builtins_callers_already_catch() -> None:
 def test_the_public_face_only_reexports_a_sorted_all() -> None:
     assert artifactkit.__all__ == sorted(artifactkit.__all__)
     assert all(hasattr(artifactkit, name) for name in artifactkit.__all__)
+
+
+def test_a_note_survives_pickling() -> None:
+    err = errors.IntegrityError("corrupt", path="p")
+    err.add_note("raised in worker process 42")
+    clone = pickle.loads(pickle.dumps(err))
+    assert clone.__notes__ == ["raised in worker process 42"] and clone.context == {"path": "p"}

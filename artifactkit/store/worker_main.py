@@ -51,6 +51,9 @@ def main() -> int:
         try:
             answer: tuple[str, Any] = ("ok", function(shared, batch))
         except Exception as err:  # noqa: BLE001 - sent to the parent, which raises it
+            import traceback  # noqa: PLC0415 - only on failure: start-up is paid per operation
+            # The traceback does not cross the pipe; a note does (it lives in the exception's __dict__).
+            err.add_note(f"raised in worker process {os.getpid()}:\n{''.join(traceback.format_exception(err))}")
             answer = ("err", err)
         try:
             write_frame(answers, answer)

@@ -275,6 +275,8 @@ def test_a_childs_exception_is_raised_in_the_parent_as_itself(child_batches: lis
             pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs", (0, 0)),
                      [[(0, "f", 1, 1, 1, 0, 0)]], lambda batch: pytest.fail("the parent was not meant to take it"))
         assert caught.value.filename == "/nonexistent-staging"
+        # Where it was raised travels with it: the child's traceback, as a note.
+        assert any("raised in worker process" in note and "stage_batch" in note for note in caught.value.__notes__)
         assert child.proc.poll() is not None  # killed and reaped before the raise
 
 
