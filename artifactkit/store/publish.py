@@ -23,7 +23,14 @@ from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
 from artifactkit.store.layout import ArtifactRef, StoreLayout, commit_name, exists_at
 from artifactkit.store.locks import name_lock, store_lock
-from artifactkit.store.manifest import check_representable, digest_of, encode_entry, manifest_bytes, parse_entry
+from artifactkit.store.manifest import (
+    check_representable,
+    digest_of,
+    encode_entry,
+    file_line,
+    manifest_bytes,
+    parse_entry,
+)
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.scan import EntryLine, ScannedTree, scan_tree
 from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, staged_path, to_wire
@@ -198,10 +205,17 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
         entries: list[FileMeta] = []
         read: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
         for index, captured in enumerate(captured_entries):
-            if index not in content:
+            facts = content.get(index)
+            if facts is None:
                 entries.append(captured)
                 continue
-            sha, flags, extents = content[index]
+            sha, flags, extents = facts
+            # The usual file goes straight to its line: no second FileMeta (the cache records entries,
+            # and a first name's facts are copied to its other names, so those take the long way).
+            if (cache is None and extents is None and captured.nlink in (None, 1)
+                    and (line := file_line(captured, sha, flags)) is not None):
+                lines.append((captured.path, line))
+                continue
             entries.append(read.setdefault(captured.path, with_content(captured, sha, flags, extents)))
         for entry in fill_hardlinks(entries, read):
             line = encode_entry(entry)
