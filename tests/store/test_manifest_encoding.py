@@ -1,8 +1,9 @@
-"""The manifest line of an entry is the same bytes whichever way it is encoded: the direct formatting
-of the usual file entry is held to the C JSON encoder (sorted keys, ASCII) on every field it could see."""
+"""The manifest line of an entry is the same bytes whichever way it is encoded (the direct formatting of the
+usual file entry against the C JSON encoder), and the same entry or the same error whichever way it is parsed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.manifest import encode_entry, encode_entry_by_json
+from artifactkit.store.manifest import encode_entry, encode_entry_by_json, parse_entry, parse_entry_in_full
 from artifactkit.store.scan import capture_tree
 from tests.strategies import modes, timestamps_ns
 
@@ -45,3 +46,39 @@ def test_every_corpus_entry_encodes_the_same_both_ways(fast_tmp: Path, name: str
     materialize(name, fast_tmp / name)
     for entry in capture_tree(fast_tmp / name):
         assert encode_entry(entry) == encode_entry_by_json(entry), entry.path
+
+
+_GOOD = {"atime_ns": 1, "flags": 0, "gid": 0, "kind": "file", "mode": 0o644, "mtime_ns": 2, "path": "a/b",
+         "sha256": "0" * 64, "size": 3, "source_ctime_ns": 4, "uid": 0}
+_ODD_VALUES = [True, False, None, -1, 0, 1.5, "1", 2**32, 2**62, 2**63, -(2**63) - 1, 0o7777 + 1, [], "A" * 64, {}]
+
+
+def _parsed(raw: dict[str, Any], parse: Any) -> Any:
+    try:
+        return parse(raw, where="m")
+    except Exception as err:  # noqa: BLE001 - the error itself is what is compared
+        return type(err), str(err)
+
+
+@pytest.mark.parametrize("key", sorted(_GOOD))
+def test_the_inline_parse_decides_every_field_as_the_full_parse_does(key: str) -> None:
+    assert parse_entry(dict(_GOOD), where="m") == parse_entry_in_full(dict(_GOOD), where="m")
+    for value in _ODD_VALUES:
+        raw = {**_GOOD, key: value}
+        assert _parsed(dict(raw), parse_entry) == _parsed(dict(raw), parse_entry_in_full), (key, value)
+    missing = {k: v for k, v in _GOOD.items() if k != key}
+    assert _parsed(dict(missing), parse_entry) == _parsed(dict(missing), parse_entry_in_full)
+    assert _parsed({**_GOOD, "extra": 1}, parse_entry) == _parsed({**_GOOD, "extra": 1}, parse_entry_in_full)
+
+
+_NS = st.integers(min_value=-(2**63), max_value=2**63 - 1)  # what a manifest can hold
+
+
+@given(path=_PATHS, mode=modes, mtime=_NS, atime=_NS, ctime=_NS,
+       size=st.integers(min_value=0, max_value=2**62 - 1), uid=_IDS, gid=_IDS, flags=_IDS)
+def test_a_written_line_parses_back_the_same_both_ways(**f: Any) -> None:
+    entry = FileMeta(path=f["path"], kind="file", mode=f["mode"], mtime_ns=f["mtime"], atime_ns=f["atime"],
+                     size=f["size"], sha256="ab" * 32, ctime_ns=f["ctime"], uid=f["uid"], gid=f["gid"], xattrs=(),
+                     flags=f["flags"])
+    raw = json.loads(encode_entry(entry))
+    assert parse_entry(dict(raw), where="m") == parse_entry_in_full(dict(raw), where="m") == entry
