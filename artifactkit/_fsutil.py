@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 
 
@@ -15,6 +14,7 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, igno
     ``rmtree`` cannot empty them, so on ``PermissionError`` every directory gets owner ``rwx`` back
     (through ``fwalk``: no link is followed) and the removal runs again.
     """
+    import shutil  # noqa: PLC0415 - a download worker imports this module and never removes a tree
     with contextlib.suppress(FileNotFoundError):
         try:
             shutil.rmtree(path, dir_fd=dir_fd)

@@ -12,9 +12,8 @@ import errno
 import hashlib
 import os
 import re
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -27,7 +26,9 @@ from artifactkit.store.content import IN_MEMORY_LIMIT, copy_sparse, hash_while_c
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
-from artifactkit.store.workers import BATCH_FILES, LazyPool, WorkerPool
+
+if TYPE_CHECKING:
+    from artifactkit.store.workers import LazyPool, WorkerPool
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -44,6 +45,8 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     files may be created by workers: its pool if it has one (started by the caller while it read the
     manifest, closed by it), else ``workers`` (:func:`~artifactkit.store.workers.choose_workers`).
     """
+    # The parent's only: a worker child imports this module and starts faster without the pool's.
+    from artifactkit.store.workers import LazyPool  # noqa: PLC0415
     with contextlib.ExitStack() as stack:
         blobs_dir, pool = None, None
         if isinstance(blob_path, BlobSource):
@@ -73,7 +76,7 @@ def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable
     parent, name = os.path.split(dest)
     parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     prefix = _staging_prefix(name)
-    staging = f"{prefix}{secrets.token_hex(6)}"
+    staging = f"{prefix}{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
     lock_fd = -1
     try:
         _sweep_abandoned(parent_fd, prefix)
@@ -264,6 +267,7 @@ def _items_from_wire(batch: Sequence[WireItem]) -> list[CreateItem]:
 
 def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, by_dir: list[CreateItem],
                        blob_path: Callable[[str], str]) -> None:
+    from artifactkit.store.workers import BATCH_FILES  # noqa: PLC0415 - the parent's only (see restore_tree)
     items: list[CreateItem] = []
     for path, entries in by_dir:
         todo = [entry for entry in entries if entry.kind != "dir" and entry.hardlink is None]

@@ -338,3 +338,16 @@ def test_a_worker_refuses_a_blobs_directory_that_is_not_the_parents(fast_tmp: Pa
     with WorkerPool(2, "publish") as pool, pytest.raises(FileNotFoundError, match="blobs directory was replaced"):
         pool.run((str(src), str(fast_tmp / "txn"), (txn.st_dev, txn.st_ino), str(fast_tmp / "blobs"), (0, 0)),
                  [[item]], lambda batch: pytest.fail("the parent was not meant to take it"))
+
+
+def test_a_download_worker_imports_neither_the_pool_nor_the_comparison_modules() -> None:
+    """Its start-up is on the critical path of a download with workers: what only the parent or only a
+    mismatch needs is imported where it is needed (~23 ms of ~135 ms to "ready")."""
+    code = ("import sys, artifactkit.store.download, artifactkit.store.stage; "
+            "print(' '.join(sorted(sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    loaded = set(subprocess.run([sys.executable, "-S", "-P", "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "artifactkit.store.download" in loaded
+    assert not loaded & {"artifactkit.store.workers", "artifactkit.metadata.compare", "shutil", "subprocess",
+                         "secrets", "selectors"}
