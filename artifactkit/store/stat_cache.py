@@ -160,7 +160,7 @@ class StatCache:
     def entry_line(self, path: str, st: os.stat_result) -> tuple[str, str | None] | None:
         """An entry hit: ``(manifest line with st's atime, digest or None)``, or ``None`` (capture it).
 
-        It runs once per entry of the tree, so it is written for speed: one split, one formatted
+        It runs once per entry of the tree, so it is written for speed: one dict lookup, one packed
         comparison of all eight values, no method calls (a 10,000-entry re-publish spends a third here).
         """
         row = self._rows.get(path)
