@@ -35,10 +35,18 @@ What a hit trusts, precisely:
   re-read (``verify`` and every ``download`` hash them).
 * **The cache file itself only as far as it proves itself.** It must be a regular file, carry this
   schema, name this store's root directory by ``(st_dev, st_ino)`` (a cache copied from another store
-  or machine is foreign) and carry the sha256 of its own body (a torn, truncated or edited cache is
-  corrupt). Anything else and the whole cache is ignored: every file is hashed, nothing is trusted.
-  The checksum detects accidents, not an adversary: whoever can write the store can also rewrite its
-  manifests, so the cache is exactly as trusted as the store directory.
+  or machine is foreign), name the same reader (:func:`reader_identity`: ids, groups, effective
+  capabilities, user namespace; a line holds the xattrs its reader could list, and ``trusted.*`` needs
+  CAP_SYS_ADMIN) and carry the sha256 of its own body (a torn, truncated or edited cache is corrupt).
+  Anything else and the whole cache is ignored: every file is hashed, nothing is trusted. The checksum
+  detects accidents, not an adversary: whoever can write the store can also rewrite its manifests, so
+  the cache is exactly as trusted as the store directory (a recorded line is not validated again: an
+  edited cache with a recomputed checksum can commit a version that every download then refuses).
+
+A hit reads nothing, so the manifest's ``source_read_noatime`` speaks for this publish's reads only: a
+reader who cannot use ``O_NOATIME`` on some files (not their owner) gets ``true`` from a publish that
+read none of them, where a publish that read them says ``false``. Every other byte of the manifest is
+what an uncached publish writes.
 
 The cache holds the entries of the last publish that used it (alternating two trees re-hashes each).
 It is a hint: it is written after the version is committed, without a flush (a crash leaves the
@@ -113,6 +121,24 @@ def _store_identity(layout: StoreLayout) -> list[int]:
     return [st.st_dev, st.st_ino]
 
 
+def reader_identity() -> list[object]:
+    """Who reads the source, as far as it changes what a capture sees: ids and groups (which files open,
+    whether ``O_NOATIME`` is allowed), effective capabilities (``trusted.*`` xattrs are listed only with
+    CAP_SYS_ADMIN) and the user namespace (which translates ACLs and file capabilities).
+
+    A recorded line holds the xattrs its reader saw; another reader's publish must capture for itself.
+    """
+    caps = ""
+    with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii", errors="replace") as status:
+        caps = next((line.split()[1] for line in status if line.startswith("CapEff:")), "")
+    try:
+        userns = os.stat("/proc/self/ns/user")
+        namespace = [userns.st_dev, userns.st_ino]
+    except OSError:
+        namespace = []
+    return [os.geteuid(), os.getegid(), sorted(os.getgroups()), caps, namespace]
+
+
 def _content(sha: str, rest: str) -> CachedRead | None:
     """The digest, flags and extents a recorded file line carries, or ``None`` if it is malformed."""
     try:
@@ -145,7 +171,8 @@ class StatCache:
         """The store's cache, or an empty one if it is missing, corrupt or foreign (never an error)."""
         try:
             rows, trusted_before = _read(layout)
-        except (OSError, ValueError, TypeError, KeyError, IndexError):
+        except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+            # RecursionError: json.loads of a header nested thousands deep, before the checksum is checked.
             rows, trusted_before = {}, 0
         return cls(rows, trusted_before, started_ns)
 
@@ -226,8 +253,9 @@ class StatCache:
         if not self._changed and len(self._next) == len(self._rows):
             return
         body = body_of(self._next).encode("ascii")
-        head = json.dumps({"schema": SCHEMA, "store": _store_identity(layout), "started_ns": self.started_ns,
-                           "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True).encode()
+        head = json.dumps({"schema": SCHEMA, "store": _store_identity(layout), "reader": reader_identity(),
+                           "started_ns": self.started_ns, "sha256": hashlib.sha256(body).hexdigest()},
+                          sort_keys=True).encode()
         temp = os.path.join(layout.staging_dir, f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}")
         try:
             with open(temp, "xb") as handle:
@@ -286,6 +314,8 @@ def _rows_whole(text: str) -> dict[str, Row] | None:
         decoded = json.loads(f"[{','.join(paths)}]")  # JSON allows the newline before each
     except ValueError:
         return None
+    if len(packed) != count * _FIELDS.size:  # fromhex skips spaces: a field holding some would shift the rest
+        return None
     if not all(isinstance(path, str) for path in decoded):
         return None
     size = _FIELDS.size
@@ -309,7 +339,7 @@ def _rows_each(text: str) -> dict[str, Row]:
                 and (row[2] == _NONE or _SHA.fullmatch(row[2]))):
             with contextlib.suppress(ValueError):
                 path, fields = json.loads(row[0]), bytes.fromhex(row[1])
-                if isinstance(path, str):
+                if isinstance(path, str) and len(fields) == _FIELDS.size:
                     rows[path] = (fields, row[2], row[3])
     return rows
 
@@ -323,8 +353,9 @@ def _read(layout: StoreLayout) -> tuple[dict[str, Row], int]:
         head_line, _, body = handle.read().partition(b"\n")
     head = json.loads(head_line)
     if (not isinstance(head, dict) or head.get("schema") != SCHEMA
-            or head.get("sha256") != hashlib.sha256(body).hexdigest() or head.get("store") != _store_identity(layout)):
-        raise ValueError("corrupt or foreign stat cache")
+            or head.get("sha256") != hashlib.sha256(body).hexdigest() or head.get("store") != _store_identity(layout)
+            or head.get("reader") != reader_identity()):
+        raise ValueError("corrupt or foreign stat cache, or recorded by another reader")
     started = head["started_ns"]
     if type(started) is not int:
         raise TypeError("started_ns")

@@ -198,7 +198,12 @@ def _from_another_store(cache: Path, other_store: Path) -> None:
     shutil.copy(other_store / CACHE_NAME, cache)  # a valid cache, of the same files, for another store
 
 
-@pytest.mark.parametrize("spoil", [_swap_two_digests, _garbage, _truncated, _symlink, _from_another_store])
+def _deeply_nested_header(cache: Path, _other_store: Path) -> None:
+    cache.write_bytes(b"[" * 100_000 + b"\n")  # json.loads raises RecursionError, before any checksum
+
+
+@pytest.mark.parametrize("spoil", [_swap_two_digests, _garbage, _truncated, _symlink, _from_another_store,
+                                   _deeply_nested_header])
 def test_a_corrupt_or_foreign_cache_is_ignored_and_every_file_hashed(
         fast_tmp: Path, reads: list[str], no_window: None, spoil: Any) -> None:
     src = _tree(fast_tmp / "src")
@@ -248,8 +253,10 @@ def test_a_body_is_read_whole_when_every_row_is_well_formed_and_row_by_row_other
     text = stat_cache.body_of(cache.recorded)
     assert stat_cache._rows_whole(text) == stat_cache._rows_each(text) == cache.recorded
     lines = text.split("\n")
+    path, fields, rest = lines[0].split("\t", 2)
+    spaced = f"{path}\t{fields[:-2]}  \t{rest}"  # fromhex skips the spaces: 63 bytes, every later row shifted
     for spoiled in (lines[0].replace("\t", "", 1), lines[0] + "extra\t", lines[0].replace("\t", "\t../", 2),
-                    lines[0].replace("\t", "\tzz", 1)):
+                    lines[0].replace("\t", "\tzz", 1), spaced):
         body = "\n".join([spoiled, *lines[1:]])
         assert stat_cache._rows_whole(body) is None
         assert stat_cache._rows(body) == {p: r for p, r in cache.recorded.items() if p != odd[0]}

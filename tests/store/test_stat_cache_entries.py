@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from artifactkit import Store
 from artifactkit.metadata.flags import set_noatime_flag
 from artifactkit.store import publish, scan, stat_cache
 from artifactkit.store.stat_cache import CACHE_NAME
-from tests.support.capability import require_real_root
+from tests.support.capability import require_real_root, require_tool
 
 OLD = 1_000_000_000_123_456_789
 
@@ -282,3 +284,45 @@ def test_on_whole_second_ext4_a_same_second_rewrite_is_caught_by_the_racy_window
     assert cached.digest == store.publish(src, "demo").digest
     assert {e.path: e.sha256 for e in store.manifest(cached).entries}["a.txt"] == \
         hashlib.sha256(b"ALPHA\n").hexdigest()
+
+
+def test_a_cache_recorded_by_another_reader_is_not_used(
+        fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    real = stat_cache.reader_identity()
+    monkeypatch.setattr(stat_cache, "reader_identity", lambda: [*real[:3], "0", real[4]])  # no capabilities
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["a.txt", "c.bin", "d.txt", "h1", "sparse"]
+
+
+_AS_READER = """
+import sys
+from artifactkit import Store
+from artifactkit.store import stat_cache
+stat_cache.RACY_WINDOW_NS = 0  # as the calls fixture does: hits must be possible for the test to mean anything
+store = Store(sys.argv[1])
+cached = store.publish(sys.argv[2], "demo", stat_cache=True)
+print(cached.digest == store.publish(sys.argv[2], "demo").digest)
+"""
+
+
+@pytest.mark.parametrize("first", ["full-root", "without-sys-admin"])
+def test_trusted_xattrs_seen_by_one_reader_are_not_reused_for_another(fast_tmp: Path, first: str) -> None:
+    # trusted.* xattrs are listed only with CAP_SYS_ADMIN: a line recorded by one reader would add them
+    # to, or drop them from, the other's manifest if the cache did not know who recorded it.
+    require_real_root("set trusted.* xattrs and drop CAP_SYS_ADMIN with setpriv")
+    require_tool("setpriv", "util-linux")
+    src = _rich_tree(fast_tmp / "src")
+    os.setxattr(src / "a.txt", "trusted.k", b"v")
+    os.utime(src / "a.txt", ns=(OLD, OLD + 7))
+    _settle(src)
+    store = fast_tmp / "store"
+    Store(store).publish(src, "demo")  # reads the link once: relatime moves its atime on that first read only
+    limited = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin"]
+    runs = [[], limited] if first == "full-root" else [limited, []]
+    for prefix in runs:
+        done = subprocess.run([*prefix, sys.executable, "-c", _AS_READER, str(store), str(src)], capture_output=True,
+                              text=True, check=True)
+        assert done.stdout.split() == ["True"], done.stderr
