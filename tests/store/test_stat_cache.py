@@ -22,6 +22,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store import publish, stat_cache
 from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
+from tests.support.inode_clock import settle as _settle
 
 FILES = {"a.txt": b"alpha\n", "b.txt": b"bravo\n", "sub/c.bin": bytes(range(256)) * 8, "sub/d.txt": b"delta\n"}
 
@@ -31,13 +32,6 @@ def _tree(root: Path) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
     return root
-
-
-def _settle(root: Path) -> None:
-    """Wait until the inode clock has passed every ctime under ``root`` (a tick, a few ms at most)."""
-    newest = max(os.lstat(p).st_ctime_ns for p in [root, *root.rglob("*")])
-    while stat_cache.inode_clock_ns() <= newest:
-        os.sched_yield()
 
 
 @pytest.fixture

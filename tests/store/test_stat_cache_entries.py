@@ -26,6 +26,7 @@ from artifactkit.metadata.flags import set_noatime_flag
 from artifactkit.store import publish, scan, stat_cache
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.capability import require_real_root, require_tool
+from tests.support.inode_clock import settle as _settle
 
 OLD = 1_000_000_000_123_456_789
 
@@ -51,13 +52,6 @@ def _rich_tree(root: Path) -> Path:
     os.utime(root, ns=(OLD, OLD + 7))
     _settle(root)
     return root
-
-
-def _settle(root: Path) -> None:
-    """Wait until the inode clock has passed every ctime under ``root`` (a tick, a few ms at most)."""
-    newest = max(os.lstat(p).st_ctime_ns for p in [root, *root.rglob("*")])
-    while stat_cache.inode_clock_ns() <= newest:
-        os.sched_yield()
 
 
 @pytest.fixture
