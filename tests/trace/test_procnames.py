@@ -15,18 +15,26 @@ SELF_EXE = os.path.basename(os.readlink("/proc/self/exe"))
 PLENTY_NS = 1_000_000_000
 
 
+#: A child that says it runs, then waits. Popen returns once the exec has begun, but /proc/PID/cmdline stays
+#: empty until the kernel has laid out the new program's arguments (CI once read ``()`` for a plain
+#: ``sleep 60``): the line it writes is the condition that it is past that point, not a delay.
+_CHILD = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)"
+
+
 @pytest.fixture
 def sleeper() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "60"])
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
     yield proc.pid
     proc.kill()
     proc.wait()
+    proc.stdout.close()
 
 
 def test_a_running_process_is_named_with_its_command_line_and_parents(sleeper: int) -> None:
     name = name_process(sleeper, budget_ns=PLENTY_NS)
-    assert name.executable == "sleep"
-    assert name.argv == ("sleep", "60")
+    assert name.executable == SELF_EXE  # the same interpreter as this test
+    assert name.argv == (sys.executable, "-c", _CHILD)
     assert name.chain[-1] == SELF_EXE  # its parent is this test
     assert name.complete
 
@@ -38,7 +46,7 @@ def test_the_chain_stops_at_its_depth_or_at_pid_1(sleeper: int) -> None:
 
 def test_a_spent_budget_keeps_the_executable_and_says_it_is_incomplete(sleeper: int) -> None:
     name = name_process(sleeper, budget_ns=0)
-    assert (name.executable, name.chain, name.argv, name.complete) == ("sleep", (), (), False)
+    assert (name.executable, name.chain, name.argv, name.complete) == (SELF_EXE, (), (), False)
 
 
 def test_a_process_gone_before_it_was_read_is_unknown_exited() -> None:
