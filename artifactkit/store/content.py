@@ -162,15 +162,13 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
 @attrs.frozen
 class SourceRead:
     """What one read of a source file found: its digest, whether ``O_NOATIME`` held, the bytes of a
-    small dense file (else ``None``: they were staged, or ``from_cache``: not read at all, the stat cache
-    vouched for the file and its blob is in the store), and the flags and holes read before the read."""
+    small dense file (else ``None``: they were staged), and the flags and holes read before the read."""
 
     sha256: str
     noatime: bool
     data: bytes | None
     flags: int | None
     extents: Extents | None
-    from_cache: bool = False
 
 
 def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,

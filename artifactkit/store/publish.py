@@ -59,22 +59,14 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
     return tree
 
 
-#: A read the caller already knows the answer to (the stat cache): ``(entry, identity) -> SourceRead | None``.
-KnownRead = Callable[[FileMeta, tuple[int, int]], SourceRead | None]
-
-
-def read_files(tree: ScannedTree, stage_fd: int,
-               known: KnownRead | None = None) -> Iterator[tuple[FileMeta, SourceRead | None, str]]:
+def read_files(tree: ScannedTree, stage_fd: int) -> Iterator[tuple[FileMeta, SourceRead | None, str]]:
     """Every entry of ``tree`` in order, each regular file read once, with the staging name its bytes may
     take. Not read (``None``): directories, links, and the later names of a hard link, which get the first
-    name's facts from :func:`fill_hardlinks`; nor a file ``known`` answers for (its ``SourceRead`` has
-    ``from_cache`` set and nothing staged)."""
+    name's facts from :func:`fill_hardlinks`."""
     for index, entry in enumerate(tree.entries):
         stage_name = f"blob-{index}"
         if entry.kind != "file" or entry.hardlink is not None:
             yield entry, None, stage_name
-        elif known is not None and (hit := known(entry, tree.identities[entry.path])) is not None:
-            yield entry, hit, stage_name
         else:
             yield entry, read_source(f"{tree.root}/{entry.path}", entry, tree.identities[entry.path],
                                      stage_fd=stage_fd, stage_name=stage_name), stage_name
@@ -115,17 +107,6 @@ def publish_tree(layout: StoreLayout, tree: ScannedTree, name: str, *, commit: C
                 shutil.rmtree(txn, ignore_errors=True)
 
 
-def _known_reads(cache: StatCache, blobs_fd: int) -> KnownRead:
-    def known(entry: FileMeta, identity: tuple[int, int]) -> SourceRead | None:
-        hit = cache.lookup(entry, identity)
-        if hit is None or not exists_at(blobs_fd, hit.sha256):  # a blob gc took is read and stored again
-            return None
-        cache.hits += 1
-        return SourceRead(hit.sha256, noatime=True, data=None, flags=hit.flags, extents=hit.extents,
-                          from_cache=True)
-    return known
-
-
 def _read_all(tree: ScannedTree, todo: list[StageItem], *, txn: str, txn_fd: int, blobs_dir: str, blobs_fd: int,
               pool: LazyPool) -> list[Staged]:
     workers = pool.get(len(todo))
@@ -146,25 +127,22 @@ def _read_all(tree: ScannedTree, todo: list[StageItem], *, txn: str, txn_fd: int
 LIST_BLOBS_PER_HIT: Final = 4
 
 
-def _blob_names(blobs_fd: int, hits: int) -> set[str] | None:
-    """Every blob's name, if listing them is cheaper than one ``stat`` per hit; else ``None``.
-
-    A directory's size bounds its entries from above: at least 20 bytes each on tmpfs (its exact
-    figure), ext4, xfs and btrfs. Either way the answer is read under the store's lock, so ``gc``
-    (which takes it exclusively) cannot remove a blob between this check and the commit.
+def _blob_check(blobs_fd: int, hits: int) -> Callable[[str], bool]:
+    """Whether a blob is in the store: one listing of ``blobs/`` if that is cheaper than a ``stat`` per
+    hit, else a ``stat`` each. A directory's size bounds its entries from above: at least 20 bytes each
+    on tmpfs (its exact figure), ext4, xfs and btrfs. Either way the answers are read under the store's
+    lock, so ``gc`` (which takes it exclusively) cannot remove a blob between this check and the commit.
     """
     if hits == 0 or os.fstat(blobs_fd).st_size // 20 > LIST_BLOBS_PER_HIT * hits:
-        return None
-    return set(os.listdir(blobs_fd))
+        return lambda sha: exists_at(blobs_fd, sha)
+    return set(os.listdir(blobs_fd)).__contains__
 
 
-def _cached_lines(tree: ScannedTree, blobs_fd: int, cache: StatCache | None) -> tuple[list[tuple[str, str]],
-                                                                                    list[FileMeta]]:
+def _cached_lines(tree: ScannedTree, has_blob: Callable[[str], bool],
+                  cache: StatCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
     rest of them as captured entries (their line parsed back: what the scan would have captured), to read."""
-    present = _blob_names(blobs_fd, len(tree.cached))
-    gone = {path for path, (_, sha) in tree.cached.items() if sha is not None
-            and (sha not in present if present is not None else not exists_at(blobs_fd, sha))}
+    gone = {path for path, (_, sha) in tree.cached.items() if sha is not None and not has_blob(sha)}
     again = []
     for path in sorted(gone):  # gc took the blob: read and store it again
         again.append(parse_entry(json.loads(tree.cached[path][0]), where="stat cache"))
@@ -180,17 +158,19 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
     txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     blobs_fd = os.open(layout.blobs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        lines, again = _cached_lines(tree, blobs_fd, cache)
+        has_blob = _blob_check(blobs_fd, len(tree.cached))
+        lines, again = _cached_lines(tree, has_blob, cache)
         captured_entries = [*tree.entries, *again]
-        known = _known_reads(cache, blobs_fd) if cache is not None else None
         content: dict[int, tuple[str, int | None, Extents | None]] = {}  # index -> what its read found
         todo: list[StageItem] = []
         for index, entry in enumerate(captured_entries):
             if entry.kind != "file" or entry.hardlink is not None:
                 continue  # a later name of a hard link gets its first name's facts from fill_hardlinks
             identity = tree.identities[entry.path]
-            if known is not None and (hit := known(entry, identity)) is not None:
-                content[index] = (hit.sha256, hit.flags, hit.extents)  # not read, nothing staged
+            # A content hit: not read, nothing staged (a digest whose blob gc took is read and stored again).
+            if cache is not None and (hit := cache.lookup(entry, identity)) is not None and has_blob(hit.sha256):
+                cache.hits += 1
+                content[index] = (hit.sha256, hit.flags, hit.extents)
             else:
                 todo.append((index, entry, identity))
         for found in _read_all(tree, todo, txn=txn, txn_fd=txn_fd, blobs_dir=layout.blobs_dir, blobs_fd=blobs_fd,
