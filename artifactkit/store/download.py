@@ -276,10 +276,13 @@ def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, b
     path, st = parallel.staging
     shared: CreateShared = (path, (st.st_dev, st.st_ino), parallel.blobs_dir)
     work: list[list[CreateItem]] = [[]]
+    filled = 0
     for item in items:  # consecutive directories together, about BATCH_FILES files a batch
-        if sum(len(entries) for _, entries in work[-1]) >= BATCH_FILES:
+        if filled >= BATCH_FILES:
             work.append([])
+            filled = 0
         work[-1].append(item)
+        filled += len(item[1])
     workers.run(shared, work, lambda batch: _create_items(root_fd, batch, blob_path), wire=_items_to_wire)
 
 
@@ -303,7 +306,7 @@ def create_batch(shared: CreateShared, batch: Sequence[WireItem]) -> list[None]:
         st = os.fstat(root_fd)
         if (st.st_dev, st.st_ino) != identity:
             raise FileNotFoundError(errno.ENOENT, "download staging directory was replaced", staging)
-        return _create_items(root_fd, _items_from_wire(batch), lambda sha: os.path.join(blobs_dir, sha))
+        return _create_items(root_fd, _items_from_wire(batch), BlobSource(blobs_dir))
     finally:
         os.close(root_fd)
 

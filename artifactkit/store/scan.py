@@ -143,17 +143,11 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
             scan.dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
         subdirs = []
-        # The loop body of Scan.add, inlined: it runs once per entry of the tree.
-        identities, cached, hits, metas = scan.identities, scan.cached, scan.hits, scan.metas
+        add = scan.add
         for name in names:
             relpath = f"{rel}/{name}" if rel else name
             child = os.lstat(name, dir_fd=fd)
-            identities[relpath] = (child.st_dev, child.st_ino)
-            hit = cached(relpath, child)
-            if hit is None:
-                metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
-            else:
-                hits[relpath] = hit
+            add(relpath, child, f"{top}/{name}")
             if stat.S_ISDIR(child.st_mode):
                 subdirs.append(relpath)
     finally:
