@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 
@@ -28,3 +29,15 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, igno
         except OSError:
             if not ignore_errors:
                 raise
+
+
+def open_same_dir(path: str, identity: tuple[int, int], what: str, *, nofollow: bool = True) -> int:
+    """Open the directory ``path`` (an fd the caller closes) only if it is still the inode ``identity``
+    (``st_dev``, ``st_ino``), as a worker process must when it opens by path what its parent opened;
+    ``FileNotFoundError`` naming ``what`` otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0))
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != identity:
+        os.close(fd)
+        raise FileNotFoundError(errno.ENOENT, f"{what} was replaced", path)
+    return fd

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from artifactkit._fsutil import remove_tree
+from artifactkit._fsutil import open_same_dir, remove_tree
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -301,11 +301,8 @@ def create_batch(shared: CreateShared, batch: Sequence[WireItem]) -> list[None]:
     """A worker's share of a download: the staging root is opened by path and must be the parent's
     inode (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
     staging, identity, blobs_dir = shared
-    root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC)
+    root_fd = open_same_dir(staging, identity, "download staging directory")
     try:
-        st = os.fstat(root_fd)
-        if (st.st_dev, st.st_ino) != identity:
-            raise FileNotFoundError(errno.ENOENT, "download staging directory was replaced", staging)
         return _create_items(root_fd, _items_from_wire(batch), BlobSource(blobs_dir))
     finally:
         os.close(root_fd)
