@@ -128,12 +128,9 @@ class _Child:
         self.pending: list[int] = []  # batch numbers sent, in order
         self.ready = False  # its "ready" message (imports done) has been read
 
-    def may_take(self) -> bool:
-        """Whether some batch could be sent now (decided before the batch is pickled)."""
-        return self.ready and (not self.pending or (len(self.pending) < 2 and self.wide))
-
     def takes_another(self, frame_size: int) -> bool:
-        """Whether a batch of ``frame_size`` bytes can be sent now without a chance of deadlock."""
+        """Whether a batch of ``frame_size`` bytes can be sent now without a chance of deadlock (``0``:
+        whether any batch could be, asked before one is pickled)."""
         if not self.ready:
             return False
         if not self.pending:
@@ -171,10 +168,6 @@ class _Child:
     def signal_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(signal.SIGKILL)
-
-    def kill(self) -> None:
-        self.signal_kill()
-        self.close()
 
     def close(self) -> None:
         for stream in (self.stdin, self.stdout):
@@ -233,11 +226,15 @@ class WorkerPool:
                     # A child gets work once it is ready (a child still starting gets nothing: the parent
                     # does the work rather than wait), a second batch only where no pipe can fill up.
                     for child in self._children:
-                        while next_batch < len(work) and child.may_take() and child.takes_another(len(
-                                frame := encoded.get(next_batch) or encoded.setdefault(next_batch, encode_frame(
-                                    (shared, wire(work[next_batch]) if wire else work[next_batch]))))):
+                        while next_batch < len(work) and child.takes_another(0):
+                            frame = encoded.get(next_batch)
+                            if frame is None:
+                                batch = work[next_batch]
+                                frame = encoded[next_batch] = encode_frame((shared, wire(batch) if wire else batch))
+                            if not child.takes_another(len(frame)):
+                                break  # too big for a second batch: kept, for whoever is free next
                             child.send(next_batch, frame)
-                            encoded.pop(next_batch, None)
+                            del encoded[next_batch]
                             next_batch += 1
                     events = selector.select(timeout=0)
                     for key, _ in events:
