@@ -56,18 +56,12 @@ ExtendedFields = tuple[int | None, int | None, Xattrs | None, str | None, Extent
 def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, where: str) -> ExtendedFields:
     """The validated ``(uid, gid, xattrs, hardlink, extents, flags)`` of an entry's JSON object: the
     parser builds each entry once from these (an ``evolve`` per entry cost a third of a download's parse)."""
-    uid, gid, flags = raw.get("uid"), raw.get("gid"), raw.get("flags")
-    # The usual entry (owners and flags recorded, in range) passes inline; anything else goes through
-    # _int, which names the field at fault (three calls an entry were a sixth of a download's parse).
-    if not (type(uid) is int and 0 <= uid < _ID_LIMIT and type(gid) is int and 0 <= gid < _ID_LIMIT
-            and (flags is None or (type(flags) is int and 0 <= flags < _ID_LIMIT))):
-        uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
-            _int(raw, "flags", _ID_LIMIT, where)
+    # The usual file entry never gets here: parse_entry checks it inline.
+    uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
+        _int(raw, "flags", _ID_LIMIT, where)
     xattrs = None
-    if "xattrs" in raw:
-        xattrs = _xattrs(raw["xattrs"], path, where)
-    elif uid is not None:
-        xattrs = ()  # a full capture that found none
+    if "xattrs" in raw or uid is not None:
+        xattrs = _xattrs(raw.get("xattrs", []), path, where)
     hardlink = raw.get("hardlink")
     if hardlink is not None and (kind != "file" or not isinstance(hardlink, str)):
         raise _bad(where, path, f"invalid hardlink {hardlink!r}")
