@@ -153,6 +153,11 @@ def _set_fd(fd: int, on: bool, where: str) -> FlagResult:
     return get_flags_fd(fd, where)  # read back: the caller decides whether the flag stuck
 
 
+def _restored(current: int, wanted: int) -> int:
+    """The flags word after restoring ``wanted``: its restorable bits, every other bit of ``current`` kept."""
+    return (current & ~_RESTORABLE_INT) | (wanted & _RESTORABLE_INT)
+
+
 def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     """Set the :data:`RESTORABLE_FLAGS` bits of an inode a download created to those of ``wanted``.
 
@@ -167,7 +172,7 @@ def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     # Plain ints: ~ of an IntFlag keeps only the named bits and would drop filesystem-internal ones (ext4's
     # EXTENTS, 0x80000), which SETFLAGS must be handed back unchanged; and an enum per file costs more
     # than the ioctl. The result holds the kernel's value as an int.
-    target = (current & ~_RESTORABLE_INT) | (wanted & _RESTORABLE_INT)
+    target = _restored(current, wanted)
     if target == current:
         return FlagResult("ok", flags=current)
     try:
@@ -191,7 +196,7 @@ def flags_if_unchanged(fd: int, wanted: int) -> int | None:
     if type(raw) is not bytes or len(raw) != _INT.size:
         return None
     current: int = _INT.unpack(raw)[0]
-    return current if (current & ~_RESTORABLE_INT) | (wanted & _RESTORABLE_INT) == current else None
+    return current if _restored(current, wanted) == current else None
 
 
 def get_flags_int(fd: int, where: str = "<fd>") -> int | None:
