@@ -169,7 +169,6 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
             identity = tree.identities[entry.path]
             # A content hit: not read, nothing staged (a digest whose blob gc took is read and stored again).
             if cache is not None and (hit := cache.lookup(entry, identity)) is not None and has_blob(hit.sha256):
-                cache.hits += 1
                 content[index] = (hit.sha256, hit.flags, hit.extents)
             else:
                 todo.append((index, entry, identity))

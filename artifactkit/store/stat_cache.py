@@ -163,8 +163,6 @@ class StatCache:
         self.started_ns = started_ns
         self._next: dict[str, Row] = {}
         self._changed = False  # whether _next holds anything but rows read from the file, unchanged
-        #: Regular files this publish did not open because of the cache.
-        self.hits = 0
 
     @classmethod
     def load(cls, layout: StoreLayout, started_ns: int) -> StatCache:
@@ -201,19 +199,14 @@ class StatCache:
                 or not (mtime < self._trusted_before_ns and ctime < self._trusted_before_ns)
                 or rest == _NONE or (regular and st.st_nlink != 1) or not -_NS_LIMIT <= atime < _NS_LIMIT):
             return None
-        if not regular:
-            if sha != _NONE:
-                return None
-            self._next[path] = row
-            return f"{ATIME_PREFIX}{atime}{rest}", None
-        self._next[path] = row  # its digest is 64 hex digits (checked on load): a name under blobs/, nothing else
-        self.hits += 1
-        return f"{ATIME_PREFIX}{atime}{rest}", sha
+        if regular == (sha == _NONE):
+            return None  # a regular file has a digest (64 hex digits, checked on load), nothing else has one
+        self._next[path] = row
+        return f"{ATIME_PREFIX}{atime}{rest}", sha if regular else None
 
     def forget(self, path: str) -> None:
         """An entry hit that cannot be used after all (its blob is gone): it is captured and read."""
         if self._next.pop(path, None) is not None:
-            self.hits -= 1
             self._changed = True
 
     def lookup(self, entry: FileMeta, identity: tuple[int, int]) -> CachedRead | None:
