@@ -23,6 +23,7 @@ from artifactkit.store import publish, stat_cache
 from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
 from tests.support.inode_clock import settle as _settle
+from tests.support.stat_cache_file import Rows, rewrite_rows
 
 FILES = {"a.txt": b"alpha\n", "b.txt": b"bravo\n", "sub/c.bin": bytes(range(256)) * 8, "sub/d.txt": b"delta\n"}
 
@@ -167,11 +168,11 @@ def test_the_default_window_rehashes_files_changed_just_before_the_recording_pub
 
 
 def _swap_two_digests(cache: Path, _other_store: Path) -> None:
-    head, _, body = cache.read_bytes().partition(b"\n")
-    rows = [row.split(b"\t") for row in body.split(b"\n")]
-    files = [row for row in rows if len(row) > 2 and row[2] != b"-"]
-    files[0][2], files[1][2] = files[1][2], files[0][2]
-    cache.write_bytes(head + b"\n" + b"\n".join(b"\t".join(row) for row in rows))  # the checksum no longer matches
+    def swap(rows: Rows) -> None:
+        files = [row for row in rows if row[2] != "-"]
+        files[0][2], files[1][2] = files[1][2], files[0][2]
+
+    rewrite_rows(cache, swap, checksum=False)  # the checksum no longer matches
 
 
 def _garbage(cache: Path, _other_store: Path) -> None:
@@ -237,23 +238,50 @@ def test_cli_publish_takes_stat_cache(fast_tmp: Path, reads: list[str], no_windo
     assert reads == []
 
 
-def test_a_body_is_read_whole_when_every_row_is_well_formed_and_row_by_row_otherwise(fast_tmp: Path) -> None:
+def _odd_cache() -> tuple[list[str], StatCache]:
     odd = ["plain", "tab\there", "new\nline", 'quo"te', "caf\u00e9", "bad\udcffbyte", "."]
     cache = StatCache({}, trusted_before_ns=0, started_ns=0)
     for number, path in enumerate(odd):
         entry = FileMeta(path=path, kind="file", mode=0o644, mtime_ns=number, atime_ns=1, size=3, ctime_ns=2,
                          uid=0, gid=0, sha256=f"{number:064x}")
         cache.record(entry, (1, number), encode_entry(entry))
-    text = stat_cache.body_of(cache.recorded)
-    assert stat_cache._rows_whole(text) == stat_cache._rows_each(text) == cache.recorded
-    lines = text.split("\n")
-    path, fields, rest = lines[0].split("\t", 2)
-    spaced = f"{path}\t{fields[:-2]}  \t{rest}"  # fromhex skips the spaces: 63 bytes, every later row shifted
-    for spoiled in (lines[0].replace("\t", "", 1), lines[0] + "extra\t", lines[0].replace("\t", "\t../", 2),
-                    lines[0].replace("\t", "\tzz", 1), spaced):
-        body = "\n".join([spoiled, *lines[1:]])
-        assert stat_cache._rows_whole(body) is None
-        assert stat_cache._rows(body) == {p: r for p, r in cache.recorded.items() if p != odd[0]}
+    return odd, cache
+
+
+def test_a_body_reads_back_every_row_whatever_its_path() -> None:
+    _, cache = _odd_cache()
+    assert len(cache.recorded) == 7
+    assert stat_cache._rows(stat_cache.body_of(cache.recorded)) == cache.recorded
+
+
+def test_a_row_with_a_malformed_digest_is_left_out_and_the_rest_kept() -> None:
+    odd, cache = _odd_cache()
+    parts = stat_cache.body_of(cache.recorded).split("\t")
+    for bad in ("../../etc/passwd", "A" * 64, "0" * 63, ""):
+        spoiled = [*parts[:8], bad, *parts[9:]]  # the first row's digest: after the paths and 7 fields
+        assert stat_cache._rows("\t".join(spoiled)) == {p: r for p, r in cache.recorded.items() if p != odd[0]}
+
+
+def test_malformed_fields_are_kept_as_text_no_lstat_packs_to() -> None:
+    odd, cache = _odd_cache()
+    parts = stat_cache.body_of(cache.recorded).split("\t")
+    for bad in ("x y z", parts[1].upper(), parts[1][:-2] + "  "):
+        rows = stat_cache._rows("\t".join([parts[0], bad, *parts[2:]]))
+        assert rows[odd[0]][0] == bad and {p: r for p, r in rows.items() if p != odd[0]} == {
+            p: r for p, r in cache.recorded.items() if p != odd[0]}
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda parts: parts[:-2] + parts[-1:],  # a part short: no column lines up
+    lambda parts: [*parts[:-1], "extra", parts[-1]],  # a part too many
+    lambda parts: [*parts[:-1], "no newline"],
+    lambda parts: ["[not json", *parts[1:]],
+    lambda parts: ['["a", 1, "b", "c", "d", "e", "f"]', *parts[1:]],  # a path that is not a string
+    lambda parts: ['{"a": 1}', *parts[1:]],
+])
+def test_a_body_whose_parts_do_not_add_up_is_ignored_whole(spoil: Any) -> None:
+    _, cache = _odd_cache()
+    assert stat_cache._rows("\t".join(spoil(stat_cache.body_of(cache.recorded).split("\t")))) == {}
 
 
 @pytest.mark.parametrize(("shas", "valid"), [
