@@ -11,7 +11,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_HEX_DIGITS = "0123456789abcdef"
 _BLOB_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
 
@@ -124,9 +124,11 @@ def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
     after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
     Only exact ``PREFIX<12 hex>`` names count; anything the sweep cannot remove is left alone.
     """
-    pattern = re.compile(re.escape(prefix) + "[0-9a-f]{12}")
+    # A prefix test and a hex check, not a regex: the prefix names the destination, so each download
+    # compiled a pattern of its own (0.2 ms, a fiftieth of a small download in a fresh process).
     for entry in os.listdir(parent_fd):
-        if not pattern.fullmatch(entry):
+        suffix = entry[len(prefix):]
+        if not entry.startswith(prefix) or len(suffix) != 12 or suffix.strip(_HEX_DIGITS):
             continue
         try:
             fd = os.open(entry, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)

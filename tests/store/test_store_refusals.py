@@ -139,6 +139,10 @@ def test_a_killed_downloads_staging_is_swept_by_the_next_download_to_that_name(
     live.mkdir()
     other = work / ".other.artifactkit-000000000000"
     other.mkdir()
+    not_ours = [".dest.artifactkit-DEADBEEF0000", ".dest.artifactkit-deadbeef00000", ".dest.artifactkit-deadbeef000",
+                ".dest.artifactkit-dead.beef000"]  # not 12 lowercase hex digits: never made by a download
+    for name in not_ours:
+        (work / name).mkdir()
     holder = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(holder, fcntl.LOCK_EX)  # as a download in flight holds it
@@ -146,4 +150,4 @@ def test_a_killed_downloads_staging_is_swept_by_the_next_download_to_that_name(
     finally:
         os.close(holder)
     assert sorted(os.listdir(work)) == sorted([".dest.artifactkit-livelivelive", ".other.artifactkit-000000000000",
-                                               "dest"])
+                                               "dest", *not_ours])
