@@ -9,6 +9,12 @@ destination with ``workers=W`` given explicitly (so the pool is used even below 
 that is how the threshold is measured). Rounds alternate the order of the worker counts. Prints the median
 ms of each, files/s, files/s per worker and the speed-up over one worker, and keeps every sample.
 Correctness is not measured here (the tests prove the worker path exact); this is the cost.
+
+It also measures the machine's own ceiling (``--ceiling-rounds``, 0 to skip): W copies of the same fixed job
+started at once, against one alone, as ``W x alone / together`` (what W processes with no shared work at all
+gain here). Two jobs: a pure-Python loop (CPU) and creating, writing and removing 1 KiB files, each process in
+a directory of its own (kernel metadata work, as a download does). A virtual machine whose vCPUs share a
+physical core, or a host under load, shows a ceiling well below W, and no worker pool can beat it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,49 @@ print((t1 - t0) // 1000, (t2 - t1) // 1000)
 """
 
 
+CEILING_CHILD = r"""
+import os, sys, time
+job, where = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter_ns()
+if job == "cpu":
+    total = 0
+    for i in range(3_000_000):
+        total += i
+else:
+    os.mkdir(where)
+    data = bytes(1024)
+    for i in range(3000):
+        fd = os.open(f"{where}/f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    for i in range(3000):
+        os.unlink(f"{where}/f{i}")
+    os.rmdir(where)
+print((time.perf_counter_ns() - t0) // 1000)
+"""
+
+
+def _together(job: str, copies: int, root: str) -> int:
+    """Microseconds until the slowest of ``copies`` simultaneous runs of ``job`` finished."""
+    procs = [subprocess.Popen([sys.executable, "-S", "-c", CEILING_CHILD, job, os.path.join(root, f"ceiling-{n}")],
+                              stdout=subprocess.PIPE, text=True) for n in range(copies)]
+    return max(int(proc.communicate()[0]) for proc in procs)
+
+
+def ceiling(counts: list[int], rounds: int, root: str) -> dict[str, dict[str, float]]:
+    """Per job and worker count: the median ``W x alone / together`` of paired rounds."""
+    result: dict[str, dict[str, float]] = {}
+    for job in ("cpu", "files"):
+        ratios: dict[int, list[float]] = {w: [] for w in counts if w > 1}
+        for _ in range(rounds):
+            alone = _together(job, 1, root)
+            for workers, found in ratios.items():
+                found.append(workers * alone / _together(job, workers, root))
+        result[job] = {str(w): round(statistics.median(r), 2) for w, r in ratios.items()}
+        print(f"ceiling {job}: " + " ".join(f"{w} processes {v}x" for w, v in result[job].items()), flush=True)
+    return result
+
+
 def _row(files: int, workers: int, values: list[tuple[int, int]], one: dict[str, float] | None) -> dict[str, float]:
     publish = statistics.median(p for p, _ in values) / 1000
     download = statistics.median(d for _, d in values) / 1000
@@ -56,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, action="append", help="worker counts (default 1 2)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--output", help="write the samples and the table as JSON here")
+    parser.add_argument("--ceiling-rounds", type=int, default=9, help="rounds of the machine's ceiling (0: skip)")
     args = parser.parse_args(argv)
     sizes, counts = args.files or [500, 1000, 2000, 5000, 10_000], args.workers or [1, 2]
     rows, samples, loads = [], {}, []
     with scratch_on_tmpfs() as root:
+        limits = ceiling(counts, args.ceiling_rounds, root) if args.ceiling_rounds else None
         for files in sizes:
             src = os.path.join(root, f"src-{files}")
             make_tree(src, files)
@@ -89,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                "machine": {"nproc": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
                            "kernel": os.uname().release, "python": sys.version.split()[0]},
                "code_under_test": code_state(), "rounds": args.rounds, "loadavg_1m_per_round": loads,
-               "rows": rows, "samples_us": samples}
+               "rows": rows, "samples_us": samples, "machine_ceiling": limits}
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)
     return 0
