@@ -105,9 +105,13 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     10,000-file publish).
     """
     lines.sort()
-    entries = ",\n".join(line for _, line in lines)
     head = _dumps({"format": FORMAT, "name": name, "source_read_noatime": source_read_noatime})
-    return f"{head[:-1]},\n\"entries\": [\n{entries}\n]}}\n".encode()
+    # The head and the tail go onto the first and last line, so the text is one join: joining the entries
+    # and then formatting them into the text copied its 4.5 MB once more for 10,000 entries.
+    texts = [line for _, line in lines] or [""]
+    texts[0] = f"{head[:-1]},\n\"entries\": [\n{texts[0]}"
+    texts[-1] = f"{texts[-1]}\n]}}\n"
+    return ",\n".join(texts).encode()
 
 
 def digest_of(data: bytes) -> str:

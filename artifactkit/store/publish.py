@@ -142,13 +142,18 @@ def _cached_lines(tree: ScannedTree, has_blob: Callable[[str], bool],
                   cache: StatCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
     rest of them as captured entries (their line parsed back: what the scan would have captured), to read."""
-    gone = {path for path, (_, sha) in tree.cached.items() if sha is not None and not has_blob(sha)}
+    lines, gone = [], []
+    for path, (line, sha) in tree.cached.items():  # one pass: it runs once per entry of an unchanged tree
+        if sha is None or has_blob(sha):
+            lines.append((path, line))
+        else:
+            gone.append(path)
     again = []
     for path in sorted(gone):  # gc took the blob: read and store it again
         again.append(parse_entry(json.loads(tree.cached[path][0]), where="stat cache"))
         if cache is not None:
             cache.forget(path)
-    return [(path, line) for path, (line, _) in tree.cached.items() if path not in gone], again
+    return lines, again
 
 
 def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str, commit: CommitManifest, *,
