@@ -42,11 +42,10 @@ CommitManifest = Callable[[StoreLayout, str, str, str], ArtifactRef]
 
 
 def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents | None) -> FileMeta:
-    """``entry`` with what its read found (direct construction: ``attrs.evolve`` costs 6 us a file)."""
-    return FileMeta(path=entry.path, kind=entry.kind, mode=entry.mode, mtime_ns=entry.mtime_ns,
-                    atime_ns=entry.atime_ns, size=entry.size, sha256=sha, target=entry.target,
-                    ctime_ns=entry.ctime_ns, uid=entry.uid, gid=entry.gid, xattrs=entry.xattrs,
-                    hardlink=entry.hardlink, nlink=entry.nlink, extents=extents, flags=flags)
+    """``entry`` with what its read found (direct construction: ``attrs.evolve`` costs 6 us a file; positional,
+    in ``model.FIELD_ORDER``: keywords cost as much again)."""
+    return FileMeta(entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, sha, entry.target,
+                    entry.ctime_ns, entry.uid, entry.gid, entry.xattrs, entry.hardlink, entry.nlink, extents, flags)
 
 
 def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import stat
 
+import attrs
 import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
 from artifactkit import UnsupportedFileType, capture
-from artifactkit.metadata.model import kind_of
+from artifactkit.metadata.model import FIELD_ORDER, FileMeta, kind_of, meta_from_stat
 
 
 def test_capture_records_ns_integers_and_a_relative_posix_path(fs: FakeFilesystem) -> None:
@@ -33,3 +34,26 @@ def test_capture_does_not_follow_a_symlink(fs: FakeFilesystem) -> None:
 def test_special_files_are_refused_with_what_they_are(fmt: int, words: str) -> None:
     with pytest.raises(UnsupportedFileType, match=words):
         kind_of(fmt | 0o644, "x")
+
+
+def _every_field(meta: FileMeta) -> dict[str, object]:
+    """All sixteen fields, ``ctime_ns`` and ``nlink`` too (they take no part in ``==``)."""
+    return {name: getattr(meta, name) for name in FIELD_ORDER}
+
+
+def test_the_field_order_the_positional_constructions_assume_is_the_classs() -> None:
+    assert tuple(field.name for field in attrs.fields(FileMeta)) == FIELD_ORDER
+
+
+def test_meta_from_stat_puts_every_value_in_its_own_field(fs: FakeFilesystem) -> None:
+    fake = fs.create_file("/tree/a.txt", contents="abcd", st_mode=stat.S_IFREG | 0o640)
+    fake.st_uid, fake.st_gid = 1001, 1002  # distinct, so a swap of the two shows
+    os.utime("/tree/a.txt", ns=(1_600_000_000_000_000_001, 1_500_000_000_000_000_002))
+    st = os.lstat("/tree/a.txt")
+    got = meta_from_stat("a.txt", st, sha256="s", target="t", owners=True, xattrs=(("user.k", b"v"),))
+    assert _every_field(got) == _every_field(FileMeta(
+        path="a.txt", kind="file", mode=0o640, mtime_ns=st.st_mtime_ns, atime_ns=st.st_atime_ns, size=4, sha256="s",
+        target="t", ctime_ns=st.st_ctime_ns, uid=st.st_uid, gid=st.st_gid, xattrs=(("user.k", b"v"),),
+        nlink=st.st_nlink))
+    assert (got.mtime_ns, got.atime_ns) == (1_500_000_000_000_000_002, 1_600_000_000_000_000_001)
+    assert (got.uid, got.gid) == (1001, 1002) and meta_from_stat("a.txt", st).uid is None
