@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from artifactkit import FileMeta, IntegrityError, UnsafePathError
+from artifactkit.store import paths
 from artifactkit.store.manifest import FORMAT, Manifest, parse_manifest
 from artifactkit.store.paths import check_relpath, check_symlink_target
 
@@ -71,3 +74,29 @@ def test_symlink_targets_may_only_climb_as_far_as_the_links_own_depth(link: str,
 
 def test_a_clean_relative_path_passes() -> None:
     assert check_relpath("a/b c/ünï-cødé", where="t") == "a/b c/ünï-cødé"
+
+
+def _detailed_rules(path: str) -> bool:
+    """check_relpath's rules spelled out component by component, as they were before its fast test."""
+    if path == ".":
+        return True
+    parts = path.split("/")
+    return bool(path) and "\x00" not in path and not any(part in ("", ".", "..") for part in parts)
+
+
+@given(st.text(alphabet="a./\x00", max_size=12))
+@example("./.")
+@example("a/./b")
+@example("a/..")
+@example("..a/b..")
+@example("a//b")
+@example("/a")
+@example("a/")
+@example("")
+def test_the_fast_clean_path_test_accepts_exactly_what_the_detailed_rules_accept(path: str) -> None:
+    assert paths._clean(path) is _detailed_rules(path)
+    if _detailed_rules(path):
+        assert check_relpath(path, where="t") == path
+    else:
+        with pytest.raises(UnsafePathError):
+            check_relpath(path, where="t")
