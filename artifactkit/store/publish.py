@@ -9,7 +9,6 @@ therefore always refers to flushed bytes (git's ``fsyncMethod=batch``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
@@ -29,10 +28,9 @@ from artifactkit.store.manifest import (
     encode_entry,
     file_line,
     manifest_bytes,
-    parse_entry,
 )
 from artifactkit.store.paths import check_artifact_name
-from artifactkit.store.scan import EntryLine, ScannedTree, scan_tree
+from artifactkit.store.scan import EntryLine, ScannedTree, capture_again, scan_tree
 from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, staged_path, to_wire
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.workers import LazyPool, batches
@@ -140,7 +138,7 @@ def _blob_check(blobs_fd: int, hits: int) -> Callable[[str], bool]:
 def _cached_lines(tree: ScannedTree, has_blob: Callable[[str], bool],
                   cache: StatCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
-    rest of them as captured entries (their line parsed back: what the scan would have captured), to read."""
+    rest of them captured again (as the scan would have), to read."""
     lines, gone = [], []
     for path, (line, sha) in tree.cached.items():  # one pass: it runs once per entry of an unchanged tree
         if sha is None or has_blob(sha):
@@ -149,7 +147,7 @@ def _cached_lines(tree: ScannedTree, has_blob: Callable[[str], bool],
             gone.append(path)
     again = []
     for path in sorted(gone):  # gc took the blob: read and store it again
-        again.append(parse_entry(json.loads(tree.cached[path][0]), where="stat cache"))
+        again.append(capture_again(tree, path))
         if cache is not None:
             cache.forget(path)
     return lines, again

@@ -119,6 +119,18 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
                        cached=scan.hits)
 
 
+def capture_again(tree: ScannedTree, path: str) -> FileMeta:
+    """One entry of ``tree`` captured again as the scan captures it (``lstat``, owners, xattrs): an entry the
+    stat cache answered for that must be read after all. Its recorded line is not parsed back: it is only as
+    trusted as the cache. It must still be the inode the scan saw."""
+    full = f"{tree.root}/{path}"
+    st = os.lstat(full)
+    if (st.st_dev, st.st_ino) != tree.identities[path]:
+        raise SourceChangedError(f"source entry {path!r} under {tree.root!r} was replaced while it was published; "
+                                 "publish again once it is stable", path=path)
+    return meta_from_stat(path, st, owners=True, xattrs=read_xattrs(full))
+
+
 def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> dict[str, str]:
     """Second and later names of one inode within the tree -> its first name in path order."""
     groups: dict[tuple[int, int], list[str]] = {}

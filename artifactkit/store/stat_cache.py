@@ -145,10 +145,13 @@ def _content(sha: str, rest: str) -> CachedRead | None:
     try:
         doc = json.loads(f"{ATIME_PREFIX}0{rest}")
         flags, runs = doc.get("flags"), doc.get("extents")
-        extents = None if runs is None else tuple((int(a), int(b)) for a, b in runs)
-    except (ValueError, TypeError, AttributeError):
+        extents = None if runs is None else tuple((a, b) for a, b in runs)
+    except (ValueError, TypeError, AttributeError, RecursionError):  # RecursionError: a rest nested thousands deep
         return None
     if not _SHA.fullmatch(sha) or not (flags is None or type(flags) is int):
+        return None
+    # Exactly ints, as a read records them: int() would take 1.5, "7" or Infinity (OverflowError) from an edit.
+    if extents is not None and not all(type(start) is int and type(length) is int for start, length in extents):
         return None
     return CachedRead(sha, flags, extents)
 
@@ -267,8 +270,11 @@ def _inode_index(rows: dict[str, Row]) -> dict[Key, tuple[str, str]]:
         if _NONE in (sha, rest):
             continue
         try:
-            dev, ino, size, mtime, ctime, mode, _, _ = _FIELDS.unpack(bytes.fromhex(fields))
+            packed = bytes.fromhex(fields)
+            dev, ino, size, mtime, ctime, mode, _, _ = _FIELDS.unpack(packed)
         except (ValueError, struct.error):
+            continue
+        if packed.hex() != fields:  # fromhex takes upper case and spaces; only what record writes counts
             continue
         if stat.S_ISREG(mode):
             index[(dev, ino, size, mtime, ctime)] = (sha, rest)
@@ -295,7 +301,8 @@ def _rows(text: str) -> dict[str, Row]:
         paths = json.loads(parts[0])
     except ValueError:
         return {}
-    if not isinstance(paths, list) or len(parts) != 3 * len(paths) + 2 or parts[-1] != "\n":
+    # One newline, the last part: no part holds one (record writes none; JSON escapes them in paths).
+    if not isinstance(paths, list) or len(parts) != 3 * len(paths) + 2 or parts[-1] != "\n" or text.count("\n") != 1:
         return {}
     count = len(paths)
     shas = parts[count + 1:2 * count + 1]

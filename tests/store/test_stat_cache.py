@@ -262,6 +262,15 @@ def test_a_row_with_a_malformed_digest_is_left_out_and_the_rest_kept() -> None:
         assert stat_cache._rows("\t".join(spoiled)) == {p: r for p, r in cache.recorded.items() if p != odd[0]}
 
 
+def test_an_inode_lookup_takes_only_fields_as_record_writes_them() -> None:
+    _, cache = _odd_cache()
+    rows = cache.recorded
+    fields, sha, rest = rows["plain"]
+    for variant, hits in ((fields, True), (fields.upper(), False), (f" {fields}", False), (f"{fields}\n", False)):
+        found = stat_cache._inode_index({"plain": (variant, sha, rest)})
+        assert bool(found) is hits, variant
+
+
 def test_malformed_fields_are_kept_as_text_no_lstat_packs_to() -> None:
     odd, cache = _odd_cache()
     parts = stat_cache.body_of(cache.recorded).split("\t")
@@ -278,6 +287,7 @@ def test_malformed_fields_are_kept_as_text_no_lstat_packs_to() -> None:
     lambda parts: ["[not json", *parts[1:]],
     lambda parts: ['["a", 1, "b", "c", "d", "e", "f"]', *parts[1:]],  # a path that is not a string
     lambda parts: ['{"a": 1}', *parts[1:]],
+    lambda parts: [*parts[:-2], parts[-2].replace("}", "}\n", 1), parts[-1]],  # a newline inside a rest
 ])
 def test_a_body_whose_parts_do_not_add_up_is_ignored_whole(spoil: Any) -> None:
     _, cache = _odd_cache()

@@ -204,6 +204,36 @@ def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
     assert os.path.exists(store.layout.blob_path(blob))
 
 
+def test_a_hit_whose_blob_gc_removed_is_captured_again_not_parsed_back_from_its_line(
+        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    ref = store.publish(src, "demo", stat_cache=True)
+    blob = {e.path: e.sha256 for e in store.manifest(ref).entries}["sub/c.bin"]
+    assert blob is not None
+    # A cache that proves itself but whose line for the file is not JSON: the line of a hit is only as
+    # trusted as the cache, so a hit that must be read after all is captured from the source again.
+    rewrite_rows(Path(store.root, CACHE_NAME), lambda rows: row_of(rows, "c.bin").__setitem__(3, "}garbage"))
+    os.unlink(store.layout.blob_path(blob))
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["c.bin"] and "c.bin" in did["xattrs"]
+
+
+@pytest.mark.parametrize("extents", ["[[Infinity, 1]]", "[[1e400, 1]]", "[[1.5, 4096]]", '[["0", "4096"]]',
+                                     "[" * 5000 + "]" * 5000], ids=["infinity", "overflow", "float", "text", "deep"])
+def test_a_content_hit_takes_only_extents_a_read_could_have_recorded(
+        fast_tmp: Path, calls: dict[str, list[str]], extents: str) -> None:
+    src = _rich_tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)
+    rewrite_rows(Path(store.root, CACHE_NAME),
+                 lambda rows: row_of(rows, "c.bin").__setitem__(3, f', "extents": {extents}}}'))
+    _directory_renamed(src)  # its files miss by path and are looked up by inode
+    _settle(src)
+    did = _same_as_uncached(store, src, calls)
+    assert did["read"] == ["c.bin"]
+
+
 def _fields_garbled(rows: Rows) -> None:
     row_of(rows, "a.txt")[1] = "x y z"
 
