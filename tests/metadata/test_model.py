@@ -47,8 +47,10 @@ def test_the_field_order_the_positional_constructions_assume_is_the_classs() -> 
 
 def test_meta_from_stat_puts_every_value_in_its_own_field(fs: FakeFilesystem) -> None:
     fake = fs.create_file("/tree/a.txt", contents="abcd", st_mode=stat.S_IFREG | 0o640)
-    fake.st_uid, fake.st_gid = 1001, 1002  # distinct, so a swap of the two shows
     os.utime("/tree/a.txt", ns=(1_600_000_000_000_000_001, 1_500_000_000_000_000_002))
+    # Distinct, so a swap of the two shows; set after the utime, which only the owner may call (pyfakefs
+    # checks it for a user who is not root).
+    fake.st_uid, fake.st_gid = 1001, 1002
     st = os.lstat("/tree/a.txt")
     got = meta_from_stat("a.txt", st, sha256="s", target="t", owners=True, xattrs=(("user.k", b"v"),))
     assert _every_field(got) == _every_field(FileMeta(
