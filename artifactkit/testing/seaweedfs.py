@@ -165,7 +165,9 @@ _PORT_FLAGS = {
 def _command(weed: str, data_dir: str, sock_dir: str, ports: Mapping[str, int],
              tls: tuple[str, str] | None) -> list[str]:
     cmd = [
-        weed, "mini",
+        # glog's files would go to $TMPDIR and outlive the server (two dozen per test run); stderr is captured
+        # into the server's own log file, which goes with its temporary directory.
+        weed, "-logtostderr", "mini",
         f"-dir={data_dir}",
         f"-ip={LOOPBACK}",
         f"-ip.bind={LOOPBACK}",
