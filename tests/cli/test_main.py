@@ -91,3 +91,28 @@ def test_diagnose_leaves_nothing_behind_after_success_or_a_setup_error(fast_tmp:
                      "--json"])
         assert code in (0, 2)
         assert list(fast_tmp.iterdir()) == [], corpus
+
+
+def test_each_command_is_mapped_to_the_module_that_registers_it() -> None:
+    import argparse
+    import importlib
+
+    from artifactkit.cli.main import COMMAND_MODULES
+
+    registered = {}
+    for module in SUBCOMMAND_MODULES:
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(subparsers)
+        registered.update(dict.fromkeys(subparsers.choices, module))
+    assert registered == COMMAND_MODULES
+
+
+def test_a_store_command_imports_neither_the_tracing_nor_the_conformance_engine() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from artifactkit.cli.main import main; main(['ls', '--store', '/nonexistent']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('artifactkit.trace', 'artifactkit.conformance', "
+            "'artifactkit.isolation', 'importlib.metadata'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
