@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from artifactkit._fsutil import open_same_dir
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
-from artifactkit.store.layout import exists_at
+from artifactkit.store.layout import blob_lookup
 
 #: One file's read, as a worker reports it: ``(position in the tree, sha256, read with O_NOATIME, inode
 #: flags, data extents, staged, stage dir)``. ``staged``: its bytes are in staging at :func:`staged_path`
@@ -29,8 +29,8 @@ def staged_path(found: Staged) -> str:
 
 
 #: What every batch of one publish shares: ``(source root, staging dir, its (st_dev, st_ino), blobs dir, its
-#: (st_dev, st_ino))``.
-StageShared = tuple[str, str, tuple[int, int], str, tuple[int, int]]
+#: (st_dev, st_ino), files to read in all)``.
+StageShared = tuple[str, str, tuple[int, int], str, tuple[int, int], int]
 #: A file to read: ``(index in the tree, entry as captured, (st_dev, st_ino) as captured)``.
 StageItem = tuple[int, FileMeta, tuple[int, int]]
 #: The same on the wire: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
@@ -51,14 +51,15 @@ def from_wire(item: WireItem) -> StageItem:
     return index, FileMeta(path, "file", 0, mtime_ns, 0, size, None, None, ctime_ns), (dev, ino)
 
 
-def stage_file(root: str, item: StageItem, txn_fd: int, blobs_fd: int, seen: set[str], *,
+def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: Callable[[str], bool], seen: set[str], *,
                read: Reader = read_source, stage_dir: str = "") -> Staged:
     """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
-    ``seen``: digests this process staged in this publish."""
+    ``has_blob``: :func:`~artifactkit.store.layout.blob_lookup`'s answer; ``seen``: digests this process
+    staged in this publish."""
     index, entry, identity = item
     stage_name = f"blob-{index}"
     found = read(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
-    is_new = found.sha256 not in seen and not exists_at(blobs_fd, found.sha256)
+    is_new = found.sha256 not in seen and not has_blob(found.sha256)
     if is_new:
         if found.data is not None:
             write_staged(txn_fd, stage_name, found.data)
@@ -72,7 +73,7 @@ def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
     """A worker's share of a publish: the staging dir is opened by path and must be the parent's inode.
     Each worker stages into a directory of its own there: creating files in one directory from several
     processes serializes on that directory's lock (measured: 1.25x from two processes, 1.6x apart)."""
-    root, txn, identity, blobs_dir, blobs_identity = shared
+    root, txn, identity, blobs_dir, blobs_identity, lookups = shared
     txn_fd = open_same_dir(txn, identity, "publish staging directory")
     try:
         own = f"worker-{os.getpid()}"
@@ -80,20 +81,25 @@ def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
             os.mkdir(own, 0o700, dir_fd=txn_fd)
         own_fd = os.open(own, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=txn_fd)
         try:
-            # Whether a blob exists decides whether bytes are staged: it must be the parent's blobs dir.
-            blobs_fd = open_same_dir(blobs_dir, blobs_identity, "the store's blobs directory", nofollow=False)
-        except BaseException:
-            os.close(own_fd)
-            raise
-        try:
             seen = _SEEN.setdefault((txn, identity), set())
-            return [stage_file(root, from_wire(item), own_fd, blobs_fd, seen, stage_dir=own) for item in batch]
+            has_blob = _LOOKUP.get((txn, identity))
+            if has_blob is None:  # once per publish: a listing taken here answers every later batch
+                has_blob = _LOOKUP[(txn, identity)] = _lasting_lookup(blobs_dir, blobs_identity, lookups)
+            return [stage_file(root, from_wire(item), own_fd, has_blob, seen, stage_dir=own) for item in batch]
         finally:
-            os.close(blobs_fd)
             os.close(own_fd)
     finally:
         os.close(txn_fd)
 
 
-#: Digests a worker staged, per publish (a worker serves one publish; its batches share the set).
+def _lasting_lookup(blobs_dir: str, identity: tuple[int, int], lookups: int) -> Callable[[str], bool]:
+    """:func:`blob_lookup` on the parent's blobs dir (whether a blob exists decides whether bytes are
+    staged: it is opened by path and must be the parent's inode), its descriptor kept open for the batches
+    after this one: a ``stat`` each needs it, and this process serves one publish and dies with it."""
+    return blob_lookup(open_same_dir(blobs_dir, identity, "the store's blobs directory", nofollow=False), lookups)
+
+
+#: Digests a worker staged, and its answer to "is this blob stored", per publish (a worker serves one
+#: publish; its batches share them).
 _SEEN: dict[tuple[str, tuple[int, int]], set[str]] = {}
+_LOOKUP: dict[tuple[str, tuple[int, int]], Callable[[str], bool]] = {}

@@ -22,7 +22,7 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.metadata.flags import set_noatime_flag
-from artifactkit.store import publish, scan, stat_cache
+from artifactkit.store import layout, publish, scan, stat_cache
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.capability import require_real_root, require_tool
 from tests.support.inode_clock import settle as _settle
@@ -192,7 +192,7 @@ def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
 @pytest.mark.parametrize("per_hit", [0, 10**9], ids=["stat-each-blob", "list-blobs"])
 def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
         fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, per_hit: int) -> None:
-    monkeypatch.setattr(publish, "LIST_BLOBS_PER_HIT", per_hit)
+    monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_hit)
     src = _rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "demo", stat_cache=True)

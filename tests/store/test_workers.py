@@ -272,7 +272,7 @@ def test_a_childs_exception_is_raised_in_the_parent_as_itself(child_batches: lis
         child = pool._children[0]
         # One batch: the ready child takes it (the parent has none left to do) and fails on the staging dir.
         with pytest.raises(FileNotFoundError) as caught:
-            pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs", (0, 0)),
+            pool.run(("/nonexistent-src", "/nonexistent-staging", (0, 0), "/nonexistent-blobs", (0, 0), 1),
                      [[(0, "f", 1, 1, 1, 0, 0)]], lambda batch: pytest.fail("the parent was not meant to take it"))
         assert caught.value.filename == "/nonexistent-staging"
         # Where it was raised travels with it: the child's traceback, as a note.
@@ -336,7 +336,7 @@ def test_a_worker_refuses_a_blobs_directory_that_is_not_the_parents(fast_tmp: Pa
     entry = os.stat(src / "d0" / "f0")
     item = (0, "d0/f0", entry.st_size, entry.st_mtime_ns, entry.st_ctime_ns, entry.st_dev, entry.st_ino)
     with WorkerPool(2, "publish") as pool, pytest.raises(FileNotFoundError, match="blobs directory was replaced"):
-        pool.run((str(src), str(fast_tmp / "txn"), (txn.st_dev, txn.st_ino), str(fast_tmp / "blobs"), (0, 0)),
+        pool.run((str(src), str(fast_tmp / "txn"), (txn.st_dev, txn.st_ino), str(fast_tmp / "blobs"), (0, 0), 1),
                  [[item]], lambda batch: pytest.fail("the parent was not meant to take it"))
 
 

@@ -1,0 +1,46 @@
+"""Whether a blob is already stored decides what a publish stages; it is asked by one listing of ``blobs/`` or
+a ``stat`` each (layout.blob_lookup), in the parent and in worker processes, and either way a re-publish
+stages only content the store lacks: every blob already there keeps its inode (staging it again would
+rename a new file over it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from artifactkit import Store
+from artifactkit.store import layout
+
+
+def _tree(root: Path, changed: bool = False) -> Path:
+    for n in range(12):
+        (root / f"d{n % 3}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{n % 3}" / f"f{n}").write_bytes(f"content {n}{' changed' if changed and n == 5 else ''}\n".encode())
+    return root
+
+
+def _inodes(store: Store) -> dict[str, int]:
+    return {name: os.lstat(os.path.join(store.layout.blobs_dir, name)).st_ino for name in os.listdir(store.layout.blobs_dir)}
+
+
+@pytest.mark.parametrize("junk", [0, 3000], ids=["small-blobs-dir", "large-blobs-dir"])
+@pytest.mark.parametrize("per_lookup", [0, 10**9], ids=["stat-each", "one-listing"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_republish_stages_only_content_the_store_lacks(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, per_lookup: int, workers: int, junk: int) -> None:
+    # per_lookup reaches the parent only (a worker imports layout afresh); a blobs dir much larger than the
+    # lookups makes a worker stat each name too, a small one makes it list.
+    monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_lookup)
+    store = Store(fast_tmp / "store")
+    store.publish(_tree(fast_tmp / "src"), "demo", workers=workers)
+    for n in range(junk):
+        (Path(store.layout.blobs_dir) / f"junk-{n:05d}").touch()
+    before = _inodes(store)
+    ref = store.publish(_tree(fast_tmp / "src", changed=True), "demo", workers=workers)
+    after = _inodes(store)
+    assert {name: after[name] for name in before} == before  # nothing stored was staged and renamed again
+    assert len(after) == len(before) + 1  # the one changed file's content, and nothing else
+    store.download(ref, fast_tmp / "out")
+    assert (fast_tmp / "out" / "d2" / "f5").read_bytes() == b"content 5 changed\n"
