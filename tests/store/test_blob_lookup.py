@@ -22,7 +22,8 @@ def _tree(root: Path, changed: bool = False) -> Path:
 
 
 def _inodes(store: Store) -> dict[str, int]:
-    return {name: os.lstat(os.path.join(store.layout.blobs_dir, name)).st_ino for name in os.listdir(store.layout.blobs_dir)}
+    blobs = store.layout.blobs_dir
+    return {name: os.lstat(os.path.join(blobs, name)).st_ino for name in os.listdir(blobs)}
 
 
 @pytest.mark.parametrize("junk", [0, 3000], ids=["small-blobs-dir", "large-blobs-dir"])
