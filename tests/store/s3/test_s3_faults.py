@@ -167,11 +167,20 @@ def test_a_server_stopped_mid_download_leaves_nothing_at_dest(private_server: An
     ref = Store(url).publish(_tree(fast_tmp / "src", 6), "d")
     real_fetch = s3_download.fetch_whole
     once = threading.Lock()  # blobs are fetched on several threads: the server is stopped by the first
+    stopped = threading.Event()
 
     def fetch_then_die(*args: Any) -> None:
-        real_fetch(*args)
-        if once.acquire(blocking=False):
+        if not once.acquire(blocking=False):
+            # The others wait for the stop (a condition, not a delay): had they fetched meanwhile, a loaded
+            # machine could finish every blob while the server was still shutting down.
+            stopped.wait()
+            real_fetch(*args)
+            return
+        try:
+            real_fetch(*args)
             private_server.stop()
+        finally:
+            stopped.set()
 
     monkeypatch.setattr(s3_download, "fetch_whole", fetch_then_die)
     with pytest.raises(RemoteUnavailableError):
