@@ -81,10 +81,10 @@ def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
             os.mkdir(own, 0o700, dir_fd=txn_fd)
         own_fd = os.open(own, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=txn_fd)
         try:
-            seen = _SEEN.setdefault((txn, identity), set())
-            has_blob = _LOOKUP.get((txn, identity))
-            if has_blob is None:  # once per publish: a listing taken here answers every later batch
-                has_blob = _LOOKUP[(txn, identity)] = _lasting_lookup(blobs_dir, blobs_identity, lookups)
+            state = _PUBLISHES.get((txn, identity))
+            if state is None:  # once per publish: a listing taken here answers every later batch
+                state = _PUBLISHES[(txn, identity)] = (set(), _lasting_lookup(blobs_dir, blobs_identity, lookups))
+            seen, has_blob = state
             return [stage_file(root, from_wire(item), own_fd, has_blob, seen, stage_dir=own) for item in batch]
         finally:
             os.close(own_fd)
@@ -99,7 +99,6 @@ def _lasting_lookup(blobs_dir: str, identity: tuple[int, int], lookups: int) -> 
     return blob_lookup(open_same_dir(blobs_dir, identity, "the store's blobs directory", nofollow=False), lookups)
 
 
-#: Digests a worker staged, and its answer to "is this blob stored", per publish (a worker serves one
+#: Per publish, the digests a worker staged and its answer to "is this blob stored" (a worker serves one
 #: publish; its batches share them).
-_SEEN: dict[tuple[str, tuple[int, int]], set[str]] = {}
-_LOOKUP: dict[tuple[str, tuple[int, int]], Callable[[str], bool]] = {}
+_PUBLISHES: dict[tuple[str, tuple[int, int]], tuple[set[str], Callable[[str], bool]]] = {}
