@@ -83,6 +83,7 @@ class _Scan:
     hits: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
 
     def add(self, relpath: str, st: os.stat_result, path: str) -> None:
+        """Capture the root (:func:`_scan_dir` does the same for every child, written out for speed)."""
         self.identities[relpath] = (st.st_dev, st.st_ino)
         hit = self.cached(relpath, st)
         if hit is None:
@@ -155,12 +156,20 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
             scan.dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
         subdirs = []
-        add = scan.add
+        # _Scan.add written out, names bound once: this loop runs once per entry (4% of a cached re-publish).
+        identities, cached, hits, metas = scan.identities, scan.cached, scan.hits, scan.metas
+        lstat, is_dir = os.lstat, stat.S_ISDIR
+        prefix = f"{rel}/" if rel else ""
         for name in names:
-            relpath = f"{rel}/{name}" if rel else name
-            child = os.lstat(name, dir_fd=fd)
-            add(relpath, child, f"{top}/{name}")
-            if stat.S_ISDIR(child.st_mode):
+            relpath = prefix + name
+            child = lstat(name, dir_fd=fd)
+            identities[relpath] = (child.st_dev, child.st_ino)
+            hit = cached(relpath, child)
+            if hit is None:
+                metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
+            else:
+                hits[relpath] = hit
+            if is_dir(child.st_mode):
                 subdirs.append(relpath)
     finally:
         os.close(fd)

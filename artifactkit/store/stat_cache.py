@@ -65,6 +65,7 @@ import secrets
 import stat
 import struct
 import time
+from collections.abc import Callable
 from typing import Final
 
 import attrs
@@ -87,6 +88,7 @@ _NS_LIMIT: Final = 2**63
 _TYPE_BITS: Final = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
 _NONE: Final = "-"
 _S_IFMT: Final = 0o170000
+_S_IFREG: Final = stat.S_IFREG
 _TAB: Final = "\t"
 
 Key = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
@@ -167,6 +169,9 @@ class StatCache:
         self.started_ns = started_ns
         self._next: dict[str, Row] = {}
         self._changed = False  # whether _next holds anything but rows read from the file, unchanged
+        #: An entry hit: ``entry_line(path, lstat)`` is ``(manifest line with that atime, digest or None)``,
+        #: or ``None`` (capture it).
+        self.entry_line = self._entry_hits()
 
     @classmethod
     def load(cls, layout: StoreLayout, started_ns: int) -> StatCache:
@@ -186,27 +191,30 @@ class StatCache:
     def _old_enough(self, mtime_ns: int, ctime_ns: int) -> bool:
         return mtime_ns < self._trusted_before_ns and ctime_ns < self._trusted_before_ns
 
-    def entry_line(self, path: str, st: os.stat_result) -> tuple[str, str | None] | None:
-        """An entry hit: ``(manifest line with st's atime, digest or None)``, or ``None`` (capture it).
+    def _entry_hits(self) -> Callable[[str, os.stat_result], tuple[str, str | None] | None]:
+        """:attr:`entry_line`: a closure over what it reads, since it runs once per entry of the tree: one dict
+        lookup, the cheap integer checks first, one packed comparison of all eight values, no method calls."""
+        get, kept, trusted = self._rows.get, self._next, self._trusted_before_ns
+        pack, prefix = _FIELDS.pack, ATIME_PREFIX
 
-        It runs once per entry of the tree, so it is written for speed: one dict lookup, one packed
-        comparison of all eight values, no method calls (a 10,000-entry re-publish spends a third here).
-        """
-        row = self._rows.get(path)
-        if row is None:
-            return None
-        fields, sha, rest = row
-        mode, mtime, ctime, atime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns
-        regular = mode & _S_IFMT == stat.S_IFREG
-        if (fields != _FIELDS.pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode, st.st_uid,
-                                   st.st_gid).hex()
-                or not (mtime < self._trusted_before_ns and ctime < self._trusted_before_ns)
-                or rest == _NONE or (regular and st.st_nlink != 1) or not -_NS_LIMIT <= atime < _NS_LIMIT):
-            return None
-        if regular == (sha == _NONE):
-            return None  # a regular file has a digest (64 hex digits, checked on load), nothing else has one
-        self._next[path] = row
-        return f"{ATIME_PREFIX}{atime}{rest}", sha if regular else None
+        def entry_line(path: str, st: os.stat_result) -> tuple[str, str | None] | None:
+            row = get(path)
+            if row is None:
+                return None
+            fields, sha, rest = row
+            mode, mtime, ctime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns
+            regular = mode & _S_IFMT == _S_IFREG
+            if (mtime >= trusted or ctime >= trusted or rest == _NONE or (regular and st.st_nlink != 1)
+                    or fields != pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode,
+                                      st.st_uid, st.st_gid).hex()):
+                return None
+            atime = st.st_atime_ns
+            # A regular file has a digest (64 hex digits, checked on load), nothing else has one.
+            if not -_NS_LIMIT <= atime < _NS_LIMIT or regular == (sha == _NONE):
+                return None
+            kept[path] = row
+            return f"{prefix}{atime}{rest}", sha if regular else None
+        return entry_line
 
     def forget(self, path: str) -> None:
         """An entry hit that cannot be used after all (its blob is gone): it is captured and read."""
