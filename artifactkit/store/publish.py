@@ -29,7 +29,7 @@ from artifactkit.store.manifest import (
     manifest_bytes,
 )
 from artifactkit.store.paths import check_artifact_name
-from artifactkit.store.scan import EntryLine, ScannedTree, capture_again, scan_tree
+from artifactkit.store.scan import CacheHits, ScannedTree, capture_again, scan_tree
 from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, staged_path, to_wire
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.workers import LazyPool, batches
@@ -46,10 +46,10 @@ def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents 
 
 
 def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
-                   cached: EntryLine | None = None) -> ScannedTree:
+                   cached: CacheHits | None = None) -> ScannedTree:
     """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
     ``on_progress(entries so far)`` is called as the scan goes (a worker pool starts on it); ``cached``
-    is a stat cache's entry hit (:meth:`~artifactkit.store.stat_cache.StatCache.entry_line`)."""
+    is the stat cache (:class:`~artifactkit.store.stat_cache.StatCache`)."""
     tree = scan_tree(src, on_progress=on_progress, cached=cached)
     check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
     return tree
@@ -124,8 +124,13 @@ def _cached_lines(tree: ScannedTree, has_blob: Callable[[str], bool],
                   cache: StatCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
     rest of them captured again (as the scan would have), to read."""
-    lines, gone = [], []
-    for path, (line, sha) in tree.cached.items():  # one pass: it runs once per entry of an unchanged tree
+    hits = tree.cached
+    gone: list[str] = []
+    if cache is not None and tree.matched:  # whole listings matched: their lines are the recorded ones
+        matched, gone = cache.matched_lines(tree.matched)
+        hits = {**hits, **matched}
+    lines = []
+    for path, (line, sha) in hits.items():  # one pass: it runs once per entry of an unchanged tree
         if sha is None or has_blob(sha):
             lines.append((path, line))
         else:
@@ -147,7 +152,14 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
     try:
         # One answer for the hits and the reads: a new file's missing blob cost a stat and its exception
         # (4.1 us) where the usual new store lists in microseconds.
-        has_blob = blob_lookup(blobs_fd, len(tree.cached) + sum(1 for e in tree.entries if e.kind == "file"))
+        has_blob = blob_lookup(blobs_fd, len(tree.cached) + len(tree.matched)
+                               + sum(1 for e in tree.entries if e.kind == "file"))
+        if cache is not None and (same := cache.unchanged_manifest(layout, name, len(tree.identities),
+                                                                   tree.listed_noatime, has_blob)) is not None:
+            # An unchanged tree: the recorded version's manifest, verified, is this one's, byte for byte.
+            write_staged(txn_fd, "manifest.json", same[0])
+            syncfs(txn_fd)
+            return commit(layout, name, os.path.join(txn, "manifest.json"), same[1])
         lines, again = _cached_lines(tree, has_blob, cache)
         captured_entries = [*tree.entries, *again]
         content: dict[int, tuple[str, int | None, Extents | None]] = {}  # index -> what its read found

@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable
+from typing import Protocol
 
 import attrs
 
@@ -33,25 +34,34 @@ class ScannedTree:
     listed_noatime: bool
     #: Entries a stat cache recognized (not in ``entries``): path -> (manifest line, digest or None).
     cached: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
+    #: Entries whose whole listing a stat cache recognized (in neither): their lines are the recorded ones.
+    matched: list[str] = attrs.field(factory=list)
 
 
-#: A stat cache's entry hit (:meth:`~artifactkit.store.stat_cache.StatCache.entry_line`).
-EntryLine = Callable[[str, os.stat_result], "tuple[str, str | None] | None"]
+class CacheHits(Protocol):
+    """What a scan asks a stat cache (:class:`~artifactkit.store.stat_cache.StatCache`)."""
+
+    def match_listing(self, relpaths: list[str], stats: list[os.stat_result], /) -> bool:
+        """Whether these entries of one directory are all as recorded (then none is captured)."""
+
+    def entry_line(self, path: str, st: os.stat_result, /) -> tuple[str, str | None] | None:
+        """One entry's hit, ``(manifest line, digest or None)``, or ``None``: capture it."""
 
 
 def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
-              on_progress: Callable[[int], None] | None = None, cached: EntryLine | None = None) -> ScannedTree:
+              on_progress: Callable[[int], None] | None = None, cached: CacheHits | None = None) -> ScannedTree:
     """Capture every entry under ``src`` (which must be a directory) before reading anything.
 
     A tree nested deeper than a path the kernel accepts (``PATH_MAX``, 4096 bytes) is refused with
     :class:`TreeTooDeepError` naming where: it could be published from inside but never restored
     by path, so it is not published at all. ``on_progress`` gets the number of entries captured so
     far after each directory. An entry ``cached`` answers for after its ``lstat`` goes to
-    :attr:`ScannedTree.cached` with that answer: its xattrs, flags and link target are not read.
+    :attr:`ScannedTree.cached` with that answer, or to :attr:`ScannedTree.matched` if its whole listing
+    matched: its xattrs, flags and link target are not read.
     """
     try:
         return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore,
-                          cached=cached or _no_hit)
+                          cached=cached or _NoCache())
     except OSError as err:
         if err.errno != errno.ENAMETOOLONG:
             raise
@@ -66,8 +76,12 @@ def _ignore(count: int) -> None:
     pass
 
 
-def _no_hit(path: str, st: os.stat_result) -> None:
-    return None
+class _NoCache:
+    def match_listing(self, relpaths: list[str], stats: list[os.stat_result], /) -> bool:
+        return False
+
+    def entry_line(self, path: str, st: os.stat_result, /) -> None:
+        return None
 
 
 @attrs.define
@@ -76,28 +90,42 @@ class _Scan:
 
     root: str
     on_progress: Callable[[int], None]
-    cached: EntryLine
+    cached: CacheHits
     metas: list[FileMeta] = attrs.field(factory=list)
     identities: dict[str, tuple[int, int]] = attrs.field(factory=dict)
     dir_flags: dict[str, int | None] = attrs.field(factory=dict)
     hits: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
+    matched: list[str] = attrs.field(factory=list)
+    captured_dirs: set[str] = attrs.field(factory=set)  # directories captured in full: their flags are read
 
-    def add(self, relpath: str, st: os.stat_result, path: str) -> None:
-        """Capture the root (:func:`_scan_dir` does the same for every child, written out for speed)."""
-        self.identities[relpath] = (st.st_dev, st.st_ino)
-        hit = self.cached(relpath, st)
-        if hit is None:
-            self.metas.append(meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(path)))
-        else:
-            self.hits[relpath] = hit
+    def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
+        """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
+        listing, else each a hit or a full capture. This runs once per entry, so the loop binds names once."""
+        identities = self.identities
+        for relpath, st in zip(relpaths, stats, strict=True):
+            identities[relpath] = (st.st_dev, st.st_ino)
+        if self.cached.match_listing(relpaths, stats):
+            self.matched += relpaths
+            return
+        entry_line, hits, metas = self.cached.entry_line, self.hits, self.metas
+        for name, relpath, st in zip(names, relpaths, stats, strict=True):
+            hit = entry_line(relpath, st)
+            if hit is None:
+                metas.append(meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
+                if stat.S_ISDIR(st.st_mode):
+                    self.captured_dirs.add(relpath)
+            else:
+                hits[relpath] = hit
 
 
-def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None], cached: EntryLine) -> ScannedTree:
+def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None],
+               cached: CacheHits) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
     scan = _Scan(root, on_progress, cached)
-    scan.add(ROOT, st, root)
+    parent, name = os.path.split(root)
+    scan.add(parent, [name], [ROOT], [st])
     all_noatime = _scan_dir(scan, "")
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
@@ -117,19 +145,36 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
         else:
             finished.append(meta)
     return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime,
-                       cached=scan.hits)
+                       cached=scan.hits, matched=scan.matched)
 
 
 def capture_again(tree: ScannedTree, path: str) -> FileMeta:
-    """One entry of ``tree`` captured again as the scan captures it (``lstat``, owners, xattrs): an entry the
-    stat cache answered for that must be read after all. Its recorded line is not parsed back: it is only as
-    trusted as the cache. It must still be the inode the scan saw."""
+    """One entry of ``tree`` captured again as the scan captures it (``lstat``, owners, xattrs, a directory's
+    flags, a link's target): an entry the stat cache answered for that must be captured after all (its blob
+    is gone, or its recorded line cannot be read). The line is not parsed back: it is only as trusted as
+    the cache. It must still be the inode the scan saw."""
     full = f"{tree.root}/{path}"
     st = os.lstat(full)
+    _same_inode(tree, path, st)
+    meta = meta_from_stat(path, st, owners=True, xattrs=read_xattrs(full))
+    if meta.kind == "symlink":
+        target = os.readlink(full)
+        check_symlink_target(path, target, where=f"source {tree.root!r}")
+        return attrs.evolve(meta, target=target)
+    if meta.kind == "dir":
+        fd, _ = open_noatime(full, os.O_RDONLY | os.O_DIRECTORY)  # opened, never listed: its atime stays
+        try:
+            _same_inode(tree, path, os.fstat(fd))
+            return attrs.evolve(meta, flags=read_flags(fd, full))
+        finally:
+            os.close(fd)
+    return meta
+
+
+def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
     if (st.st_dev, st.st_ino) != tree.identities[path]:
         raise SourceChangedError(f"source entry {path!r} under {tree.root!r} was replaced while it was published; "
                                  "publish again once it is stable", path=path)
-    return meta_from_stat(path, st, owners=True, xattrs=read_xattrs(full))
 
 
 def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -152,25 +197,14 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
             raise SourceChangedError(
                 f"source directory {rel or ROOT!r} under {scan.root!r} was replaced while it was scanned; "
                 "publish again once it is stable", path=rel or ROOT)
-        if (rel or ROOT) not in scan.hits:
+        if (rel or ROOT) in scan.captured_dirs:
             scan.dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
-        subdirs = []
-        # _Scan.add written out, names bound once: this loop runs once per entry (4% of a cached re-publish).
-        identities, cached, hits, metas = scan.identities, scan.cached, scan.hits, scan.metas
-        lstat, is_dir = os.lstat, stat.S_ISDIR
         prefix = f"{rel}/" if rel else ""
-        for name in names:
-            relpath = prefix + name
-            child = lstat(name, dir_fd=fd)
-            identities[relpath] = (child.st_dev, child.st_ino)
-            hit = cached(relpath, child)
-            if hit is None:
-                metas.append(meta_from_stat(relpath, child, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
-            else:
-                hits[relpath] = hit
-            if is_dir(child.st_mode):
-                subdirs.append(relpath)
+        relpaths = [prefix + name for name in names]
+        stats = [os.lstat(name, dir_fd=fd) for name in names]
+        scan.add(top, names, relpaths, stats)
+        subdirs = [relpath for relpath, child in zip(relpaths, stats, strict=True) if stat.S_ISDIR(child.st_mode)]
     finally:
         os.close(fd)
     scan.on_progress(len(scan.metas))

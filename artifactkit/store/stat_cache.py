@@ -2,7 +2,8 @@
 
 By default every byte of every file is hashed on every publish. With the cache, an entry whose ``lstat``
 shows what an earlier publish into this store recorded is not captured or read again, as git's index
-and DVC's state do. The cache is ``ROOT/stat-cache.json``; it serves two kinds of hit:
+and DVC's state do. The cache is ``ROOT/stat-cache.json`` (:mod:`~artifactkit.store.stat_cache_file`); it serves two
+kinds of hit:
 
 * **An entry hit** (by path): the entry's ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, st_mode,
   st_uid, st_gid)`` are as recorded for that path. Its whole manifest line is the recorded one with
@@ -12,6 +13,12 @@ and DVC's state do. The cache is ``ROOT/stat-cache.json``; it serves two kinds o
 * **A content hit** (by inode): an entry captured in full (a renamed directory's files, a hard link)
   whose ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` were recorded takes that read's digest,
   inode flags and data extents without being opened.
+* **An unchanged tree**: every directory's listing is the recorded one, every entry in it an entry hit
+  with the atime its row holds (a row holds the atime of its line), compared a listing at a time
+  (:meth:`StatCache.match_listing`); every row is matched, and the cache names the version whose manifest
+  holds exactly its rows. That manifest is then this publish's, byte for byte: it is committed again once
+  its bytes hash to its digest and its head says this publish's name and ``source_read_noatime``, and
+  every blob the cache lists is still there. No line is built and no rest of a line is read.
 
 What a hit trusts, precisely:
 
@@ -35,11 +42,13 @@ What a hit trusts, precisely:
   re-read (``verify`` and every ``download`` hash them).
 * **The cache file itself only as far as it proves itself.** It must be a regular file, carry this
   schema, name this store's root directory by ``(st_dev, st_ino)`` (a cache copied from another store
-  or machine is foreign), name the same reader (:func:`reader_identity`: ids, groups, effective
-  capabilities, user namespace; a line holds the xattrs its reader could list, and ``trusted.*`` needs
-  CAP_SYS_ADMIN) and carry the sha256 of its own body (a torn, truncated or edited cache is corrupt).
+  or machine is foreign), name the same reader (:func:`~artifactkit.store.stat_cache_file.reader_identity`:
+  ids, groups, effective capabilities, user namespace; a line holds the xattrs its reader could list, and
+  ``trusted.*`` needs CAP_SYS_ADMIN) and carry the sha256 of its body (a torn, truncated or edited cache is
+  corrupt): of the part before the rests on every load, of the rests the first time one is needed.
   Anything else, or a body whose columns do not line up, and the whole cache is ignored: every file is
-  hashed, nothing is trusted (a malformed row alone is a miss). The checksum
+  hashed, nothing is trusted (a malformed row alone is a miss; rests that fail their checksum make every
+  hit of a matched listing a miss, captured again before any read). The checksum
   detects accidents, not an adversary: whoever can write the store can also rewrite its manifests, so
   the cache is exactly as trusted as the store directory (a recorded line is not validated again: an
   edited cache with a recomputed checksum can commit a version that every download then refuses).
@@ -56,12 +65,8 @@ previous cache or a torn one, which is then ignored), and failing to write it ne
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
-import re
-import secrets
 import stat
 import struct
 import time
@@ -71,38 +76,37 @@ from typing import Final
 import attrs
 
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.layout import StoreLayout
-from artifactkit.store.manifest import ATIME_PREFIX
+from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.manifest import ATIME_PREFIX, digest_of, manifest_head
+from artifactkit.store.stat_cache_file import (
+    CACHE_NAME,
+    FIELDS,
+    FIELDS_WIDTH,
+    HIT_HEX,
+    NONE,
+    SHA,
+    CacheFile,
+    Row,
+    digests_or_none,
+    read_cache,
+    write_cache,
+)
 
-SCHEMA: Final = "artifactkit.stat-cache/3"
-CACHE_NAME: Final = "stat-cache.json"
+__all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "CachedRead", "StatCache", "inode_clock_ns"]
+
 #: Entries changed this close to (or after) the start of the publish that recorded them are hashed again.
 RACY_WINDOW_NS: Final = 2_000_000_000
 # linux/time.h: the coarse realtime clock, which is what the kernel stamps inode times with
 # (``current_time()``); the fine clock may run ahead of it by up to a tick.
 CLOCK_REALTIME_COARSE: Final = 5
-MAX_CACHE_BYTES: Final = 1 << 30
-_SHA = re.compile(r"[0-9a-f]{64}", re.ASCII)
-_HEX_DIGITS: Final = b"0123456789abcdef"
 _NS_LIMIT: Final = 2**63
 _TYPE_BITS: Final = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
-_NONE: Final = "-"
 _S_IFMT: Final = 0o170000
 _S_IFREG: Final = stat.S_IFREG
-_TAB: Final = "\t"
 
 Key = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
-#: A recorded entry: (the hex of its eight ``lstat`` values packed by :data:`_FIELDS`, digest or ``-``, rest or ``-``).
-Row = tuple[str, str, str]
-#: st_dev, st_ino, size (0 unless a regular file), st_mtime_ns, st_ctime_ns, st_mode, st_uid, st_gid. Compared
-#: packed in hex: formatting eight ints per entry as text cost 1.5 us of a 4 us hit, ``pack().hex()`` 0.4 us,
-#: and the hex is compared as it was read (decoding 10,000 rows of it on load took 2.4 ms).
-_FIELDS: Final = struct.Struct("<QQqqqQQQ")
-# The body is the paths as one JSON array, then a column each of fields (hex), digests (``-`` for none) and
-# rests (the entry's manifest line after its atime, ``-`` for none), every part followed by a tab (see body_of).
-# Every part is ASCII without a tab or newline (JSON escapes them), so a load is one split, one JSON decode of
-# all paths and a dict, and an unchanged tree leaves the file alone: no per-entry JSON either way (that was
-# 85 ms of a 10,000-file re-publish), no split into rows and no per-row checks (20 ms, now 8).
+#: An entry hit: (manifest line, digest or ``None``).
+Hit = tuple[str, "str | None"]
 
 
 @attrs.frozen
@@ -119,29 +123,6 @@ def inode_clock_ns() -> int:
     return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
 
 
-def _store_identity(layout: StoreLayout) -> list[int]:
-    st = os.stat(layout.root)
-    return [st.st_dev, st.st_ino]
-
-
-def reader_identity() -> list[object]:
-    """Who reads the source, as far as it changes what a capture sees: ids and groups (which files open,
-    whether ``O_NOATIME`` is allowed), effective capabilities (``trusted.*`` xattrs are listed only with
-    CAP_SYS_ADMIN) and the user namespace (which translates ACLs and file capabilities).
-
-    A recorded line holds the xattrs its reader saw; another reader's publish must capture for itself.
-    """
-    caps = ""
-    with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii", errors="replace") as status:
-        caps = next((line.split()[1] for line in status if line.startswith("CapEff:")), "")
-    try:
-        userns = os.stat("/proc/self/ns/user")
-        namespace = [userns.st_dev, userns.st_ino]
-    except OSError:
-        namespace = []
-    return [os.geteuid(), os.getegid(), sorted(os.getgroups()), caps, namespace]
-
-
 def _content(sha: str, rest: str) -> CachedRead | None:
     """The digest, flags and extents a recorded file line carries, or ``None`` if it is malformed."""
     try:
@@ -150,7 +131,7 @@ def _content(sha: str, rest: str) -> CachedRead | None:
         extents = None if runs is None else tuple((a, b) for a, b in runs)
     except (ValueError, TypeError, AttributeError, RecursionError):  # RecursionError: a rest nested thousands deep
         return None
-    if not _SHA.fullmatch(sha) or not (flags is None or type(flags) is int):
+    if not SHA.fullmatch(sha) or not (flags is None or type(flags) is int):
         return None
     # Exactly ints, as a read records them: int() would take 1.5, "7" or Infinity (OverflowError) from an edit.
     if extents is not None and not all(type(start) is int and type(length) is int for start, length in extents):
@@ -159,29 +140,42 @@ def _content(sha: str, rest: str) -> CachedRead | None:
 
 
 class StatCache:
-    """The cache of one publish: what the previous one recorded (``entry_line``, ``lookup``) and what this
-    one keeps and finds (``record``), which ``save`` writes for the next."""
+    """The cache of one publish: what the previous one recorded (``match_listing``, ``entry_line``, ``lookup``)
+    and what this one keeps and finds (``record``), which ``save`` writes for the next."""
 
-    def __init__(self, rows: dict[str, Row], trusted_before_ns: int, started_ns: int) -> None:
-        self._rows = rows
+    def __init__(self, rows: dict[str, Row], trusted_before_ns: int, started_ns: int, *,
+                 file: CacheFile | None = None) -> None:
+        """``rows`` by path, or read from ``file`` when first needed."""
+        self._file = file
+        self._index: dict[str, int] | None = None  # row number by path, built on the first listing compared
+        self._rows_read: dict[str, Row] | None = None if file is not None else rows
         self._by_inode: dict[Key, tuple[str, str]] | None = None  # built on the first content lookup
         self._trusted_before_ns = trusted_before_ns
         self.started_ns = started_ns
         self._next: dict[str, Row] = {}
         self._changed = False  # whether _next holds anything but rows read from the file, unchanged
+        self._matched = 0  # entries whose listing matched whole (match_listing), not in _next
+        self._reused = False  # whether this publish committed the recorded manifest (unchanged_manifest)
         #: An entry hit: ``entry_line(path, lstat)`` is ``(manifest line with that atime, digest or None)``,
         #: or ``None`` (capture it).
-        self.entry_line = self._entry_hits()
+        self.entry_line: Callable[[str, os.stat_result], Hit | None] = self._first_entry_line
 
     @classmethod
     def load(cls, layout: StoreLayout, started_ns: int) -> StatCache:
         """The store's cache, or an empty one if it is missing, corrupt or foreign (never an error)."""
         try:
-            rows, trusted_before = _read(layout)
+            file = read_cache(layout)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             # RecursionError: json.loads of a header nested thousands deep, before the checksum is checked.
-            rows, trusted_before = {}, 0
-        return cls(rows, trusted_before, started_ns)
+            return cls({}, 0, started_ns)
+        # git's rule takes the cache file's write time; the publish's start is earlier, so stricter.
+        return cls({}, min(file.started_ns, file.mtime_ns) - RACY_WINDOW_NS, started_ns, file=file)
+
+    @property
+    def _rows(self) -> dict[str, Row]:
+        if self._rows_read is None:
+            self._rows_read = self._file.rows() if self._file is not None else {}  # only a file leaves it None
+        return self._rows_read
 
     @property
     def recorded(self) -> dict[str, Row]:
@@ -191,30 +185,115 @@ class StatCache:
     def _old_enough(self, mtime_ns: int, ctime_ns: int) -> bool:
         return mtime_ns < self._trusted_before_ns and ctime_ns < self._trusted_before_ns
 
-    def _entry_hits(self) -> Callable[[str, os.stat_result], tuple[str, str | None] | None]:
-        """:attr:`entry_line`: a closure over what it reads, since it runs once per entry of the tree: one dict
-        lookup, the cheap integer checks first, one packed comparison of all eight values, no method calls."""
-        get, kept, trusted = self._rows.get, self._next, self._trusted_before_ns
-        pack, prefix = _FIELDS.pack, ATIME_PREFIX
+    def match_listing(self, relpaths: list[str], stats: list[os.stat_result]) -> bool:
+        """Whether one directory's entries (in scan order) are exactly as recorded, atimes too, each an entry
+        hit: the recorded rows at those paths, consecutive, compared in one piece. ``False`` says nothing
+        about any one entry: :meth:`entry_line` then decides each."""
+        file = self._file
+        if file is None or file.fields is None or not relpaths:
+            return False
+        if self._index is None:
+            self._index = dict(zip(file.paths, range(len(file.paths)), strict=True))
+        start = self._index.get(relpaths[0])
+        if start is None:
+            return False
+        end = start + len(relpaths)
+        if file.paths[start:end] != relpaths:
+            return False
+        trusted, pack, hexes, kinds = self._trusted_before_ns, FIELDS.pack, [], []
+        try:
+            for st in stats:
+                mode, mtime, ctime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns
+                regular = mode & _S_IFMT == _S_IFREG
+                if mtime >= trusted or ctime >= trusted or (regular and st.st_nlink != 1):
+                    return False
+                hexes.append(pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode,
+                                  st.st_uid, st.st_gid, st.st_atime_ns).hex())
+                kinds.append(regular)
+        except struct.error:
+            return False  # a value out of the recorded range: that entry decides for itself
+        hexes.append("")
+        if "\t".join(hexes) != file.fields[start * FIELDS_WIDTH:end * FIELDS_WIDTH]:
+            return False
+        # A regular file has a digest, nothing else has one.
+        if [sha != NONE for sha in file.digests[start:end]] != kinds:
+            return False
+        self._matched += len(relpaths)
+        return True
 
-        def entry_line(path: str, st: os.stat_result) -> tuple[str, str | None] | None:
+    def _first_entry_line(self, path: str, st: os.stat_result) -> Hit | None:
+        self.entry_line = self._entry_hits()  # once the rows are read: a listing that did not match needs them
+        return self.entry_line(path, st)
+
+    def _entry_hits(self) -> Callable[[str, os.stat_result], Hit | None]:
+        """:meth:`entry_line`: a closure over what it reads, since it runs once per entry of a changed listing:
+        one dict lookup, the cheap integer checks first, one packed comparison, no method calls."""
+        get, kept, trusted = self._rows.get, self._next, self._trusted_before_ns
+        pack, prefix = FIELDS.pack, ATIME_PREFIX
+
+        def entry_line(path: str, st: os.stat_result) -> Hit | None:
             row = get(path)
             if row is None:
                 return None
             fields, sha, rest = row
-            mode, mtime, ctime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns
+            mode, mtime, ctime, atime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns
             regular = mode & _S_IFMT == _S_IFREG
-            if (mtime >= trusted or ctime >= trusted or rest == _NONE or (regular and st.st_nlink != 1)
-                    or fields != pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode,
-                                      st.st_uid, st.st_gid).hex()):
+            if (mtime >= trusted or ctime >= trusted or rest == NONE or (regular and st.st_nlink != 1)
+                    or not -_NS_LIMIT <= atime < _NS_LIMIT):
                 return None
-            atime = st.st_atime_ns
+            now = pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode, st.st_uid, st.st_gid,
+                       atime).hex()
+            if fields != now:
+                if fields[:HIT_HEX] != now[:HIT_HEX]:
+                    return None
+                row = (now, sha, rest)  # only the atime moved: the row follows the line
+                self._changed = True
             # A regular file has a digest (64 hex digits, checked on load), nothing else has one.
-            if not -_NS_LIMIT <= atime < _NS_LIMIT or regular == (sha == _NONE):
+            if regular == (sha == NONE):
                 return None
             kept[path] = row
             return f"{prefix}{atime}{rest}", sha if regular else None
         return entry_line
+
+    def matched_lines(self, paths: list[str]) -> tuple[dict[str, Hit], list[str]]:
+        """The entry hits of entries whose listing matched (:meth:`match_listing`): their recorded lines, and
+        the paths whose rows cannot give one after all (rests corrupt or unusable), to capture again."""
+        rows, hits, lost = self._rows, {}, []
+        for path in paths:
+            row = rows.get(path)
+            if row is None or row[2] == NONE:
+                lost.append(path)
+                continue
+            fields, sha, rest = row
+            try:
+                atime = FIELDS.unpack(bytes.fromhex(fields))[-1]  # as it is now: the listing matched
+            except (ValueError, struct.error):
+                lost.append(path)
+                continue
+            self._next[path] = row
+            hits[path] = (f"{ATIME_PREFIX}{atime}{rest}", None if sha == NONE else sha)
+        return hits, lost
+
+    def unchanged_manifest(self, layout: StoreLayout, name: str, entries: int, source_read_noatime: bool,
+                           has_blob: Callable[[str], bool]) -> tuple[bytes, str] | None:
+        """The recorded version's manifest and digest if it is this publish's, byte for byte: every one of the
+        tree's ``entries`` matched whole, the cache names a version of ``name`` holding exactly its rows, every
+        blob is still there, and the manifest's bytes hash to its digest and say ``source_read_noatime``."""
+        file = self._file
+        if file is None or file.version is None or file.version[0] != name or entries != self._matched:
+            return None
+        if (self._matched != len(file.paths) or not digests_or_none(file.digests)
+                or not all(has_blob(sha) for sha in file.digests if sha != NONE)):
+            return None
+        try:
+            with open(layout.manifest_path(ArtifactRef(*file.version)), "rb") as handle:
+                body = handle.read()
+        except (OSError, ValueError):
+            return None
+        if digest_of(body) != file.version[2] or not body.startswith(manifest_head(name, source_read_noatime)):
+            return None
+        self._reused = True
+        return body, file.version[2]
 
     def forget(self, path: str) -> None:
         """An entry hit that cannot be used after all (its blob is gone): it is captured and read."""
@@ -237,49 +316,42 @@ class StatCache:
         head = f"{ATIME_PREFIX}{entry.atime_ns}"
         rest = line[len(head):]
         if not line.startswith(head) or rest[:1] not in (",", "}") or "\t" in rest or "\n" in rest:
-            rest = _NONE
+            rest = NONE
         key = entry.path
         try:
-            fields = _FIELDS.pack(*identity, entry.size, entry.mtime_ns, entry.ctime_ns,
-                                  _TYPE_BITS[entry.kind] | entry.mode, entry.uid, entry.gid).hex()
+            fields = FIELDS.pack(*identity, entry.size, entry.mtime_ns, entry.ctime_ns,
+                                 _TYPE_BITS[entry.kind] | entry.mode, entry.uid, entry.gid, entry.atime_ns).hex()
         except struct.error:
             return  # a value no lstat could match
-        row = (fields, entry.sha256 or _NONE, rest)
+        row = (fields, entry.sha256 or NONE, rest)
         # A hard link is recorded anew each time, as it was: that alone changes nothing. A racy entry
         # recorded as it was does: only a newer start in the header makes it trusted next time.
         self._changed = (self._changed or self._rows.get(key) != row
                          or not self._old_enough(entry.mtime_ns, entry.ctime_ns))
         self._next[key] = row
 
-    def save(self, layout: StoreLayout) -> None:
-        """Replace the store's cache with this publish's entries; a failure only loses the hint.
+    def save(self, layout: StoreLayout, ref: ArtifactRef, order: list[str]) -> None:
+        """Replace the store's cache with this publish's entries, in scan ``order`` (every path of the tree),
+        naming ``ref`` if its manifest holds exactly these rows; a failure only loses the hint.
 
-        If every entry was a hit (an unchanged tree), the file already says all it would: it is left as it is."""
-        if not self._changed and len(self._next) == len(self._rows):
+        If every entry was a hit as recorded (an unchanged tree), the file already says all it would: it is
+        left as it is."""
+        if self._reused or (not self._changed and len(self._next) == len(self._rows)):
             return
-        body = body_of(self._next).encode("ascii")
-        head = json.dumps({"schema": SCHEMA, "store": _store_identity(layout), "reader": reader_identity(),
-                           "started_ns": self.started_ns, "sha256": hashlib.sha256(body).hexdigest()},
-                          sort_keys=True).encode()
-        temp = os.path.join(layout.staging_dir, f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}")
-        try:
-            with open(temp, "xb") as handle:
-                handle.write(head + b"\n" + body)
-            os.replace(temp, os.path.join(layout.root, CACHE_NAME))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        rows = {path: self._next[path] for path in order if path in self._next}
+        exact = len(rows) == len(order) and all(rest != NONE for _, _, rest in rows.values())
+        write_cache(layout, rows, self.started_ns, (ref.name, ref.version, ref.digest) if exact else None)
 
 
 def _inode_index(rows: dict[str, Row]) -> dict[Key, tuple[str, str]]:
     """Recorded regular files by inode state -> (digest, rest of line); a malformed row is left out."""
     index: dict[Key, tuple[str, str]] = {}
     for fields, sha, rest in rows.values():
-        if _NONE in (sha, rest):
+        if NONE in (sha, rest):
             continue
         try:
             packed = bytes.fromhex(fields)
-            dev, ino, size, mtime, ctime, mode, _, _ = _FIELDS.unpack(packed)
+            dev, ino, size, mtime, ctime, mode, _, _, _ = FIELDS.unpack(packed)
         except (ValueError, struct.error):
             continue
         if packed.hex() != fields:  # fromhex takes upper case and spaces; only what record writes counts
@@ -287,66 +359,3 @@ def _inode_index(rows: dict[str, Row]) -> dict[Key, tuple[str, str]]:
         if stat.S_ISREG(mode):
             index[(dev, ino, size, mtime, ctime)] = (sha, rest)
     return index
-
-
-def body_of(rows: dict[str, Row]) -> str:
-    """The file's body for ``rows``: the paths as one JSON array, then every row's fields, then every digest,
-    then every rest, each part followed by a tab and the whole by a newline (so a load is one split)."""
-    if not rows:
-        return ""
-    fields, shas, rests = zip(*rows.values(), strict=True)
-    return _TAB.join([json.dumps(list(rows)), *fields, *shas, *rests, "\n"])
-
-
-def _rows(text: str) -> dict[str, Row]:
-    """The body's rows by path. A body whose parts do not add up is ignored whole (no row can be placed);
-    a row whose digest is not 64 hex digits or ``-`` is left out (a miss), and so are malformed fields (no
-    ``lstat`` packs to them)."""
-    if not text:
-        return {}
-    parts = text.split(_TAB)
-    try:
-        paths = json.loads(parts[0])
-    except ValueError:
-        return {}
-    # One newline, the last part: no part holds one (record writes none; JSON escapes them in paths).
-    if not isinstance(paths, list) or len(parts) != 3 * len(paths) + 2 or parts[-1] != "\n" or text.count("\n") != 1:
-        return {}
-    count = len(paths)
-    shas = parts[count + 1:2 * count + 1]
-    columns = zip(parts[1:count + 1], shas, parts[2 * count + 1:-1], strict=True)
-    if not all(isinstance(path, str) for path in paths):
-        return {}
-    if _digests_or_none(shas):
-        return dict(zip(paths, columns, strict=True))
-    return {path: row for path, row in zip(paths, columns, strict=True) if row[1] == _NONE or _SHA.fullmatch(row[1])}
-
-
-def _digests_or_none(shas: list[str]) -> bool:
-    """Whether every item is 64 lowercase hex digits or ``-``, checked in C (a regex per item took 7 ms
-    of 10,000): every length is 64 or it is ``-``, and only those dashes survive deleting hex digits."""
-    dashes = shas.count(_NONE)
-    return (list(map(len, shas)).count(64) + dashes == len(shas)
-            and "".join(shas).encode("ascii").translate(None, _HEX_DIGITS) == b"-" * dashes)
-
-
-def _read(layout: StoreLayout) -> tuple[dict[str, Row], int]:
-    fd = os.open(os.path.join(layout.root, CACHE_NAME), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
-            raise ValueError("not a cache file")
-        data = handle.read()
-    # A view, not a partition: a copy of a 5 MB body costs as much as its checksum.
-    split = data.find(b"\n") + 1 or len(data)
-    head, body = json.loads(data[:split]), memoryview(data)[split:]
-    if (not isinstance(head, dict) or head.get("schema") != SCHEMA
-            or head.get("sha256") != hashlib.sha256(body).hexdigest() or head.get("store") != _store_identity(layout)
-            or head.get("reader") != reader_identity()):
-        raise ValueError("corrupt or foreign stat cache, or recorded by another reader")
-    started = head["started_ns"]
-    if type(started) is not int:
-        raise TypeError("started_ns")
-    rows = _rows(str(body, "ascii")) if body else {}
-    # git's rule takes the cache file's write time; the publish's start is earlier, so stricter.
-    return rows, min(started, st.st_mtime_ns) - RACY_WINDOW_NS

@@ -75,11 +75,11 @@ class Store:
         with LazyPool(workers, "publish") as pool:
             # The workers start during the scan once enough entries need reading: their start-up overlaps it.
             # A source that cannot be published creates no store.
-            tree = capture_source(src, on_progress=pool.expect, cached=cache.entry_line if cache else None)
+            tree = capture_source(src, on_progress=pool.expect, cached=cache)
             self._ensure_layout()
             ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
         if cache is not None:
-            cache.save(self.layout)
+            cache.save(self.layout, ref, list(tree.identities))
         return ref
 
     def list(self) -> list[ArtifactRef]:

@@ -19,7 +19,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.cli.main import main
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import publish, stat_cache
+from artifactkit.store import publish, stat_cache, stat_cache_file
 from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
 from tests.support.inode_clock import settle as _settle
@@ -251,15 +251,16 @@ def _odd_cache() -> tuple[list[str], StatCache]:
 def test_a_body_reads_back_every_row_whatever_its_path() -> None:
     _, cache = _odd_cache()
     assert len(cache.recorded) == 7
-    assert stat_cache._rows(stat_cache.body_of(cache.recorded)) == cache.recorded
+    assert stat_cache_file.parse_rows(stat_cache_file.body_of(cache.recorded)) == cache.recorded
 
 
 def test_a_row_with_a_malformed_digest_is_left_out_and_the_rest_kept() -> None:
     odd, cache = _odd_cache()
-    parts = stat_cache.body_of(cache.recorded).split("\t")
+    parts = stat_cache_file.body_of(cache.recorded).split("\t")
     for bad in ("../../etc/passwd", "A" * 64, "0" * 63, ""):
         spoiled = [*parts[:8], bad, *parts[9:]]  # the first row's digest: after the paths and 7 fields
-        assert stat_cache._rows("\t".join(spoiled)) == {p: r for p, r in cache.recorded.items() if p != odd[0]}
+        kept = {p: r for p, r in cache.recorded.items() if p != odd[0]}
+        assert stat_cache_file.parse_rows("\t".join(spoiled)) == kept
 
 
 def test_an_inode_lookup_takes_only_fields_as_record_writes_them() -> None:
@@ -273,9 +274,9 @@ def test_an_inode_lookup_takes_only_fields_as_record_writes_them() -> None:
 
 def test_malformed_fields_are_kept_as_text_no_lstat_packs_to() -> None:
     odd, cache = _odd_cache()
-    parts = stat_cache.body_of(cache.recorded).split("\t")
+    parts = stat_cache_file.body_of(cache.recorded).split("\t")
     for bad in ("x y z", parts[1].upper(), parts[1][:-2] + "  "):
-        rows = stat_cache._rows("\t".join([parts[0], bad, *parts[2:]]))
+        rows = stat_cache_file.parse_rows("\t".join([parts[0], bad, *parts[2:]]))
         assert rows[odd[0]][0] == bad and {p: r for p, r in rows.items() if p != odd[0]} == {
             p: r for p, r in cache.recorded.items() if p != odd[0]}
 
@@ -291,7 +292,7 @@ def test_malformed_fields_are_kept_as_text_no_lstat_packs_to() -> None:
 ])
 def test_a_body_whose_parts_do_not_add_up_is_ignored_whole(spoil: Any) -> None:
     _, cache = _odd_cache()
-    assert stat_cache._rows("\t".join(spoil(stat_cache.body_of(cache.recorded).split("\t")))) == {}
+    assert stat_cache_file.parse_rows("\t".join(spoil(stat_cache_file.body_of(cache.recorded).split("\t")))) == {}
 
 
 @pytest.mark.parametrize(("shas", "valid"), [
@@ -299,5 +300,5 @@ def test_a_body_whose_parts_do_not_add_up_is_ignored_whole(spoil: Any) -> None:
     (["0" * 63, "0" * 65], False), (["g" * 64], False), (["0" * 63 + "-", "-"], False), (["--"], False),
 ])
 def test_digests_are_checked_whole_exactly_as_one_regex_per_item_would(shas: list[str], valid: bool) -> None:
-    assert stat_cache._digests_or_none(shas) is valid
+    assert stat_cache_file.digests_or_none(shas) is valid
     assert all(re.fullmatch("[0-9a-f]{64}|-", sha) for sha in shas) is valid

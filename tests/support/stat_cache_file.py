@@ -33,8 +33,15 @@ def rewrite_rows(cache: Path, spoil: Callable[[Rows], bytes | None], *, checksum
     head_line, rows = read_rows(cache)
     body = spoil(rows) or body_of(rows)
     head = json.loads(head_line)
-    if checksum:
-        head["sha256"] = hashlib.sha256(body).hexdigest()
+    if checksum:  # both checksums, split where the rests now begin (after the paths, fields and digests)
+        parts = body.split(b"\t")
+        try:
+            count = len(json.loads(parts[0]))
+        except ValueError:
+            count = 0  # a spoiled paths part: the checksums still cover it
+        head["rests_at"] = min(len(body), sum(len(part) + 1 for part in parts[:2 * count + 1]))
+        head["sha256"] = hashlib.sha256(body[:head["rests_at"]]).hexdigest()
+        head["rests_sha256"] = hashlib.sha256(body[head["rests_at"]:]).hexdigest()
     cache.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + body)
 
 
