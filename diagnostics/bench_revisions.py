@@ -10,6 +10,10 @@ median ms of publish and of download for each, with every sample. ``--new-worker
 new checkout once per N with ``ARTIFACTKIT_WORKERS=N`` (labels ``new@wN``), so one run gives the before/after
 and the worker scaling; ``--output`` keeps it all as JSON with the command line. A quick check that a
 refactor did not make the code path slower; ``bench_store.py`` is the full benchmark against peers.
+
+``--stat-cache`` times a cached re-publish of the unchanged tree instead (``publish(..., stat_cache=True)``;
+"download" is then 0): each label gets its own store, primed by two cached publishes once the tree is older
+than the cache's racy window (each checkout writes the cache schema it reads).
 """
 
 from __future__ import annotations
@@ -42,6 +46,32 @@ print((t1 - t0) // 1000, (t2 - t1) // 1000, c1 - c0, c2 - c1, os.path.dirname(os
 """
 
 
+CHILD_CACHED = r"""
+import os, resource, sys, time
+import artifactkit
+from artifactkit import Store
+def cpu_us():
+    return sum(int((r.ru_utime + r.ru_stime) * 1e6) for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                               resource.getrusage(resource.RUSAGE_CHILDREN)))
+src, base = sys.argv[1], sys.argv[2]
+store = Store(os.path.join(base, "store"))
+c0 = cpu_us(); t0 = time.perf_counter_ns(); store.publish(src, "m", stat_cache=True); t1 = time.perf_counter_ns()
+print((t1 - t0) // 1000, 0, cpu_us() - c0, 0, os.path.dirname(os.path.dirname(artifactkit.__file__)))
+"""
+# The kernel's coarse realtime clock, which stamps inode times (the stat cache's racy rule is on it).
+_CLOCK_REALTIME_COARSE = 5
+_RACY_WINDOW_NS = 2_000_000_000
+
+
+def wait_past_racy_window(src: str) -> None:
+    """Until every ctime under ``src`` is older than the stat cache's racy window: a condition, checked on
+    the clock the kernel stamps inodes with (a fresh tree's files would otherwise be hashed again)."""
+    newest = max(os.lstat(os.path.join(top, name)).st_ctime_ns
+                 for top, dirs, files in os.walk(src) for name in [*dirs, *files])
+    while time.clock_gettime_ns(_CLOCK_REALTIME_COARSE) <= newest + _RACY_WINDOW_NS:
+        time.sleep(0.05)
+
+
 def make_tree(src: str, files: int) -> None:
     os.mkdir(src)
     per_dir = max(1, files // 100)
@@ -54,6 +84,22 @@ def make_tree(src: str, files: int) -> None:
             os.utime(path, ns=(1_000_000_000_123_456_789, 1_100_000_000_987_654_321))
 
 
+def run_child(script: str, src: str, base: str, checkout: str, workers: int | None) -> list[str]:
+    """One measurement in a fresh interpreter that imports ``checkout``'s artifactkit (checked)."""
+    # Every child gets the same environment but for these two values: a variable only some
+    # children had once went with a 12-25% difference between identical code.
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout),
+           "ARTIFACTKIT_WORKERS": "" if workers is None else str(workers)}  # "": automatic
+    # cwd too: ``-c`` puts the current directory first on sys.path, ahead of PYTHONPATH, and an
+    # editable install resolves to its own checkout; until this was checked, every label of a run
+    # started in the new checkout imported the new code (results before 2026-12-01 session 3).
+    out = subprocess.run([sys.executable, "-c", script, src, base], env=env, capture_output=True,
+                         text=True, check=True, cwd=checkout).stdout.split()
+    if os.path.realpath(out[4]) != os.path.realpath(checkout):
+        raise SystemExit(f"{checkout} imported artifactkit from {out[4]}, not from itself")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="checkout of the earlier revision")
@@ -64,12 +110,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run the new checkout with ARTIFACTKIT_WORKERS=N (repeatable)")
     parser.add_argument("--output", help="write the samples and medians as JSON here")
     parser.add_argument("--seed", type=int, default=16, help="seed of the per-round order (default %(default)s)")
+    parser.add_argument("--stat-cache", action="store_true",
+                        help="time a cached re-publish of the unchanged tree (each label's own primed store)")
     args = parser.parse_args(argv)
     labels = {"old": (args.old, None)}
     labels.update({f"new@w{n}": (args.new, n) for n in args.new_workers} or {"new": (args.new, None)})
     with scratch_on_tmpfs() as root:
         src = os.path.join(root, "src")
         make_tree(src, args.files)
+        primed = {}
+        if args.stat_cache:
+            wait_past_racy_window(src)
+            for label, (checkout, workers) in labels.items():
+                primed[label] = tempfile.mkdtemp(dir=root)
+                for _ in range(2):  # the first records, the second records the atimes the first's reads left
+                    run_child(CHILD_CACHED, src, primed[label], checkout, workers)
         samples: dict[str, list[tuple[int, int]]] = {label: [] for label in labels}
         cpu: dict[str, list[tuple[int, int]]] = {label: [] for label in labels}
         loads = []
@@ -80,21 +135,12 @@ def main(argv: list[str] | None = None) -> int:
             shuffler.shuffle(order)  # a control run (one checkout as both) showed 10-20% for whichever ran in
             for label in order:      # the fixed alternation's positions; a seeded shuffle spreads that out
                 checkout, workers = labels[label]
-                base = tempfile.mkdtemp(dir=root)
-                # Every child gets the same environment but for these two values: a variable only some
-                # children had once went with a 12-25% difference between identical code.
-                env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout),
-                       "ARTIFACTKIT_WORKERS": "" if workers is None else str(workers)}  # "": automatic
-                # cwd too: ``-c`` puts the current directory first on sys.path, ahead of PYTHONPATH, and an
-                # editable install resolves to its own checkout; until this was checked, every label of a run
-                # started in the new checkout imported the new code (results before 2026-12-01 session 3).
-                out = subprocess.run([sys.executable, "-c", CHILD, src, base], env=env, capture_output=True,
-                                     text=True, check=True, cwd=checkout).stdout.split()
-                if os.path.realpath(out[4]) != os.path.realpath(checkout):
-                    raise SystemExit(f"{label} imported artifactkit from {out[4]}, not from {checkout}")
+                base = primed[label] if args.stat_cache else tempfile.mkdtemp(dir=root)
+                out = run_child(CHILD_CACHED if args.stat_cache else CHILD, src, base, checkout, workers)
                 samples[label].append((int(out[0]), int(out[1])))
                 cpu[label].append((int(out[2]), int(out[3])))
-                shutil.rmtree(base)
+                if not args.stat_cache:
+                    shutil.rmtree(base)
         medians = {label: {"publish_ms": statistics.median(p for p, _ in values) / 1000,
                            "download_ms": statistics.median(d for _, d in values) / 1000,
                            "round_trip_ms": statistics.median(p + d for p, d in values) / 1000,
@@ -118,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                            "kernel": os.uname().release, "python": sys.version.split()[0]},
                "code_under_test": code_state(),
                "files": args.files, "rounds": args.rounds, "loadavg_1m_per_round": loads,
+               "measured": "cached re-publish" if args.stat_cache else "publish + download",
                "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
                "medians": medians, "samples_us": samples, "cpu_samples_us": cpu}
         with open(args.output, "w", encoding="utf-8") as handle:
