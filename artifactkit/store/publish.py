@@ -159,6 +159,7 @@ def _publish_staged(layout: StoreLayout, tree: ScannedTree, name: str, txn: str,
             # An unchanged tree: the recorded version's manifest, verified, is this one's, byte for byte.
             write_staged(txn_fd, "manifest.json", same[0])
             syncfs(txn_fd)
+            fsync_dir(layout.blobs_dir)  # a blob a concurrent publisher just renamed in may be one of these
             return commit(layout, name, os.path.join(txn, "manifest.json"), same[1])
         lines, again = _cached_lines(tree, has_blob, cache)
         captured_entries = [*tree.entries, *again]

@@ -124,8 +124,7 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
     scan = _Scan(root, on_progress, cached)
-    parent, name = os.path.split(root)
-    scan.add(parent, [name], [ROOT], [st])
+    scan.add(root, [ROOT], [ROOT], [st])  # its xattrs from "root/.": a directory, whatever the form of root
     all_noatime = _scan_dir(scan, "")
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)

@@ -44,8 +44,9 @@ What a hit trusts, precisely:
   schema, name this store's root directory by ``(st_dev, st_ino)`` (a cache copied from another store
   or machine is foreign), name the same reader (:func:`~artifactkit.store.stat_cache_file.reader_identity`:
   ids, groups, effective capabilities, user namespace; a line holds the xattrs its reader could list, and
-  ``trusted.*`` needs CAP_SYS_ADMIN) and carry the sha256 of its body (a torn, truncated or edited cache is
-  corrupt): of the part before the rests on every load, of the rests the first time one is needed.
+  ``trusted.*`` needs CAP_SYS_ADMIN) and carry the sha256 of its header and body (a torn, truncated or edited
+  cache, its version pointer included, is corrupt): of the header and the part before the rests on every
+  load, of the rests the first time one is needed.
   Anything else, or a body whose columns do not line up, and the whole cache is ignored: every file is
   hashed, nothing is trusted (a malformed row alone is a miss; rests that fail their checksum make every
   hit of a matched listing a miss, captured again before any read). The checksum
@@ -334,9 +335,10 @@ class StatCache:
         """Replace the store's cache with this publish's entries, in scan ``order`` (every path of the tree),
         naming ``ref`` if its manifest holds exactly these rows; a failure only loses the hint.
 
-        If every entry was a hit as recorded (an unchanged tree), the file already says all it would: it is
-        left as it is."""
-        if self._reused or (not self._changed and len(self._next) == len(self._rows)):
+        If every entry was a hit as recorded, the file already says all it would and is left as it is, unless
+        every listing matched and the recorded manifest could not be committed again (another name, another
+        ``source_read_noatime``, the manifest gone): then it names this version, which can be next time."""
+        if self._reused or (not self._changed and len(self._next) == len(self._rows) and self._matched < len(order)):
             return
         rows = {path: self._next[path] for path in order if path in self._next}
         exact = len(rows) == len(order) and all(rest != NONE for _, _, rest in rows.values())

@@ -8,9 +8,9 @@ Every part is ASCII without a tab or newline (JSON escapes them), so a load is o
 
 The rests are more than half of the file and an unchanged tree needs none of them (its manifest is the
 recorded version's, see :meth:`StatCache.unchanged_manifest`), so the header carries two checksums: one of
-everything before the rests, checked on every load, and one of the rests, checked the first time one is
-needed. Rows are in the order the scan meets their paths, so one directory's rows are consecutive and an
-unchanged listing is compared in one piece (:meth:`StatCache.match_listing`).
+the header itself and everything before the rests, checked on every load, and one of the rests, checked the
+first time one is needed. Rows are in the order the scan meets their paths, so one directory's rows are
+consecutive and an unchanged listing is compared in one piece (:meth:`StatCache.match_listing`).
 """
 
 from __future__ import annotations
@@ -79,7 +79,10 @@ class CacheFile:
             return {}  # the file was replaced or removed since it was loaded: these rows cannot be checked
         if len(rests) != length or hashlib.sha256(rests).hexdigest() != sha256:
             return {}
-        return parse_rows(self._text + str(rests, "ascii"))
+        try:
+            return parse_rows(self._text + str(rests, "ascii"))
+        except UnicodeDecodeError:
+            return {}  # checksummed but not what write_cache writes: an edit
 
 
 def store_identity(layout: StoreLayout) -> list[int]:
@@ -184,14 +187,14 @@ def read_cache(layout: StoreLayout) -> CacheFile:
         before = first[split:split + rests_at] if split + rests_at <= len(first) else os.pread(fd, rests_at, split)
     finally:
         os.close(fd)
-    if len(before) != rests_at or head["sha256"] != hashlib.sha256(before).hexdigest():
+    if len(before) != rests_at or head["sha256"] != checksum(head, before):
         raise ValueError("corrupt stat cache")
     if type(head["rests_sha256"]) is not str:
         raise TypeError("rests_sha256")
     text = str(before, "ascii")
     paths_end = text.find(TAB)
     paths = json.loads(text[:paths_end]) if text else []
-    if not isinstance(paths, list) or "\n" in text:
+    if not isinstance(paths, list) or not all(type(path) is str for path in paths) or "\n" in text:
         raise ValueError("corrupt stat cache")
     fields_end = paths_end + 1 + len(paths) * FIELDS_WIDTH
     fields: str | None = text[paths_end + 1:fields_end]
@@ -207,15 +210,22 @@ def read_cache(layout: StoreLayout) -> CacheFile:
                       head["rests_sha256"]))
 
 
+def checksum(head: dict[str, object], before_rests: bytes) -> str:
+    """The sha256 of the header (but this value) and of the body up to the rests: an edited version pointer,
+    start time or rests checksum is as corrupt as an edited row."""
+    fields = json.dumps({key: value for key, value in head.items() if key != "sha256"}, sort_keys=True)
+    return hashlib.sha256(fields.encode() + b"\n" + before_rests).hexdigest()
+
+
 def write_cache(layout: StoreLayout, rows: dict[str, Row], started_ns: int,
                 version: tuple[str, int, str] | None) -> None:
     """Replace the store's cache with ``rows``; a failure only loses the hint."""
     body = body_of(rows).encode("ascii")
     rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
-    head = json.dumps({"schema": SCHEMA, "store": store_identity(layout), "reader": reader_identity(),
-                       "started_ns": started_ns, "version": None if version is None else list(version),
-                       "rests_at": rests_at, "sha256": hashlib.sha256(body[:rests_at]).hexdigest(),
-                       "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}, sort_keys=True).encode()
+    fields = {"schema": SCHEMA, "store": store_identity(layout), "reader": reader_identity(),
+              "started_ns": started_ns, "version": None if version is None else list(version),
+              "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
+    head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
     temp = os.path.join(layout.staging_dir, f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}")
     try:
         with open(temp, "xb") as handle:

@@ -8,6 +8,7 @@ last test takes one guard away and shows the digest check then fails.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from artifactkit import Store
 from artifactkit.store import publish, scan, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.inode_clock import settle as _settle
-from tests.support.stat_cache_file import rewrite_rows
+from tests.support.stat_cache_file import body_of, rewrite_rows
 
 OLD = 1_000_000_000_123_456_789
 
@@ -220,3 +221,51 @@ def test_rests_that_fail_their_checksum_make_a_matched_listing_capture_again(
     # sub's and deep's listings matched whole, but their entries have no line to give: captured again, the
     # directory's flags and all, and read.
     assert did["read"] == ["a.txt", "c.bin", "d.txt", "sparse"] and did["manifest"] == ["manifest"]
+
+
+def _edit_header(store: Store, **values: Any) -> None:
+    cache = Path(store.root, CACHE_NAME)
+    head, _, body = cache.read_bytes().partition(b"\n")
+    cache.write_bytes(json.dumps({**json.loads(head), **values}, sort_keys=True).encode() + b"\n" + body)
+
+
+def test_a_version_pointer_edited_without_its_checksum_makes_the_cache_corrupt(
+        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+    # Pointing the cache at an older version of the name would commit that version's tree: the header is
+    # under the checksum, so the whole cache is ignored instead.
+    src = _tree(fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    older = store.publish(src, "demo", stat_cache=True)
+    (src / "a.txt").write_bytes(b"ALPHA\n")
+    _settle(src)
+    store.publish(src, "demo", stat_cache=True)
+    store.publish(src, "demo", stat_cache=True)
+    _edit_header(store, version=[older.name, older.version, older.digest])
+    _, did = _cached_then_uncached(store, src, calls)
+    assert did["read"] == ["a.txt", "c.bin", "d.txt", "sparse"]
+
+
+@pytest.mark.parametrize("paths", ['[".",', '[["a"]'], ids=["not-json", "not-a-string"])
+def test_a_checksummed_cache_with_odd_paths_is_ignored_not_a_crash(
+        settled: tuple[Store, Path], calls: dict[str, list[str]], paths: str) -> None:
+    store, src = settled
+
+    def spoil(rows: list[list[str]]) -> bytes:
+        return body_of(rows).replace(b'["."', paths.encode(), 1)
+    rewrite_rows(Path(store.root, CACHE_NAME), spoil)
+    _, did = _cached_then_uncached(store, src, calls)
+    assert did["read"] == ["a.txt", "c.bin", "d.txt", "sparse"]
+
+
+def test_a_tree_published_under_another_name_is_reused_under_that_name_next_time(
+        settled: tuple[Store, Path], calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, src = settled
+    _, did = _cached_then_uncached(store, src, calls, name="other")
+    assert did["manifest"] == ["manifest"]  # the recorded manifest says "demo"
+    _, did = _cached_then_uncached(store, src, calls, name="other")
+    assert did["manifest"] == []  # the cache now names the version of "other"
+    _listed_without_noatime(store, src, monkeypatch)
+    _, did = _cached_then_uncached(store, src, calls, name="other")
+    assert did["manifest"] == ["manifest"]
+    _, did = _cached_then_uncached(store, src, calls, name="other")
+    assert did["manifest"] == []  # a reader without O_NOATIME: the version it wrote says so

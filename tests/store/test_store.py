@@ -190,3 +190,17 @@ def test_an_artifact_ref_is_frozen_and_prints_as_name_at_version() -> None:
     assert str(ref) == "demo@3"
     with pytest.raises(AttributeError):
         ref.version = 4  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("form", "cwd"), [("src", ""), ("src/", ""), (".", "src"), ("..", "src/d")])
+def test_a_relative_source_captures_its_own_root_xattrs(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, form: str, cwd: str) -> None:
+    # The root's xattrs are read by path: a relative root once became "/src" or "/." (the filesystem root).
+    src = fast_tmp / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"x")
+    os.setxattr(src, "user.role", b"root of the tree")
+    expected = {e.path: e for e in capture_tree(src)}
+    monkeypatch.chdir(fast_tmp / cwd)
+    captured = {e.path: e for e in capture_tree(form)}
+    assert captured == expected and dict(captured["."].xattrs or ()) == {"user.role": b"root of the tree"}

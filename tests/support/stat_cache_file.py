@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from artifactkit.store import stat_cache_file
+
 #: One row: [path, fields (hex), digest or "-", rest or "-"].
 Rows = list[list[str]]
 
@@ -40,8 +42,8 @@ def rewrite_rows(cache: Path, spoil: Callable[[Rows], bytes | None], *, checksum
         except ValueError:
             count = 0  # a spoiled paths part: the checksums still cover it
         head["rests_at"] = min(len(body), sum(len(part) + 1 for part in parts[:2 * count + 1]))
-        head["sha256"] = hashlib.sha256(body[:head["rests_at"]]).hexdigest()
         head["rests_sha256"] = hashlib.sha256(body[head["rests_at"]:]).hexdigest()
+        head["sha256"] = stat_cache_file.checksum(head, body[:head["rests_at"]])
     cache.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + body)
 
 
