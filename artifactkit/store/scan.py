@@ -36,6 +36,8 @@ class ScannedTree:
     cached: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
     #: Entries whose whole listing a stat cache recognized (in neither): their lines are the recorded ones.
     matched: list[str] = attrs.field(factory=list)
+    #: The scan's ``lstat`` of every matched directory and link, for :func:`capture_again`.
+    kept: dict[str, os.stat_result] = attrs.field(factory=dict)
 
 
 class CacheHits(Protocol):
@@ -97,6 +99,7 @@ class _Scan:
     hits: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
     matched: list[str] = attrs.field(factory=list)
     captured_dirs: set[str] = attrs.field(factory=set)  # directories captured in full: their flags are read
+    kept: dict[str, os.stat_result] = attrs.field(factory=dict)  # ScannedTree.kept
 
     def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
         """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
@@ -106,6 +109,10 @@ class _Scan:
             identities[relpath] = (st.st_dev, st.st_ino)
         if self.cached.match_listing(relpaths, stats):
             self.matched += relpaths
+            # If they must be captured after all (their lines unreadable), directories and links are captured
+            # from these lstats: by then the scan has listed them, or read a target their inode shares.
+            self.kept.update((relpath, st) for relpath, st in zip(relpaths, stats, strict=True)
+                             if not stat.S_ISREG(st.st_mode))
             return
         entry_line, hits, metas = self.cached.entry_line, self.hits, self.metas
         for name, relpath, st in zip(names, relpaths, stats, strict=True):
@@ -144,18 +151,19 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
         else:
             finished.append(meta)
     return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime,
-                       cached=scan.hits, matched=scan.matched)
+                       cached=scan.hits, matched=scan.matched, kept=scan.kept)
 
 
 def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     """One entry of ``tree`` captured again as the scan captures it (``lstat``, owners, xattrs, a directory's
     flags, a link's target): an entry the stat cache answered for that must be captured after all (its blob
     is gone, or its recorded line cannot be read). The line is not parsed back: it is only as trusted as
-    the cache. It must still be the inode the scan saw."""
+    the cache. It must still be the inode the scan saw. A directory or link of a matched listing is captured
+    from the scan's own ``lstat`` (:attr:`ScannedTree.kept`): the scan has listed it since, or read a target."""
     full = f"{tree.root}/{path}"
-    st = os.lstat(full)
-    _same_inode(tree, path, st)
-    meta = meta_from_stat(path, st, owners=True, xattrs=read_xattrs(full))
+    now = os.lstat(full)
+    _same_inode(tree, path, now)
+    meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=read_xattrs(full))
     if meta.kind == "symlink":
         target = os.readlink(full)
         check_symlink_target(path, target, where=f"source {tree.root!r}")

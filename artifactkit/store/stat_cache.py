@@ -242,8 +242,11 @@ class StatCache:
             if (mtime >= trusted or ctime >= trusted or rest == NONE or (regular and st.st_nlink != 1)
                     or not -_NS_LIMIT <= atime < _NS_LIMIT):
                 return None
-            now = pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode, st.st_uid, st.st_gid,
-                       atime).hex()
+            try:
+                now = pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode, st.st_uid,
+                           st.st_gid, atime).hex()
+            except struct.error:
+                return None  # a time no row can hold (before 1677): captured, and refused there by name
             if fields != now:
                 if fields[:HIT_HEX] != now[:HIT_HEX]:
                     return None

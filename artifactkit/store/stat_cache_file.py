@@ -108,6 +108,12 @@ def reader_identity() -> list[object]:
     return [os.geteuid(), os.getegid(), sorted(os.getgroups()), caps, namespace]
 
 
+def reader_digest() -> str:
+    """:func:`reader_identity` as the header holds it: a digest, since the groups alone can be 65,536 ids
+    and the header must fit the one read that takes it."""
+    return hashlib.sha256(json.dumps(reader_identity()).encode()).hexdigest()
+
+
 def body_of(rows: dict[str, Row]) -> str:
     """The file's body for ``rows``, in their order (see the module's docstring)."""
     if not rows:
@@ -125,7 +131,7 @@ def parse_rows(text: str) -> dict[str, Row]:
     parts = text.split(TAB)
     try:
         paths = json.loads(parts[0])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: an array nested thousands deep
         return {}
     # One newline, the last part: no part holds one (record writes none; JSON escapes them in paths).
     if not isinstance(paths, list) or len(parts) != 3 * len(paths) + 2 or parts[-1] != "\n" or text.count("\n") != 1:
@@ -178,7 +184,7 @@ def read_cache(layout: StoreLayout) -> CacheFile:
             raise ValueError("no header line")
         head = json.loads(first[:split])
         if (not isinstance(head, dict) or head.get("schema") != SCHEMA or head.get("store") != store_identity(layout)
-                or head.get("reader") != reader_identity()):
+                or head.get("reader") != reader_digest()):
             raise ValueError("foreign stat cache, or recorded by another reader")
         started, rests_at, version = head["started_ns"], head["rests_at"], head["version"]
         if type(started) is not int or type(rests_at) is not int or not 0 <= rests_at <= st.st_size - split:
@@ -219,18 +225,19 @@ def checksum(head: dict[str, object], before_rests: bytes) -> str:
 
 def write_cache(layout: StoreLayout, rows: dict[str, Row], started_ns: int,
                 version: tuple[str, int, str] | None) -> None:
-    """Replace the store's cache with ``rows``; a failure only loses the hint."""
-    body = body_of(rows).encode("ascii")
-    rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
-    fields = {"schema": SCHEMA, "store": store_identity(layout), "reader": reader_identity(),
-              "started_ns": started_ns, "version": None if version is None else list(version),
-              "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
-    head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
+    """Replace the store's cache with ``rows``; a failure (the store's root gone, a full disk, a row that is
+    not ASCII) only loses the hint: it runs after the version is committed."""
     temp = os.path.join(layout.staging_dir, f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}")
     try:
+        body = body_of(rows).encode("ascii")
+        rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
+        fields = {"schema": SCHEMA, "store": store_identity(layout), "reader": reader_digest(),
+                  "started_ns": started_ns, "version": None if version is None else list(version),
+                  "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
+        head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
         with open(temp, "xb") as handle:
             handle.write(head + b"\n" + body)
         os.replace(temp, os.path.join(layout.root, CACHE_NAME))
-    except OSError:
+    except (OSError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(temp)

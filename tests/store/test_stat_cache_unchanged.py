@@ -8,6 +8,7 @@ last test takes one guard away and shows the digest check then fails.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from artifactkit import Store
+from artifactkit import Store, TimestampNotRepresentable
 from artifactkit.store import publish, scan, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.inode_clock import settle as _settle
@@ -269,3 +270,101 @@ def test_a_tree_published_under_another_name_is_reused_under_that_name_next_time
     assert did["manifest"] == ["manifest"]
     _, did = _cached_then_uncached(store, src, calls, name="other")
     assert did["manifest"] == []  # a reader without O_NOATIME: the version it wrote says so
+
+
+def test_a_checksummed_body_nested_thousands_deep_is_ignored_not_a_crash(
+        settled: tuple[Store, Path], calls: dict[str, list[str]]) -> None:
+    # Rests starting at 0: the paths are parsed only with the rests, where a deep array once raised RecursionError.
+    store, src = settled
+    cache = Path(store.root, CACHE_NAME)
+    body = b"[" * 100_000 + b"\t\n"
+    fields = {**json.loads(cache.read_bytes().partition(b"\n")[0]), "rests_at": 0,
+              "rests_sha256": hashlib.sha256(body).hexdigest()}
+    fields["sha256"] = stat_cache_file.checksum(fields, b"")
+    cache.write_bytes(json.dumps(fields, sort_keys=True).encode() + b"\n" + body)
+    _, did = _cached_then_uncached(store, src, calls)
+    assert did["read"] == ["a.txt", "c.bin", "d.txt", "sparse"]
+
+
+def test_a_failure_to_write_the_cache_does_not_fail_the_committed_publish(
+        settled: tuple[Store, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, src = settled
+    (src / "a.txt").write_bytes(b"ALPHA\n")  # a change: the cache is written after the commit
+
+    def gone(layout: Any) -> list[int]:
+        raise FileNotFoundError(layout.root)
+    monkeypatch.setattr(stat_cache_file, "store_identity", gone)
+    ref = store.publish(src, "demo", stat_cache=True)
+    assert store.resolve("demo") == ref
+
+
+def test_a_reader_in_thousands_of_groups_still_loads_its_cache(
+        settled: tuple[Store, Path], calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The header must fit the one read that takes it: 9,000 groups once made it 72 KB, and no cache ever loaded.
+    store, src = settled
+    real = stat_cache_file.reader_identity()
+    groups = list(range(100_000, 109_000))
+    monkeypatch.setattr(stat_cache_file, "reader_identity", lambda: [*real[:2], groups, *real[3:]])
+    (src / "a.txt").write_bytes(b"ALPHA\n")
+    _settle(src)
+    store.publish(src, "demo", stat_cache=True)  # recorded by this reader
+    _, did = _cached_then_uncached(store, src, calls)
+    assert did["read"] == [] and did["manifest"] == []
+
+
+def test_a_time_no_row_can_hold_is_refused_by_name_as_without_the_cache(fast_tmp: Path) -> None:
+    # A directory moved in over a recorded path keeps its file's ctime (old enough to be trusted); that file's
+    # mtime is before 1677, which the packed row cannot hold: a miss, refused by the capture's own check.
+    src, outside = fast_tmp / "src", fast_tmp / "outside"
+    (src / "A").mkdir(parents=True)
+    (src / "A" / "f").write_bytes(b"x\n")
+    (outside / "B").mkdir(parents=True)
+    (outside / "B" / "f").write_bytes(b"y\n")
+    os.utime(outside / "B" / "f", ns=(10**18, -(2**63) - 10**9))
+    store = Store(fast_tmp / "store")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
+        _settle(fast_tmp)
+        store.publish(src, "demo", stat_cache=True)
+        os.rename(src / "A", outside / "A.old")
+        os.rename(outside / "B", src / "A")
+        _settle(src)
+        for cached in (True, False):
+            with pytest.raises(TimestampNotRepresentable):
+                store.publish(src, "demo", stat_cache=cached)
+
+
+def test_a_matched_directory_captured_again_keeps_the_atime_from_before_its_listing(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Rests unreadable, so a matched listing's entries are captured again, after the scan listed them. A reader
+    # without O_NOATIME moves a fresh directory's atime by listing it (relatime: while atime <= mtime); the
+    # manifest must hold the atime from before, as an uncached publish would. Nothing here lists the tree but
+    # the publishes (_settle would: it waits with lstat only).
+    src = fast_tmp / "src"
+    (src / "P" / "D").mkdir(parents=True)
+    (src / "P" / "D" / "f").write_bytes(b"f\n")
+    (src / "a.txt").write_bytes(b"a\n")
+    paths = [src, src / "P", src / "P" / "D", src / "P" / "D" / "f", src / "a.txt"]
+
+    def settle_unlisted() -> None:
+        newest = max(os.lstat(path).st_ctime_ns for path in paths)
+        while stat_cache.inode_clock_ns() <= newest:
+            os.sched_yield()
+    monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
+    settle_unlisted()
+    store = Store(fast_tmp / "store")
+    store.publish(src, "demo", stat_cache=True)  # with O_NOATIME: D's atime stays where it was
+    cache = Path(store.root, CACHE_NAME)
+    data = bytearray(cache.read_bytes())
+    data[-3] ^= 0x20  # the rests no longer hold their checksum
+    cache.write_bytes(bytes(data))
+    os.chmod(src / "a.txt", 0o600)  # the root's listing is decided entry by entry; P's listing [P/D] matches
+    settle_unlisted()
+    before = os.lstat(src / "P" / "D").st_atime_ns
+    real = scan.open_noatime
+    monkeypatch.setattr(scan, "open_noatime", lambda path, flags, **kw: (
+        os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, **kw), False))
+    ref = store.publish(src, "demo", stat_cache=True)
+    monkeypatch.setattr(scan, "open_noatime", real)
+    assert os.lstat(src / "P" / "D").st_atime_ns != before, "premise: the listing moved D's atime"
+    assert {e.path: e.atime_ns for e in store.manifest(ref).entries}["P/D"] == before
