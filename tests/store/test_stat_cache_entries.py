@@ -27,31 +27,7 @@ from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.capability import require_real_root, require_tool
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import Rows, body_of, rewrite_rows, row_of
-
-OLD = 1_000_000_000_123_456_789
-
-
-def _rich_tree(root: Path) -> Path:
-    """Files, a dir with xattrs, a symlink, a two-name hard link, a sparse file; times historical."""
-    (root / "sub" / "deep").mkdir(parents=True)
-    (root / "a.txt").write_bytes(b"alpha\n")
-    (root / "sub" / "c.bin").write_bytes(bytes(range(256)) * 8)
-    (root / "sub" / "deep" / "d.txt").write_bytes(b"delta\n")
-    (root / "link").symlink_to("a.txt")
-    (root / "h1").write_bytes(b"linked\n")
-    os.link(root / "h1", root / "sub" / "h2")
-    with open(root / "sparse", "wb") as handle:
-        handle.truncate(1 << 20)
-        handle.seek(512 << 10)
-        handle.write(b"data")
-    os.setxattr(root / "a.txt", "user.origin", b"build 42")
-    os.setxattr(root / "sub", "user.role", b"dir")
-    os.chmod(root / "sub" / "deep", 0o700)
-    for path in sorted(root.rglob("*"), key=lambda p: -len(p.parts)):
-        os.utime(path, ns=(OLD, OLD + 7), follow_symlinks=False)
-    os.utime(root, ns=(OLD, OLD + 7))
-    _settle(root)
-    return root
+from tests.support.stat_cache_tree import OLD, rich_tree
 
 
 @pytest.fixture
@@ -84,7 +60,7 @@ def _same_as_uncached(store: Store, src: Path, calls: dict[str, list[str]]) -> d
 
 def test_an_unchanged_tree_is_published_from_its_lines_without_capturing_or_reading_anything(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     did = _same_as_uncached(store, src, calls)
@@ -95,7 +71,7 @@ def test_an_unchanged_tree_is_published_from_its_lines_without_capturing_or_read
 
 def test_an_atime_a_read_moved_is_what_the_republished_line_says(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     before = os.lstat(src / "a.txt")
@@ -153,7 +129,7 @@ def _directory_renamed(src: Path) -> None:
 ])
 def test_every_change_that_moves_ctime_is_published_as_a_full_capture_would(
         fast_tmp: Path, calls: dict[str, list[str]], change: Callable[[Path], None], read: list[str]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     change(src)
@@ -166,7 +142,7 @@ def test_every_change_that_moves_ctime_is_published_as_a_full_capture_would(
 
 def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, calls: dict[str, list[str]]) -> None:
     require_real_root("chown a source file to another uid")
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     os.chown(src / "a.txt", 4321, 4322)
@@ -177,7 +153,7 @@ def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, calls:
 
 def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     # The first publish's readlink moved the link's atime (relatime: it was older than its mtime), and a row
@@ -196,7 +172,7 @@ def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
 def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
         fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, per_hit: int) -> None:
     monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_hit)
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "demo", stat_cache=True)
     blob = {e.path: e.sha256 for e in store.manifest(ref).entries}["sub/c.bin"]
@@ -209,7 +185,7 @@ def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
 
 def test_a_hit_whose_blob_gc_removed_is_captured_again_not_parsed_back_from_its_line(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "demo", stat_cache=True)
     blob = {e.path: e.sha256 for e in store.manifest(ref).entries}["sub/c.bin"]
@@ -226,7 +202,7 @@ def test_a_hit_whose_blob_gc_removed_is_captured_again_not_parsed_back_from_its_
                                      "[" * 5000 + "]" * 5000], ids=["infinity", "overflow", "float", "text", "deep"])
 def test_a_content_hit_takes_only_extents_a_read_could_have_recorded(
         fast_tmp: Path, calls: dict[str, list[str]], extents: str) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     rewrite_rows(Path(store.root, CACHE_NAME),
@@ -248,7 +224,7 @@ def _digest_escapes(rows: Rows) -> None:
 @pytest.mark.parametrize("spoil", [_fields_garbled, _digest_escapes])
 def test_a_malformed_row_in_a_valid_cache_is_a_miss_not_a_crash(
         fast_tmp: Path, calls: dict[str, list[str]], spoil: Callable[[Rows], None]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     rewrite_rows(Path(store.root, CACHE_NAME), spoil)
@@ -258,7 +234,7 @@ def test_a_malformed_row_in_a_valid_cache_is_a_miss_not_a_crash(
 
 def test_a_valid_cache_whose_columns_do_not_line_up_is_ignored_whole(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     rewrite_rows(Path(store.root, CACHE_NAME), lambda rows: body_of(rows).replace(b"\t", b"", 1))
@@ -271,7 +247,7 @@ def test_the_ctime_comparison_alone_catches_a_change_the_racy_rule_would_miss(
     # A window far below zero trusts every time (as if the clock had stepped back past the change):
     # only the recorded ctime still tells an xattr change from no change at all.
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", -(10**18))
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     _xattr_set(src)
@@ -301,7 +277,7 @@ def test_on_whole_second_ext4_a_same_second_rewrite_is_caught_by_the_racy_window
 
 def test_a_cache_recorded_by_another_reader_is_not_used(
         fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     real = stat_cache_file.reader_identity()
@@ -327,7 +303,7 @@ def test_trusted_xattrs_seen_by_one_reader_are_not_reused_for_another(fast_tmp: 
     # to, or drop them from, the other's manifest if the cache did not know who recorded it.
     require_real_root("set trusted.* xattrs and drop CAP_SYS_ADMIN with setpriv")
     require_tool("setpriv", "util-linux")
-    src = _rich_tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src")
     os.setxattr(src / "a.txt", "trusted.k", b"v")
     os.utime(src / "a.txt", ns=(OLD, OLD + 7))
     _settle(src)

@@ -22,27 +22,7 @@ from artifactkit.store import publish, scan, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import body_of, rewrite_rows
-
-OLD = 1_000_000_000_123_456_789
-
-
-def _tree(root: Path) -> Path:
-    """Files, a dir with an xattr, a symlink, a sparse file, no hard link (one would be captured in full)."""
-    (root / "sub" / "deep").mkdir(parents=True)
-    (root / "a.txt").write_bytes(b"alpha\n")
-    (root / "sub" / "c.bin").write_bytes(bytes(range(256)) * 8)
-    (root / "sub" / "deep" / "d.txt").write_bytes(b"delta\n")
-    (root / "link").symlink_to("a.txt")
-    with open(root / "sparse", "wb") as handle:
-        handle.truncate(1 << 20)
-        handle.seek(512 << 10)
-        handle.write(b"data")
-    os.setxattr(root / "sub", "user.role", b"dir")
-    for path in sorted(root.rglob("*"), key=lambda p: -len(p.parts)):
-        os.utime(path, ns=(OLD, OLD + 7), follow_symlinks=False)
-    os.utime(root, ns=(OLD, OLD + 7))
-    _settle(root)
-    return root
+from tests.support.stat_cache_tree import rich_tree
 
 
 @pytest.fixture
@@ -67,7 +47,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
 def settled(fast_tmp: Path) -> tuple[Store, Path]:
     """A store whose cache describes the tree as it is: the first publish's readlink moved the link's atime
     (relatime), and the second recorded that."""
-    src = _tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src", hard_link=False)
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)
     store.publish(src, "demo", stat_cache=True)
@@ -234,7 +214,7 @@ def test_a_version_pointer_edited_without_its_checksum_makes_the_cache_corrupt(
         fast_tmp: Path, calls: dict[str, list[str]]) -> None:
     # Pointing the cache at an older version of the name would commit that version's tree: the header is
     # under the checksum, so the whole cache is ignored instead.
-    src = _tree(fast_tmp / "src")
+    src = rich_tree(fast_tmp / "src", hard_link=False)
     store = Store(fast_tmp / "store")
     older = store.publish(src, "demo", stat_cache=True)
     (src / "a.txt").write_bytes(b"ALPHA\n")
