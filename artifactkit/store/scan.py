@@ -103,7 +103,7 @@ class _Scan:
 
     def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
         """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
-        listing, else each a hit or a full capture. This runs once per entry, so the loop binds names once."""
+        listing, else each a hit or a full capture. Its loops run once per entry, so they bind names once."""
         identities = self.identities
         for relpath, st in zip(relpaths, stats, strict=True):
             identities[relpath] = (st.st_dev, st.st_ino)

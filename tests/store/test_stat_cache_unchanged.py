@@ -2,8 +2,8 @@
 
 The check behind every test is the one of ``test_stat_cache_entries``: the cached publish's digest equals an
 uncached publish's. The reuse is seen by what it skips: no manifest is built (``publish.manifest_bytes``) and
-no recorded line is read (``stat_cache_file.parse_rows``). Each refusal below is a guard the reuse needs; the
-last test takes one guard away and shows the digest check then fails.
+no recorded line is read (``stat_cache_file.parse_rows``). Each refusal below is a guard the reuse needs; one
+test takes the head check away and shows the digest check then fails.
 """
 
 from __future__ import annotations
