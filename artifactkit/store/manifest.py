@@ -246,6 +246,19 @@ def parse_entry_in_full(raw: object, *, where: str) -> FileMeta:
 
 def read_manifest(layout: StoreLayout, ref: ArtifactRef) -> Manifest:
     """The verified manifest of a version: its bytes must hash to the digest that names it."""
+    body = read_manifest_bytes(layout, ref)
+    manifest = parse_manifest(body, where=f"manifest of {ref}")
+    if manifest.name != ref.name:
+        # A manifest copied (and renamed by its digest) from another artifact is not this one.
+        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
+                             path=layout.manifest_path(ref), expected=ref.name, actual=manifest.name,
+                             failed=IntegrityFailure.CORRUPT)
+    return manifest
+
+
+def read_manifest_bytes(layout: StoreLayout, ref: ArtifactRef) -> bytes:
+    """The bytes of a version's manifest, a regular file that hashes to the digest naming it, else
+    :class:`IntegrityError` (or the ``OSError`` of a missing one)."""
     path = layout.manifest_path(ref)
     try:
         # O_NONBLOCK: a FIFO planted as a manifest is refused below rather than hanging the open.
@@ -264,9 +277,4 @@ def read_manifest(layout: StoreLayout, ref: ArtifactRef) -> Manifest:
         raise IntegrityError(
             f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
             path=path, expected=ref.digest, actual=digest_of(body), failed=IntegrityFailure.CORRUPT)
-    manifest = parse_manifest(body, where=f"manifest of {ref}")
-    if manifest.name != ref.name:
-        # A manifest copied (and renamed by its digest) from another artifact is not this one.
-        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
-                             path=path, expected=ref.name, actual=manifest.name, failed=IntegrityFailure.CORRUPT)
-    return manifest
+    return body

@@ -76,9 +76,10 @@ from typing import Final
 
 import attrs
 
+from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, StoreLayout
-from artifactkit.store.manifest import ATIME_PREFIX, digest_of, manifest_head
+from artifactkit.store.manifest import ATIME_PREFIX, manifest_head, read_manifest_bytes
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,
@@ -289,12 +290,11 @@ class StatCache:
         if (self._matched != len(file.paths) or not digests_or_none(file.digests)
                 or not all(has_blob(sha) for sha in file.digests if sha != NONE)):
             return None
-        try:
-            with open(layout.manifest_path(ArtifactRef(*file.version)), "rb") as handle:
-                body = handle.read()
-        except (OSError, ValueError):
+        try:  # as every read of a manifest: a regular file, not followed, hashing to its name
+            body = read_manifest_bytes(layout, ArtifactRef(*file.version))
+        except (OSError, ValueError, IntegrityError):
             return None
-        if digest_of(body) != file.version[2] or not body.startswith(manifest_head(name, source_read_noatime)):
+        if not body.startswith(manifest_head(name, source_read_noatime)):
             return None
         self._reused = True
         return body, file.version[2]

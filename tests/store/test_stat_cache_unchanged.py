@@ -86,6 +86,12 @@ def _recorded_manifest_removed(store: Store, src: Path, monkeypatch: pytest.Monk
     os.unlink(store.layout.manifest_path(store.resolve("demo")))
 
 
+def _recorded_manifest_a_fifo(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = store.layout.manifest_path(store.resolve("demo"))
+    os.unlink(path)
+    os.mkfifo(path)  # opened as a plain read, this would hang the publish: refused, never waited on
+
+
 def _blob_removed(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blob = {e.path: e.sha256 for e in store.manifest("demo").entries}["sub/c.bin"]
     assert blob is not None
@@ -120,7 +126,8 @@ def _fields_not_fixed_width(store: Store, src: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(("change", "read"), [
-    (_recorded_manifest_edited, []), (_recorded_manifest_removed, []), (_blob_removed, ["c.bin"]),
+    (_recorded_manifest_edited, []), (_recorded_manifest_removed, []), (_recorded_manifest_a_fifo, []),
+    (_blob_removed, ["c.bin"]),
     (_file_removed, []), (_file_added, ["e.txt"]), (_atime_moved, []), (_listed_without_noatime, []),
     (_fields_not_fixed_width, []),
 ])
