@@ -203,10 +203,10 @@ def read_cache(layout: StoreLayout) -> CacheFile:
     if not isinstance(paths, list) or not all(type(path) is str for path in paths) or "\n" in text:
         raise ValueError("corrupt stat cache")
     fields_end = paths_end + 1 + len(paths) * FIELDS_WIDTH
-    fields: str | None = text[paths_end + 1:fields_end]
-    if fields is not None and fields[FIELDS_WIDTH - 1::FIELDS_WIDTH] != TAB * len(paths):
-        fields = None  # not one row per FIELDS_WIDTH: only the row-by-row comparison applies
-    digests = text[fields_end:].split(TAB)[:-1] if fields is not None else []
+    column = text[paths_end + 1:fields_end]
+    # Not one row per FIELDS_WIDTH: only the row-by-row comparison applies.
+    fixed_width = column[FIELDS_WIDTH - 1::FIELDS_WIDTH] == TAB * len(paths)
+    fields, digests = (column, text[fields_end:].split(TAB)[:-1]) if fixed_width else (None, [])
     if not (isinstance(version, list) and len(version) == 3 and type(version[0]) is str
             and type(version[1]) is int and type(version[2]) is str) or len(digests) != len(paths):
         version = None
