@@ -45,6 +45,16 @@ class UnsafePathError(ArtifactkitError, ValueError):
     """A path or link target would escape the tree, or a manifest path is malformed."""
 
 
+class UnsafeStoreError(UnsafePathError):
+    """A store's layout directory is not a real directory owned by the store's owner (or root), or a private
+    directory an operation made was swapped: ``path`` names it, ``why`` says what it is. Nothing was changed."""
+
+
+class ManifestLimitError(ArtifactkitError, ValueError):
+    """A manifest is over a documented bound (``limit``: bytes, nesting depth or extents), checked before it
+    is read whole or parsed deeply; ``setting`` names how to raise it. Nothing was changed."""
+
+
 class IntegrityFailure(enum.StrEnum):
     """What an :class:`IntegrityError` found (its ``failed`` attribute): ``verify`` sorts by it."""
 
