@@ -79,7 +79,8 @@ import attrs
 from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, StoreLayout
-from artifactkit.store.manifest import ATIME_PREFIX, manifest_head, read_manifest_bytes
+from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
+from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,

@@ -17,7 +17,8 @@ from artifactkit.store.download import BlobSource, restore_tree
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, StoreLayout, parse_ref
 from artifactkit.store.locks import store_lock
-from artifactkit.store.manifest import Manifest, read_manifest
+from artifactkit.store.manifest import Manifest
+from artifactkit.store.manifest_file import read_manifest
 from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
 from artifactkit.store.restore_meta import Owners

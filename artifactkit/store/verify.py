@@ -10,7 +10,7 @@ from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailur
 from artifactkit.store.content import open_blob, sha256_of_fd
 from artifactkit.store.layout import ArtifactRef, StoreLayout
 from artifactkit.store.locks import store_lock_if_free
-from artifactkit.store.manifest import read_manifest
+from artifactkit.store.manifest_file import read_manifest
 
 
 @attrs.frozen
