@@ -220,7 +220,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
         failures += _destination_failures(corpus, expected, compare(expected, []))
         return failures, links_moved
     before = capture_tree(dst)
-    failures += _destination_failures(corpus, expected, compare(expected, before))
+    failures += _destination_failures(corpus, expected, compare(expected, before), {m.path: m for m in before})
     read_tree(dst)
     after = capture_tree(dst, hash_content=False)
     failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))

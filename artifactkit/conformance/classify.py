@@ -8,7 +8,9 @@ from typing import Final
 import attrs
 
 from artifactkit.conformance.failure import Failure
-from artifactkit.metadata.mismatch import Mismatch
+from artifactkit.metadata import drift as dx
+from artifactkit.metadata.flags import COMPARED_FLAGS
+from artifactkit.metadata.mismatch import PRESENCE, Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 
@@ -53,8 +55,51 @@ def check_of(item: Mismatch, expected: dict[str, FileMeta]) -> list[str]:
     return [_EXTENDED.get(item.field, "content")]  # presence, kind, size, sha256, target
 
 
-def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch]) -> list[Failure]:
-    return [Failure(check, corpus, item) for item in mismatches for check in check_of(item, expected)]
+def carried(meta: FileMeta) -> list[tuple[str, str]]:
+    """(check, field) for every check whose field ``meta`` carries: what an entry loses with its kind.
+
+    Times and permission bits every entry has; the rest only where the source recorded something
+    (special bits set, an owner, an xattr, a second name of an inode, holes, a compared flag).
+    """
+    found = [("mode", "mode")]
+    if meta.mode & _SPECIAL_BITS:
+        found.append(("special_bits", "mode"))
+    found += [(time_check(meta.kind, field), field) for field in ("mtime_ns", "atime_ns")]
+    found += [("owner", field) for field in ("uid", "gid") if getattr(meta, field) is not None]
+    if meta.xattrs:
+        found.append(("xattrs", "xattrs"))
+    if meta.hardlink is not None:
+        found.append(("hardlinks", "hardlink"))
+    if meta.extents is not None:
+        found.append(("sparse", "extents"))
+    if meta.flags is not None and meta.flags & COMPARED_FLAGS:
+        found.append(("inode_flags", "flags"))
+    return found
+
+
+#: Fields whose value means the same whatever the kind: a link turned into a file by the same owner kept
+#: its owner. Times and mode bits do not (a file's times are not a link's), nor do holes, links and flags.
+_KIND_FREE: Final = frozenset({"uid", "gid", "xattrs"})
+
+
+def _lost_with_the_entry(item: Mismatch, exp: FileMeta, act: FileMeta | None) -> list[tuple[str, Mismatch]]:
+    """A changed kind or a missing entry fails every check the source entry carries, not only content:
+    a link turned into a file has lost its link times, whatever times the file got."""
+    return [(check, Mismatch(item.path, field, getattr(exp, field),
+                             None if act is None else getattr(act, field), item.diagnosis))
+            for check, field in carried(exp)
+            if act is None or field not in _KIND_FREE or getattr(exp, field) != getattr(act, field)]
+
+
+def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch],
+                         actual: dict[str, FileMeta] | None = None) -> list[Failure]:
+    found = []
+    for item in mismatches:
+        found += [Failure(check, corpus, item) for check in check_of(item, expected)]
+        if item.field == "kind" or (item.field == PRESENCE and item.diagnosis == dx.MISSING):
+            exp, act = expected[item.path], (actual or {}).get(item.path)
+            found += [Failure(check, corpus, lost) for check, lost in _lost_with_the_entry(item, exp, act)]
+    return found
 
 
 def tagged(check: str, corpus: str, mismatches: Iterable[Mismatch]) -> list[Failure]:

@@ -24,7 +24,7 @@ class Mismatch:
 
     def describe(self) -> str:
         """One line a person can act on: field, both values, delta and diagnosis."""
-        if self.field in TIME_FIELDS:
+        if self.field in TIME_FIELDS and self.delta_ns is not None:
             return (f"{self.field}: expected {self.expected}, actual {self.actual} "
                     f"(delta {self.delta_ns:+d} ns): {self.diagnosis}")
         if self.field == "mode":

@@ -34,6 +34,7 @@ class Bugs:
     dir_times_first: bool = False
     link_times: bool = True
     follow_symlinks: bool = False
+    links_as_files: bool = False
     noatime_reads: bool = True
     mode_mask: int = 0o7777
     umask: int = 0
@@ -65,6 +66,17 @@ def _copy_file(src: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
     _set_times(st, dst, bugs, follow=True)
 
 
+def _link_as_file(link: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
+    """A link stored as a file holding its target's text, with the link's own times (a dangling one
+    is dropped): only the kind is wrong, so nothing but the kind can show it."""
+    if not os.path.exists(link):
+        return
+    with open(dst, "xb") as out:
+        out.write(os.fsencode(os.readlink(link)))
+    os.chmod(dst, 0o644)
+    _set_times(st, dst, bugs, follow=True)
+
+
 def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
     """Copy ``src`` to ``dst`` (absent): every ``stat`` before the read it could be moved by."""
     st = os.lstat(src)  # taken before the listing below could move the directory's atime
@@ -87,6 +99,8 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
             copy_tree(os.path.realpath(child) if bugs.follow_symlinks else child, target, bugs)
         elif stat.S_ISREG(child_st.st_mode):
             _copy_file(os.path.realpath(child) if bugs.follow_symlinks else child, target, child_st, bugs)
+        elif stat.S_ISLNK(child_st.st_mode) and bugs.links_as_files:
+            _link_as_file(child, target, child_st, bugs)
         elif stat.S_ISLNK(child_st.st_mode):
             os.symlink(os.readlink(child), target)
             if bugs.link_times:
@@ -140,6 +154,12 @@ def forgets_symlink_times(src: str, dst: str) -> None:
 def follows_symlinks(src: str, dst: str) -> None:
     """Copies what links point to instead of the links (``shutil.copytree`` defaults)."""
     copy_tree(src, dst, Bugs(follow_symlinks=True))
+
+
+def links_become_files(src: str, dst: str) -> None:
+    """Stores each link as a regular file of its target's text with the link's times; drops dangling ones
+    (archivers without a link type, object stores)."""
+    copy_tree(src, dst, Bugs(links_as_files=True))
 
 
 def drops_special_bits(src: str, dst: str) -> None:

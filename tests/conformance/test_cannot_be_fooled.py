@@ -1,0 +1,47 @@
+"""Issue 25: copiers that fooled the kit, each reproduced by a faulty copier, now fail what they break."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from artifactkit.cli.main import main
+from artifactkit.conformance import checks as conformance
+from artifactkit.metadata import drift as dx
+from tests.support import faulty_copiers as faulty
+
+LINKS_AS_FILES = "tests.support.faulty_copiers:links_become_files"
+
+
+def test_a_copier_that_turns_links_into_files_fails_symlink_times_with_kind_differs(tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.links_become_files, corpus="links", base=tmpfs_strict)
+    # Each link carries a mode and two times in the source: all three checks fail, content too. The
+    # dropped dangling link lost its owner as well; the others kept theirs (same owner, other kind).
+    assert report.failed == {"content", "mode", "symlink_times", "owner"}
+    assert {f.path for f in report.result("owner").failures} == {"dangling"}
+    link_times = report.result("symlink_times").failures
+    assert {(f.path, f.field, f.diagnosis) for f in link_times} == {
+        (path, field, diagnosis)
+        for path, diagnosis in (("to-file", dx.KIND_DIFFERS), ("to-dir", dx.KIND_DIFFERS),
+                                ("real/up", dx.KIND_DIFFERS), ("dangling", dx.MISSING))
+        for field in ("mtime_ns", "atime_ns")}
+    assert report.result("symlink_times").diagnosis == "mtime: missing"  # "dangling" sorts first
+
+
+def test_require_symlink_times_exits_1_for_a_copier_that_turns_links_into_files(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", LINKS_AS_FILES, "--corpus", "links", "--base", str(tmpfs_strict),
+                 "--require", "symlink_times", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    row = next(item for item in doc["checks"] if item["check"] == "symlink_times")
+    assert row["passed"] is False
+
+
+def test_a_missing_entry_fails_every_check_its_source_entry_carries(tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.fails_after_partial_copy, corpus="edge-times", base=tmpfs_strict)
+    setuid = {f.check for item in report.checks for f in item.failures if f.path == "setuid-tool"}
+    assert setuid == {"content", "mode", "special_bits", "mtime_ns", "atime_ns", "owner"}
+    assert {f.diagnosis for f in report.result("symlink_times").failures} == {dx.MISSING}
