@@ -1,8 +1,11 @@
 """Download from a bucket: stream blobs into a local blob dir, hashing as they land, then the local restore.
 
 Every needed blob is fetched once (threads; large blobs in parallel byte ranges) into a private
-directory next to ``dest`` and its sha256 checked there, so a corrupt or missing object is named
-as such before anything is restored. Then :func:`artifactkit.store.download.restore_tree` — the
+directory next to ``dest`` (:mod:`~artifactkit.store.s3.private_dir`: written only through its
+fd, so a directory swapped by whoever can write DEST's parent cannot redirect a byte) and its
+sha256 checked there, so a corrupt or missing object is named as such before anything is restored.
+No more than the manifest's size + 1 bytes of an object are read: a planted multi-GiB object costs
+one chunk, not a disk. Then :func:`artifactkit.store.download.restore_tree` — the
 very restore a local store uses — materializes the tree from that directory with exact metadata
 and renames it into place, or leaves nothing.
 """
@@ -12,20 +15,20 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
-import tempfile
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Final
 
-from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError
+from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError, UnsafeStoreError
 from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
 from artifactkit.store.download import BlobSource, restore_tree
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, PART_SIZE, Bucket
+from artifactkit.store.s3.private_dir import BlobDir
 
 WORKERS: Final = 8
+_NEW_BLOB: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _missing_or(err: RemoteStoreError, sha: str, bucket: Bucket) -> Exception:
@@ -36,18 +39,19 @@ def _missing_or(err: RemoteStoreError, sha: str, bucket: Bucket) -> Exception:
 
 
 def _corrupt(sha: str, bucket: Bucket, actual: str, count: int, size: int) -> IntegrityError:
-    return IntegrityError(f"blob {sha} in {bucket.url()} is corrupt: {count} bytes hashing to {actual}, "
-                          f"the manifest says {size} bytes", path=bucket.url(blob_key(sha)), blob=sha,
-                          actual=actual, failed=IntegrityFailure.CORRUPT)
+    found = f"over {size} bytes (reading stopped there)" if count > size else f"{count} bytes hashing to {actual}"
+    return IntegrityError(f"blob {sha} in {bucket.url()} is corrupt: {found}, the manifest says {size} bytes",
+                          path=bucket.url(blob_key(sha)), blob=sha, actual=actual, failed=IntegrityFailure.CORRUPT)
 
 
-def fetch_whole(bucket: Bucket, sha: str, size: int, path: str) -> None:
-    """Stream one blob into ``path``, hashing every chunk as it is written."""
+def fetch_whole(bucket: Bucket, sha: str, size: int, dir_fd: int) -> None:
+    """Stream one blob into ``dir_fd/sha``, hashing every chunk as it is written; at most ``size + 1`` bytes."""
     digest, count = hashlib.sha256(), 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+    fd = os.open(sha, _NEW_BLOB, 0o400, dir_fd=dir_fd)
     try:
         with bucket.stream(blob_key(sha)) as body:
-            while chunk := body.read(CHUNK):
+            # One byte past the manifest's size already proves corruption; the rest is never read.
+            while count <= size and (chunk := body.read(min(CHUNK, size + 1 - count))):
                 digest.update(chunk)
                 write_all(fd, chunk)
                 count += len(chunk)
@@ -65,6 +69,8 @@ def fetch_range(bucket: Bucket, sha: str, fd: int, first: int, last: int) -> Non
     try:
         with bucket.stream(blob_key(sha), first=first, last=last) as body:
             while chunk := body.read(CHUNK):
+                if offset + len(chunk) > last + 1:  # more than the range asked for: not this blob's bytes
+                    raise _corrupt(sha, bucket, "(not read)", offset + len(chunk), last + 1)
                 view = memoryview(chunk)
                 while view:  # pwrite may write less than asked
                     written = os.pwrite(fd, view, offset)
@@ -73,14 +79,14 @@ def fetch_range(bucket: Bucket, sha: str, fd: int, first: int, last: int) -> Non
         raise _missing_or(err, sha, bucket) from err
 
 
-def _open_large(bucket: Bucket, sha: str, size: int, path: str) -> int:
+def _open_large(bucket: Bucket, sha: str, size: int, dir_fd: int) -> int:
     """A file of the blob's size to fetch ranges into, once the object is known to have that size."""
     info = bucket.head(blob_key(sha))
     if info is None:
         raise _missing_or(RemoteStoreError("absent", code="404"), sha, bucket)
     if info.size != size:
         raise _corrupt(sha, bucket, "(not read)", info.size, size)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+    fd = os.open(sha, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=dir_fd)
     os.ftruncate(fd, size)
     return fd
 
@@ -91,18 +97,17 @@ def _check_large(bucket: Bucket, sha: str, fd: int, size: int) -> None:
         raise _corrupt(sha, bucket, actual, count, size)
 
 
-def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir: str, *, workers: int = WORKERS) -> None:
-    """Fetch every ``sha -> size`` into ``blob_dir/<sha>``, each proven to hash to its name."""
+def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir_fd: int, *, workers: int = WORKERS) -> None:
+    """Fetch every ``sha -> size`` into ``blob_dir_fd/<sha>``, each proven to hash to its name."""
     large: dict[str, int] = {}
     with ThreadPoolExecutor(workers, thread_name_prefix="artifactkit-download") as pool:
         futures: list[Future[None]] = []
         try:
             for sha, size in sorted(needed.items()):
-                path = os.path.join(blob_dir, sha)
                 if size < MULTIPART_THRESHOLD:
-                    futures.append(pool.submit(fetch_whole, bucket, sha, size, path))
+                    futures.append(pool.submit(fetch_whole, bucket, sha, size, blob_dir_fd))
                     continue
-                large[sha] = _open_large(bucket, sha, size, path)
+                large[sha] = _open_large(bucket, sha, size, blob_dir_fd)
                 futures += [pool.submit(fetch_range, bucket, sha, large[sha], first, min(first + PART_SIZE, size) - 1)
                             for first in range(0, size, PART_SIZE)]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
@@ -122,16 +127,31 @@ def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir: str, *, worker
 
 def download_manifest(bucket: Bucket, manifest: Manifest, dest: str | os.PathLike[str], *,
                       owners: Owners = "exact", workers: int | None = None) -> None:
-    """Materialize ``manifest`` at ``dest`` (which must not exist) with exact metadata, or leave nothing."""
+    """Materialize ``manifest`` at ``dest`` (which must not exist) with exact metadata, or leave nothing.
+
+    :class:`UnsafeStoreError` if someone swapped the private blob directory: before the restore, the
+    download stops there; after it (the name swapped in the last instant), ``dest`` is complete and
+    verified and the error says so.
+    """
     target = os.path.abspath(os.fspath(dest))
     if os.path.lexists(target):
         raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-    # Beside dest: same filesystem and quota as the tree it becomes; left behind only by a SIGKILL.
-    blob_dir = tempfile.mkdtemp(prefix=".artifactkit-s3-blobs-", dir=os.path.dirname(target))
+    # Beside dest: same filesystem and quota as the tree it becomes; left behind only by a SIGKILL,
+    # and then swept by the next download into the same parent.
+    blobs = BlobDir(os.path.dirname(target))
     try:
         needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
-        fetch_blobs(bucket, needed, blob_dir)
-        restore_tree(manifest.entries, target, blob_path=BlobSource(blob_dir), shape_checked=True, owners=owners,
-                     workers=workers)
-    finally:
-        shutil.rmtree(blob_dir, ignore_errors=True)
+        fetch_blobs(bucket, needed, blobs.fd)
+        blobs.check()
+        restore_tree(manifest.entries, target, blob_path=BlobSource(blobs.read_path()), shape_checked=True,
+                     owners=owners, workers=workers)
+    except BaseException as err:
+        if blobs.close():
+            err.add_note(f"the private directory {blobs.where} was also swapped; nothing outside it was written")
+        raise
+    if blobs.close():
+        why = "its name was swapped by someone else after the restore"
+        raise UnsafeStoreError(f"download to {target} completed and verified exact, but the private directory "
+                               f"{blobs.where} beside it was swapped ({why}); its blobs were removed through its "
+                               "fd and the object now under its name was left alone", path=blobs.where, why=why,
+                               dest=target)

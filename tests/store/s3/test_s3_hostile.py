@@ -1,0 +1,150 @@
+"""An S3 download next to a directory someone else can write: its private blob dir cannot be turned.
+
+Whoever can write DEST's parent can rename the download's private blob directory away and put a
+symlink to any directory in its place. The canary directory here stands for ``/etc/cron.d``: it must
+never gain an entry, and every download either succeeds (verified exact) or raises a named error.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import ArtifactkitError, Store, UnsafePathError
+from artifactkit.store.s3 import objects
+
+PREFIX = ".artifactkit-s3-blobs-"
+
+
+def _tree(root: Path, files: int, size: int = 1000) -> Path:
+    root.mkdir()
+    for index in range(files):
+        (root / f"f{index:03}").write_bytes(f"{index}:".encode() * (size // 4))
+    return root
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    return sorted(os.listdir(a)) == sorted(os.listdir(b)) and all(
+        (a / name).read_bytes() == (b / name).read_bytes() for name in os.listdir(a))
+
+
+def _swap(parent: Path, canary: Path, name: str) -> None:
+    """What the attacker does: the private dir renamed away, a symlink to the canary under its name."""
+    os.rename(parent / name, parent / f"stolen-{name[len(PREFIX):]}")
+    os.symlink(canary, parent / name)
+
+
+def test_a_blob_dir_swapped_for_a_symlink_before_the_first_blob_writes_nothing_through_it(
+        s3_url: str, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _tree(fast_tmp / "src", 3)
+    ref = Store(s3_url).publish(src, "d")
+    (fast_tmp / "work").mkdir()
+    (fast_tmp / "canary").mkdir()
+    real_stream, swapped, once = objects.Bucket.stream, [], threading.Lock()
+
+    def swap_then_stream(self: Any, key: str, **kw: Any) -> Any:
+        with once:  # blobs are fetched on several threads: the first GET swaps, before any blob is written
+            if not swapped:
+                name = next(n for n in os.listdir(fast_tmp / "work") if n.startswith(PREFIX))
+                _swap(fast_tmp / "work", fast_tmp / "canary", name)
+                swapped.append(name)
+        return real_stream(self, key, **kw)
+
+    monkeypatch.setattr(objects.Bucket, "stream", swap_then_stream)
+    refused: ArtifactkitError | None = None
+    try:
+        Store(s3_url).download(ref, fast_tmp / "work" / "out")
+    except ArtifactkitError as err:
+        refused = err
+    assert swapped and os.listdir(fast_tmp / "canary") == []
+    if refused is None:
+        assert _same_files(src, fast_tmp / "work" / "out")
+    else:
+        assert isinstance(refused, UnsafePathError), refused
+        assert swapped[0] in str(refused)  # the refusal names the directory that was swapped
+        assert not (fast_tmp / "work" / "out").exists()
+    # The symlink the attacker planted is theirs: neither followed nor removed.
+    assert os.readlink(fast_tmp / "work" / swapped[0]) == str(fast_tmp / "canary")
+    # What the download made, it removed through its fd even after the rename: the stolen dir is empty.
+    assert os.listdir(fast_tmp / "work" / f"stolen-{swapped[0][len(PREFIX):]}") == []
+
+
+_ATTACKER = textwrap.dedent("""
+    import os, sys
+    parent, canary, prefix = sys.argv[1:4]
+    swaps = 0
+    try:
+        while True:
+            for name in os.listdir(parent):
+                if name.startswith(prefix) and not os.path.islink(os.path.join(parent, name)):
+                    try:
+                        os.rename(os.path.join(parent, name), os.path.join(parent, "stolen-" + name))
+                        os.symlink(canary, os.path.join(parent, name))
+                        swaps += 1
+                    except OSError:
+                        pass
+    except KeyboardInterrupt:
+        print(swaps, flush=True)
+""")
+
+
+@contextmanager
+def _attacker(parent: Path, canary: Path) -> Iterator[list[int]]:
+    """A process swapping every private blob dir it sees, in a loop; yields [swaps] once stopped."""
+    proc = subprocess.Popen([sys.executable, "-c", _ATTACKER, str(parent), str(canary), PREFIX],
+                            stdout=subprocess.PIPE, text=True)
+    result: list[int] = []
+    try:
+        yield result
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        result.append(int(out.strip() or "0"))
+
+
+RACE_RUNS = int(os.environ.get("ARTIFACTKIT_S3_RACE_RUNS", "200"))
+
+
+def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_outside(
+        s3_url: str, fast_tmp: Path) -> None:
+    src = _tree(fast_tmp / "src", 3)
+    store = Store(s3_url)
+    ref = store.publish(src, "d")
+    manifest = store.manifest(ref)  # fetched once: the race is in the blob dir, not in the lookups
+    work, canary = fast_tmp / "work", fast_tmp / "canary"
+    work.mkdir()
+    canary.mkdir()
+    outcomes: dict[str, int] = {}
+    from artifactkit.store.s3.download import download_manifest
+
+    started = time.monotonic()
+    with _attacker(work, canary) as swaps:
+        for run in range(RACE_RUNS):
+            dest = work / f"out{run}"
+            try:
+                download_manifest(store.bucket, manifest, dest)  # type: ignore[attr-defined]
+            except ArtifactkitError as err:  # a named refusal, never a generic crash
+                outcomes[type(err).__name__] = outcomes.get(type(err).__name__, 0) + 1
+                if getattr(err, "dest", None):  # swapped after the restore: it says dest is complete
+                    assert isinstance(err, UnsafePathError) and _same_files(src, dest)
+                else:
+                    assert not dest.exists()
+            else:
+                outcomes["ok"] = outcomes.get("ok", 0) + 1
+                assert _same_files(src, dest)
+            assert os.listdir(canary) == [], f"run {run}: a blob was written through the planted symlink"
+    elapsed = time.monotonic() - started
+    print(f"{RACE_RUNS} downloads in {elapsed:.1f} s against {swaps[0]} swaps: {outcomes}")
+    assert swaps[0] > 0, "the attacker never swapped a private dir: the race was not exercised"
+    assert sum(outcomes.values()) == RACE_RUNS
