@@ -9,9 +9,19 @@ then the times (the caller), last. Everything set here is read back at once.
 
 Policy: by default (``owners="exact"``) a download that cannot restore an owner, a privileged xattr
 (``trusted.*``, ``security.*``) or an inode flag here refuses before writing anything, naming every
-entry. ``owners="current"`` accepts the downloader's ownership instead; then a re-owned entry never
-keeps a setuid/setgid bit or a file capability (as coreutils and GNU tar do), and a
-:class:`ReownedWarning` lists what was changed.
+entry. ``owners="current"`` accepts the downloader's ownership instead, and then means the same for root
+as for anyone: nothing it makes carries a privilege the downloader did not have before. Every entry is
+the downloader's (euid; egid unless the recorded group is one the process is in), no entry keeps a
+setuid/setgid bit — not even one recorded as the downloader's own, since the manifest is only as trusted
+as whoever can write the store — and ``security.*``/``trusted.*`` xattrs (``security.capability``
+included) are dropped. A :class:`ReownedWarning` lists every changed entry and what changed in its
+``entries`` (the message shows the first 20); an entry that needs no change is not listed.
+
+A manifest that records no owner for an entry (format 1, or a hand-written one) says nothing about who
+may own its setuid/setgid bits, and the file would otherwise become the downloader's — root's, for a
+root download. So with ``owners="exact"`` such an entry is refused up front (:class:`NotRestorableError`
+naming it: nothing is dropped silently), and with ``owners="current"`` its bits are cleared and it is
+listed in the warning.
 """
 
 from __future__ import annotations
@@ -41,24 +51,31 @@ _COMPARED_INT: Final = int(COMPARED_FLAGS)
 
 def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
     """What the download will produce for each path here, or :class:`NotRestorableError` before anything
-    is written. ``owners="current"`` turns foreign owners into the downloader's, without privilege."""
+    is written. ``owners="current"`` turns every entry into the downloader's, without privilege."""
     if owners not in OWNER_POLICIES:
         raise ValueError(f"owners must be one of {OWNER_POLICIES}, not {owners!r}")
     root = os.geteuid() == 0
-    me, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
+    me, my_gid, groups = os.geteuid(), os.getegid(), {os.getegid(), *os.getgroups()}
     result: dict[str, FileMeta] = {}
     problems: list[str] = []
     reowned: list[str] = []
     for entry in entries:
-        why = _why_not(entry, root, me, groups)
         if entry.flags is not None and entry.flags & _NEVER_SET:
             problems.append(f"{entry.path}: inode flag(s) {flag_letters(entry.flags & _NEVER_SET)} "
                             "(immutable/append are never set by a download)")
-        if why and owners == "current":
-            reowned.append(f"{entry.path} ({', '.join(why)})")
-        elif why:
-            problems.append(f"{entry.path}: {', '.join(why)}")
-        result[entry.path] = _reowned(entry, me, os.getegid()) if why and owners == "current" else entry
+        if owners == "current":
+            changes = _changes_for_current(entry, me, groups)
+            if changes:
+                reowned.append(f"{entry.path} ({', '.join(changes)})")
+                entry = _reowned(entry, me, my_gid, groups)  # noqa: PLW2901 - the planned entry replaces it
+        else:
+            why = _why_not(entry, root, me, groups)
+            if entry.mode & _SETID and (entry.uid is None or entry.gid is None):
+                why.append(f"{_setid_names(entry.mode)} with no recorded owner (it would become the "
+                           "downloader's)")
+            if why:
+                problems.append(f"{entry.path}: {', '.join(why)}")
+        result[entry.path] = entry
     if problems:
         raise NotRestorableError(
             "download refused: this user cannot restore everything the manifest records, and nothing is "
@@ -66,9 +83,13 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
             "the downloader's ownership without setuid/setgid or capabilities:\n  " + "\n  ".join(problems),
             entries=problems)
     if reowned:
-        warnings.warn(ReownedWarning(
-            f"{len(reowned)} entr(y/ies) given the downloader's ownership (setuid/setgid cleared, privileged "
-            "xattrs dropped): " + "; ".join(reowned[:20]) + (" ..." if len(reowned) > 20 else "")), stacklevel=3)
+        warning = ReownedWarning(
+            f"{len(reowned)} entr(y/ies) given the downloader's ownership without setuid/setgid or privileged "
+            "xattrs: " + "; ".join(reowned[:20]) + (f"; and {len(reowned) - 20} more" if len(reowned) > 20 else ""))
+        # The whole list as data, beside the short message. Through vars(): the class (errors.py) does
+        # not declare the attribute, and a warning is a plain object that takes any.
+        vars(warning)["entries"] = reowned
+        warnings.warn(warning, stacklevel=3)
     return result
 
 
@@ -85,12 +106,32 @@ def _why_not(entry: FileMeta, root: bool, me: int, groups: set[int]) -> list[str
     return why
 
 
-def _reowned(entry: FileMeta, uid: int, gid: int) -> FileMeta:
-    # Never a setuid/setgid file owned by anyone but the manifest's owner, never a capability moved
-    # to another owner: both are privilege the downloader was not given.
+def _setid_names(mode: int) -> str:
+    return "/".join(name for bit, name in ((stat.S_ISUID, "setuid"), (stat.S_ISGID, "setgid")) if mode & bit)
+
+
+def _changes_for_current(entry: FileMeta, me: int, groups: set[int]) -> list[str]:
+    """What ``owners="current"`` changes in ``entry`` for this process, root or not (empty: nothing)."""
+    changes = []
+    if entry.uid is not None and entry.uid != me:
+        changes.append(f"owner uid {entry.uid}")
+    if entry.gid is not None and entry.gid not in groups:
+        changes.append(f"group gid {entry.gid}")
+    if entry.mode & _SETID:
+        unowned = " with no recorded owner" if entry.uid is None or entry.gid is None else ""
+        changes.append(f"{_setid_names(entry.mode)}{unowned} cleared")
+    changes += [f"xattr {name} dropped" for name, _ in entry.xattrs or () if name.startswith(_PRIVILEGED_PREFIXES)]
+    return changes
+
+
+def _reowned(entry: FileMeta, uid: int, gid: int, groups: set[int]) -> FileMeta:
+    # Never a setuid/setgid file the manifest's word alone put there, never a capability moved to
+    # another owner: both are privilege the downloader was not given. A recorded group the process is
+    # in stays (it could chgrp the file itself); an unrecorded owner becomes the downloader's explicitly.
     xattrs = None if entry.xattrs is None else tuple(
         (name, value) for name, value in entry.xattrs if not name.startswith(_PRIVILEGED_PREFIXES))
-    return attrs.evolve(entry, uid=uid, gid=gid, xattrs=xattrs, mode=entry.mode & ~_SETID)
+    kept_gid = entry.gid if entry.gid is not None and entry.gid in groups else gid
+    return attrs.evolve(entry, uid=uid, gid=kept_gid, xattrs=xattrs, mode=entry.mode & ~_SETID)
 
 
 def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
