@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Final
 
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import CopierError, resolve_copier
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import ArtifactkitError
+
+ERROR_SCHEMA: Final = "artifactkit.error/1"
 
 
 def register(subparsers: Any) -> None:
@@ -92,18 +94,38 @@ def _progress(name: str) -> None:
         sys.stderr.flush()
 
 
+def error_document(err: BaseException, exit_code: int) -> dict[str, Any]:
+    """``artifactkit.error/1``: type, message, exit code and the error's structured fields that JSON holds."""
+    fields = {key: value for key, value in getattr(err, "context", {}).items()
+              if isinstance(value, str | int | float | bool | type(None))}
+    return {"schema": ERROR_SCHEMA, "type": type(err).__name__, "message": str(err), "exit_code": exit_code,
+            "fields": fields}
+
+
+def _setup_error(err: BaseException, args: argparse.Namespace, report: Report | None = None) -> int:
+    error(describe(err, **{"--base": args.base}))
+    if args.json:  # --json always prints its document: the report as far as it got, or the error alone
+        doc = error_document(err, EXIT_SETUP)
+        emit_json({**report.to_json(), "error": doc} if report is not None else doc)
+    return EXIT_SETUP
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         require = _parse_require(args.require)
         copier = resolve_copier(args.copier)
         corpus = _parse_corpus(args.corpus)
-        report = check(copier, corpus=corpus, base=args.base, progress=_progress)
+        report = check(copier, corpus=corpus, base=args.base, progress=_progress, raise_if_none_ran=False)
     except (CopierError, ValueError, OSError, ArtifactkitError) as err:
-        error(describe(err, **{"--base": args.base}))
-        return EXIT_SETUP
+        return _setup_error(err, args)
     finally:
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")
+    if report.refusals and not report.checked:
+        # The copier refused every tree it was given: nothing was checked, which is no verdict at all.
+        return _setup_error(report.refusals[0], args, report)
+    for refused in report.refusals:  # the whole story of each refusal for people; the table has one line
+        error(describe(refused))
     if args.json:
         doc = report.to_json()
         doc["required"] = list(require)

@@ -49,9 +49,6 @@ import subprocess
 import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
-
-import attrs
 
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.classify import destination_failures as _destination_failures
@@ -60,132 +57,17 @@ from artifactkit.conformance.classify import with_source_facts
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.conformance.failure import Failure
-from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError, MetadataMismatchError
+from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
+from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
-from artifactkit.metadata.compare import compare, format_mismatches
+from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.store.scan import capture_tree
 
-SCHEMA: Final = "artifactkit.conformance/1"
-CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
-                 "survives_read", "source_atime_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags")
-COPIER_FAILED: Final = "copier-failed"
+__all__ = ["CHECKS", "COPIER_FAILED", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
 
-__all__ = ["CHECKS", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
-
-
-@attrs.frozen
-class CheckResult:
-    """One row of the report: a check and every failure attributed to it (none means it held)."""
-
-    check: str
-    failures: tuple[Failure, ...] = ()
-    #: Set when the check ran on no tree at all (e.g. every tree asked for needs root): passed is None.
-    reason: str | None = None
-
-    @property
-    def passed(self) -> bool | None:
-        if self.failures:
-            return False
-        return None if self.reason else True
-
-    @property
-    def diagnosis(self) -> str | None:
-        """The first failure's headline, or ``None`` when the check held."""
-        return self.failures[0].headline() if self.failures else None
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"check", "passed", "diagnosis", "reason", "failures"}``; failures grouped by corpus, field and
-        diagnosis (a 1,000-file tree must not make a 1,000-entry list), each with its first case."""
-        groups: dict[tuple[str, str, str], list[Failure]] = {}
-        for failure in self.failures:
-            groups.setdefault((failure.corpus, failure.field, failure.diagnosis), []).append(failure)
-        return {
-            "check": self.check,
-            "passed": self.passed,
-            "diagnosis": self.diagnosis,
-            "reason": self.reason,
-            "failures": [
-                {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
-                 "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
-                 "delta_ns": items[0].delta_ns,
-                 **({"command": items[0].command, "stderr": items[0].stderr} if diagnosis == COPIER_FAILED else {})}
-                for (corpus, field, diagnosis), items in groups.items()
-            ],
-        }
-
-
-@attrs.frozen
-class Report:
-    """The outcome of :func:`check`: one :class:`CheckResult` per name in :data:`CHECKS`, in order."""
-
-    copier: str
-    corpus: tuple[str, ...]
-    checks: tuple[CheckResult, ...]
-    environment: dict[str, str] = attrs.field(eq=False)
-    source_links_moved: int = 0
-    #: (tree, reason) for every corpus tree that could not be run here, e.g. ``"not run: needs root"``.
-    not_run: tuple[tuple[str, str], ...] = ()
-
-    def result(self, name: str) -> CheckResult:
-        for item in self.checks:
-            if item.check == name:
-                return item
-        raise KeyError(f"no check {name!r}; checks: {', '.join(CHECKS)}")
-
-    @property
-    def failed(self) -> frozenset[str]:
-        """Names of the checks that failed."""
-        return frozenset(item.check for item in self.checks if item.passed is False)
-
-    @property
-    def passed(self) -> bool:
-        """Whether every check held (a property, so ``assert report.passed`` means what it says)."""
-        return not self.failed
-
-    def holds(self, require: Iterable[str] = CHECKS) -> bool:
-        """Whether every check in ``require`` held."""
-        wanted = _validated(require)
-        return not (self.failed & set(wanted))
-
-    def raise_for_failures(self, require: Iterable[str] = CHECKS) -> None:
-        """Raise the shared :class:`MetadataMismatchError` listing every failure of a required check."""
-        wanted = set(_validated(require))
-        found = [f.to_mismatch() for item in self.checks if item.check in wanted for f in item.failures]
-        if found:
-            stage = f"conformance of {self.copier}"
-            raise MetadataMismatchError(format_mismatches(found, stage=stage), stage=stage, mismatches=found)
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``artifactkit.conformance/1`` document (sanitized: no absolute paths, user or host)."""
-        return {
-            "schema": SCHEMA,
-            "copier": self.copier,
-            "corpus": list(self.corpus),
-            "environment": dict(self.environment),
-            "passed": self.passed,
-            "source_links_moved": self.source_links_moved,
-            "checks": [item.to_json() for item in self.checks],
-            "corpora": [self._tree_json(name) for name in self.corpus],
-        }
-
-    def _tree_json(self, name: str) -> dict[str, Any]:
-        reason = dict(self.not_run).get(name)
-        failed = any(f.corpus == name for item in self.checks for f in item.failures)
-        return {"corpus": name, "passed": None if reason else not failed, "reason": reason}
-
-
-def _validated(names: Iterable[str]) -> tuple[str, ...]:
-    wanted = tuple(names)
-    unknown = sorted(set(wanted) - set(CHECKS))
-    if unknown:
-        raise ValueError(f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(CHECKS)}")
-    return wanted
-
-
-# -- sorting differences into checks ---------------------------------------------------------------
 
 # -- the run -----------------------------------------------------------------------------------------
 
@@ -197,11 +79,13 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
     try:
         copier(src, dst)
     except CopierSetupError:
-        raise  # a named adapter that cannot run here: no verdict at all, never a row of passes
+        raise  # a named adapter that cannot run on this tree: no verdict for it, never a row of passes
     except Exception as err:
         if not os.path.lexists(dst):
             # It never produced {dst}: nothing was copied, so no check ran. A setup error, in full.
             text = err.detail if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
+            if isinstance(err, subprocess.CalledProcessError) and isinstance(err.stderr, str) and err.stderr.strip():
+                text += "\n" + err.stderr.rstrip()  # what the tool said is the reason, not its exit status
             detail = text.replace(dst, "{dst}").replace(src, "{src}")
             raise CopierCannotRunError(
                 f"copier {copier.label} cannot run: it failed before creating {{dst}} (corpus tree "
@@ -256,21 +140,34 @@ def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:
     }
 
 
+def _refusal(err: CopierSetupError, src: str, dst: str) -> str:
+    """The "not run" reason of a tree the copier refused: one sanitized line, the full story in the error."""
+    detail = err.context.get("detail")
+    stderr = err.context.get("stderr")
+    if isinstance(detail, str):  # CopierCannotRunError: the failure before {dst}, already sanitized
+        text = f"the copier failed before creating {{dst}}: {excerpt(detail, limit=300)}"
+    else:
+        text = excerpt(f"{err}\n{stderr}" if isinstance(stderr, str) else str(err), limit=300)
+    return "not run: " + text.replace(dst, "{dst}").replace(src, "{src}")
+
+
 def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str | Iterable[str] | None = None,
           *, base: str | os.PathLike[str] | None = None,
           source_base: str | os.PathLike[str] | None = None,
-          progress: Callable[[str], None] | None = None) -> Report:
+          progress: Callable[[str], None] | None = None, raise_if_none_ran: bool = True) -> Report:
     """Run ``copier`` over each corpus tree (default: all) and report every check.
 
     ``copier`` is ``f(src, dst)``, an argv template with ``{src}``/``{dst}``, or a string
     :func:`artifactkit.conformance.copiers.resolve_copier` accepts; ``dst`` does not exist before the copy.
     Destinations live in a verified private noatime tree under ``base`` (default: the temp dir);
     sources under ``source_base`` (default: ``base``), which must be a filesystem where reads move
-    atime. Raises :class:`IsolationError` when either condition cannot be met, and
-    :class:`CopierCannotRunError` when the copier fails before creating ``dst`` (it cannot run at
-    all: nothing was checked); check failures are in the report, never raised (see
-    :meth:`Report.raise_for_failures`). A tree this process cannot read back (a mode-000 file
-    without root) is not run: ``Report.not_run`` says so, and it is neither a pass nor a failure.
+    atime. Raises :class:`IsolationError` when either condition cannot be met. A tree the copier
+    refuses (it fails before creating ``dst``: :class:`CopierCannotRunError`, or a named adapter's
+    :class:`CopierSetupError`) is "not run" with the reason, and every other tree is still checked;
+    only when no tree at all could be checked is the first refusal raised (``raise_if_none_ran=False``
+    returns the report instead, its ``refusals`` holding the errors). Check failures are in the report,
+    never raised (see :meth:`Report.raise_for_failures`). A tree this process cannot read back (a
+    mode-000 file without root) is not run either: ``Report.not_run`` says so, neither pass nor failure.
     """
     named = resolve_copier(copier)
     names = corpus_names() if corpus is None else [corpus] if isinstance(corpus, str) else list(corpus)
@@ -286,25 +183,36 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
             fs_type=source_probe.fs_type, failed="source-atime")
     failures: list[Failure] = []
     links_moved = 0
-    not_run = [(name, reason) for name in names if (reason := needs_root(name))]
+    not_run = {name: reason for name in names if (reason := needs_root(name))}
+    refusals: list[CopierSetupError] = []
     with private_noatime_tree(dst_base, probe=source_probe) as tree:
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
             for name in names:
-                if name in dict(not_run):
+                if name in not_run:
                     continue
                 if progress is not None:
                     progress(name)
-                found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
-                failures += found
-                links_moved += moved
-                remove_tree(os.path.join(src_parent, name), ignore_errors=True)
-                remove_tree(os.path.join(tree.path, name), ignore_errors=True)
+                src, dst = os.path.join(src_parent, name), os.path.join(tree.path, name)
+                try:
+                    found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
+                except CopierSetupError as err:
+                    # One tree refused (a link type the tool lacks, a name it cannot store): that tree
+                    # has no verdict, the others still get theirs.
+                    not_run[name] = _refusal(err, src, dst)
+                    refusals.append(err)
+                else:
+                    failures += found
+                    links_moved += moved
+                remove_tree(src, ignore_errors=True)
+                remove_tree(dst, ignore_errors=True)
         finally:
             remove_tree(src_parent, ignore_errors=True)
         environment = _environment(source_probe, tree)
-    skipped = dict(not_run)
-    none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in not_run})) if len(skipped) == len(names) else None
+    ordered = tuple((name, not_run[name]) for name in names if name in not_run)
+    none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
     rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran) for name in CHECKS)
-    return Report(named.label, tuple(names), rows, environment, links_moved, tuple(not_run))
-
+    report = Report(named.label, tuple(names), rows, environment, links_moved, ordered, tuple(refusals))
+    if refusals and not report.checked and raise_if_none_ran:
+        raise refusals[0]
+    return report

@@ -45,3 +45,47 @@ def test_a_missing_entry_fails_every_check_its_source_entry_carries(tmpfs_strict
     setuid = {f.check for item in report.checks for f in item.failures if f.path == "setuid-tool"}
     assert setuid == {"content", "mode", "special_bits", "mtime_ns", "atime_ns", "owner"}
     assert {f.diagnosis for f in report.result("symlink_times").failures} == {dx.MISSING}
+
+
+REFUSES_LINKS = "tests.support.faulty_copiers:refuses_symlinks"
+
+
+def test_a_tree_the_copier_refuses_is_not_run_with_its_reason_and_every_other_tree_is_checked(
+        tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.refuses_symlinks, corpus=["basic", "links", "edge-times"], base=tmpfs_strict)
+    assert [name for name, _ in report.not_run] == ["links", "edge-times"]
+    reason = dict(report.not_run)["links"]
+    assert reason.startswith("not run: ") and "refusing to archive a symlink" in reason
+    assert str(tmpfs_strict) not in reason
+    assert report.failed == frozenset()
+    assert [tree["passed"] for tree in report.to_json()["corpora"]] == [True, None, None]
+
+
+def test_json_prints_its_document_and_exits_by_what_was_checked_when_one_tree_is_refused(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["conformance", "--copier", REFUSES_LINKS, "--base", str(tmpfs_strict), "--json"]
+    assert main([*argv, "--corpus", "basic", "--corpus", "links"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["corpora"][1]["corpus"] == "links" and doc["corpora"][1]["reason"].startswith("not run: ")
+    assert all(item["passed"] is True for item in doc["checks"])
+
+
+def test_json_prints_its_document_with_the_error_when_no_tree_could_be_checked(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["conformance", "--copier", REFUSES_LINKS, "--corpus", "links", "--base", str(tmpfs_strict),
+                 "--json"])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 2
+    assert doc["schema"] == "artifactkit.conformance/1"
+    assert doc["error"]["schema"] == "artifactkit.error/1"
+    assert (doc["error"]["type"], doc["error"]["exit_code"]) == ("CopierCannotRunError", 2)
+    assert {item["passed"] for item in doc["checks"]} == {None}
+    assert "refusing to archive a symlink" in captured.err
+
+
+def test_json_prints_an_error_document_for_a_setup_error(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conformance", "--copier", "cp -a", "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["exit_code"], doc["type"]) == ("artifactkit.error/1", 2, "CopierError")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import attrs
 
 from artifactkit._syscalls import open_noatime
+from artifactkit.store.scan import scan_tree
 
 NS = 1_000_000_000
 Times = Callable[[os.stat_result, str], tuple[int, int]]
@@ -191,6 +192,16 @@ def fails_after_partial_copy(src: str, dst: str) -> None:
     """Copies only the top directory and exits non-zero, like a tool hitting an error half-way."""
     os.mkdir(dst, 0o700)
     subprocess.run(["false"], check=True)
+
+
+def refuses_symlinks(src: str, dst: str) -> None:
+    """Exits non-zero before creating ``dst`` on a tree that holds a link (an archiver without a link
+    type); copies any other tree exactly."""
+    # Looked at with lstat and O_NOATIME listings only: the refusal itself must move no source time.
+    if any(entry.kind == "symlink" for entry in scan_tree(src, read_links=False).entries):
+        subprocess.run(["sh", "-c", "echo 'refusing to archive a symlink' >&2; exit 4"], check=True,
+                       capture_output=True, text=True)
+    copy_tree(src, dst)
 
 
 def removes_source(src: str, dst: str) -> None:

@@ -1,0 +1,137 @@
+"""The conformance report: one :class:`CheckResult` per check, the trees that ran and why others did not,
+and the ``artifactkit.conformance/1`` JSON document."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import attrs
+
+from artifactkit.conformance.failure import Failure
+from artifactkit.errors import CopierSetupError, MetadataMismatchError
+from artifactkit.metadata.compare import format_mismatches
+
+SCHEMA: Final = "artifactkit.conformance/1"
+CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
+                 "survives_read", "source_atime_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags")
+COPIER_FAILED: Final = "copier-failed"
+
+
+@attrs.frozen
+class CheckResult:
+    """One row of the report: a check and every failure attributed to it (none means it held)."""
+
+    check: str
+    failures: tuple[Failure, ...] = ()
+    #: Set when the check ran on no tree at all (e.g. every tree asked for needs root): passed is None.
+    reason: str | None = None
+
+    @property
+    def passed(self) -> bool | None:
+        if self.failures:
+            return False
+        return None if self.reason else True
+
+    @property
+    def diagnosis(self) -> str | None:
+        """The first failure's headline, or ``None`` when the check held."""
+        return self.failures[0].headline() if self.failures else None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"check", "passed", "diagnosis", "reason", "failures"}``; failures grouped by corpus, field and
+        diagnosis (a 1,000-file tree must not make a 1,000-entry list), each with its first case."""
+        groups: dict[tuple[str, str, str], list[Failure]] = {}
+        for failure in self.failures:
+            groups.setdefault((failure.corpus, failure.field, failure.diagnosis), []).append(failure)
+        return {
+            "check": self.check,
+            "passed": self.passed,
+            "diagnosis": self.diagnosis,
+            "reason": self.reason,
+            "failures": [
+                {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
+                 "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
+                 "delta_ns": items[0].delta_ns,
+                 **({"command": items[0].command, "stderr": items[0].stderr} if diagnosis == COPIER_FAILED else {})}
+                for (corpus, field, diagnosis), items in groups.items()
+            ],
+        }
+
+
+@attrs.frozen
+class Report:
+    """The outcome of :func:`check`: one :class:`CheckResult` per name in :data:`CHECKS`, in order."""
+
+    copier: str
+    corpus: tuple[str, ...]
+    checks: tuple[CheckResult, ...]
+    environment: dict[str, str] = attrs.field(eq=False)
+    source_links_moved: int = 0
+    #: (tree, reason) for every corpus tree that could not be run here, e.g. ``"not run: needs root"``.
+    not_run: tuple[tuple[str, str], ...] = ()
+    #: The copier's refusals (a setup error on one tree), in tree order: their trees are in ``not_run``.
+    refusals: tuple[CopierSetupError, ...] = attrs.field(default=(), eq=False, repr=False)
+
+    @property
+    def checked(self) -> tuple[str, ...]:
+        """The corpus trees that were copied and checked."""
+        skipped = dict(self.not_run)
+        return tuple(name for name in self.corpus if name not in skipped)
+
+    def result(self, name: str) -> CheckResult:
+        for item in self.checks:
+            if item.check == name:
+                return item
+        raise KeyError(f"no check {name!r}; checks: {', '.join(CHECKS)}")
+
+    @property
+    def failed(self) -> frozenset[str]:
+        """Names of the checks that failed."""
+        return frozenset(item.check for item in self.checks if item.passed is False)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check held (a property, so ``assert report.passed`` means what it says)."""
+        return not self.failed
+
+    def holds(self, require: Iterable[str] = CHECKS) -> bool:
+        """Whether every check in ``require`` held."""
+        wanted = _validated(require)
+        return not (self.failed & set(wanted))
+
+    def raise_for_failures(self, require: Iterable[str] = CHECKS) -> None:
+        """Raise the shared :class:`MetadataMismatchError` listing every failure of a required check."""
+        wanted = set(_validated(require))
+        found = [f.to_mismatch() for item in self.checks if item.check in wanted for f in item.failures]
+        if found:
+            stage = f"conformance of {self.copier}"
+            raise MetadataMismatchError(format_mismatches(found, stage=stage), stage=stage, mismatches=found)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``artifactkit.conformance/1`` document (sanitized: no absolute paths, user or host)."""
+        return {
+            "schema": SCHEMA,
+            "copier": self.copier,
+            "corpus": list(self.corpus),
+            "environment": dict(self.environment),
+            "passed": self.passed,
+            "source_links_moved": self.source_links_moved,
+            "checks": [item.to_json() for item in self.checks],
+            "corpora": [self._tree_json(name) for name in self.corpus],
+        }
+
+    def _tree_json(self, name: str) -> dict[str, Any]:
+        reason = dict(self.not_run).get(name)
+        failed = any(f.corpus == name for item in self.checks for f in item.failures)
+        return {"corpus": name, "passed": None if reason else not failed, "reason": reason}
+
+
+def _validated(names: Iterable[str]) -> tuple[str, ...]:
+    wanted = tuple(names)
+    unknown = sorted(set(wanted) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(CHECKS)}")
+    return wanted
+
+
