@@ -17,15 +17,17 @@ import hashlib
 import re
 from typing import Final
 
-from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
+from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnsafePathError
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import Manifest, parse_manifest
+from artifactkit.store.manifest import Manifest, manifest_size_limit, parse_manifest
 from artifactkit.store.s3.objects import Bucket
 
 SCHEME: Final = "s3://"
 _BUCKET_RE: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _MANIFEST_KEY: Final = re.compile(r"manifests/([A-Za-z0-9][A-Za-z0-9._+-]{0,127})/([1-9][0-9]*)\.json", re.ASCII)
 SHA_RE: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
+#: The environment variable :func:`manifest_size_limit` reads (named in every refusal).
+MANIFEST_LIMIT_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
 
 
 def is_s3_url(root: object) -> bool:
@@ -63,11 +65,23 @@ def listed_versions(bucket: Bucket, name: str | None = None) -> list[tuple[str, 
 
 
 def fetch_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef, bytes] | None:
-    """A version's ref and manifest bytes, checked against the digest pinned in its metadata; None if absent."""
-    got = bucket.get_with_metadata(manifest_key(name, version))
+    """A version's ref and manifest bytes, checked against the digest pinned in its metadata; None if absent.
+
+    A manifest object over :func:`manifest_size_limit` bytes is :class:`ManifestLimitError` before
+    its body is read (Content-Length), or after limit + 1 bytes if the length lied: whoever can write
+    the bucket must not be able to make ``ls`` or a download hold gigabytes in memory.
+    """
+    limit = manifest_size_limit()
+    got = bucket.get_bounded(manifest_key(name, version), limit)
     if got is None:
         return None
-    body, metadata = got
+    body, metadata, length = got
+    if length > limit or len(body) > limit:
+        where = bucket.url(manifest_key(name, version))
+        raise ManifestLimitError(
+            f"manifest of {name}@{version} at {where} is {length} bytes, over the limit of {limit}; "
+            f"set {MANIFEST_LIMIT_SETTING} to read it", path=where, limit=limit, actual=length,
+            setting=MANIFEST_LIMIT_SETTING)
     actual = hashlib.sha256(body).hexdigest()
     pinned = metadata.get("sha256", actual)
     if pinned != actual:

@@ -226,6 +226,24 @@ class Bucket:
         except self._botocore_error as err:
             raise self.translate(err, key) from err
 
+    def get_bounded(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int] | None:
+        """(body, user metadata, Content-Length) of ``key``, or None if absent; at most ``max_bytes + 1``
+        bytes of the body are read, none at all when the server says it is longer than ``max_bytes``."""
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+            try:
+                length = int(response.get("ContentLength", 0))
+                body = b"" if length > max_bytes else bytes(response["Body"].read(max_bytes + 1))
+                return body, dict(response.get("Metadata", {})), max(length, len(body))
+            finally:
+                response["Body"].close()  # unread bytes are dropped with the connection, never buffered
+        except self._client_error as err:
+            if _code(err) in ("NoSuchKey", "404"):
+                return None
+            raise self.translate(err, key) from err
+        except self._botocore_error as err:
+            raise self.translate(err, key) from err
+
     def head(self, key: str) -> ObjectInfo | None:
         """Size, ETag and time of an object, or None if absent (a missing bucket is an error)."""
         try:

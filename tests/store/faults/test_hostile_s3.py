@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from artifactkit import IntegrityError
+from artifactkit import IntegrityError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.errors import IntegrityFailure, ManifestLimitError
+from artifactkit.store.layout import ArtifactRef
 from tests.support.hostile_store import (
     STORE_KINDS,
     blob_bytes,
@@ -46,3 +49,61 @@ def test_the_helper_forges_what_the_store_then_reads(kind: str, request: pytest.
     assert not (fast_tmp / "out").exists()
     put_blob(store, "0" * 64, b"x")
     assert blob_bytes(store, "0" * 64) == b"x"
+
+
+# -- S3: reads bounded by what the manifest says -------------------------------------------------
+
+@pytest.fixture
+def s3_demo(request: pytest.FixtureRequest, fast_tmp: Path) -> tuple[Store, ArtifactRef]:
+    """A bucket store holding ``demo@1`` (the ``basic`` corpus tree)."""
+    store = store_of_kind("s3", request, fast_tmp)
+    materialize("basic", fast_tmp / "src")
+    return store, store.publish(fast_tmp / "src", "demo")
+
+
+@pytest.fixture
+def body_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bytes read from every GET body (blobs through ``stream``, any other through boto3's StreamingBody)."""
+    from botocore.response import StreamingBody
+
+    counts: list[int] = []
+    real_read = StreamingBody.read
+
+    def counting_read(self: Any, amt: int | None = None) -> bytes:
+        data: bytes = real_read(self, amt)
+        counts.append(len(data))
+        return data
+
+    monkeypatch.setattr(StreamingBody, "read", counting_read)
+    return counts
+
+
+def test_an_s3_blob_far_larger_than_its_manifest_size_is_corrupt_after_size_plus_one_bytes(
+        s3_demo: tuple[Store, ArtifactRef], fast_tmp: Path, body_reads: list[int]) -> None:
+    store, ref = s3_demo
+    entry = max(store.manifest(ref).files(), key=lambda e: e.size)
+    assert entry.sha256 is not None
+    replace_blob(store, entry.sha256, b"\0" * (48 << 20))  # the planted object: 48 MiB where 1 file was
+    body_reads.clear()
+    with pytest.raises(IntegrityError, match=f"blob {entry.sha256} .* is corrupt: over {entry.size} bytes") as caught:
+        store.download(ref, fast_tmp / "out")
+    assert caught.value.failed == IntegrityFailure.CORRUPT  # type: ignore[attr-defined]
+    assert sum(body_reads) <= sum(e.size for e in store.manifest(ref).files()) + 1
+    assert not (fast_tmp / "out").exists()
+
+
+def test_an_s3_manifest_over_the_limit_is_refused_before_its_body_is_read(
+        s3_demo: tuple[Store, ArtifactRef], fast_tmp: Path, body_reads: list[int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store, ref = s3_demo
+    doc = manifest_doc(store, ref)
+    monkeypatch.setenv("ARTIFACTKIT_MAX_MANIFEST_BYTES", "100000")
+    forge_manifest(store, "demo", 2, json.dumps(doc).encode() + b" " * 400_000)  # valid JSON, pinned honestly
+    body_reads.clear()
+    with pytest.raises(ManifestLimitError, match="ARTIFACTKIT_MAX_MANIFEST_BYTES") as caught:
+        store.download("demo", fast_tmp / "out", version=2)
+    assert (caught.value.limit, caught.value.setting) == (100000, "ARTIFACTKIT_MAX_MANIFEST_BYTES")  # type: ignore[attr-defined]
+    assert sum(body_reads) == 0  # Content-Length said it all
+    assert not (fast_tmp / "out").exists()
+    monkeypatch.setenv("ARTIFACTKIT_MAX_MANIFEST_BYTES", str(1 << 20))  # the documented way to raise it
+    store.download("demo", fast_tmp / "out", version=2)

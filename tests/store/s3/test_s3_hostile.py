@@ -148,3 +148,52 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     print(f"{RACE_RUNS} downloads in {elapsed:.1f} s against {swaps[0]} swaps: {outcomes}")
     assert swaps[0] > 0, "the attacker never swapped a private dir: the race was not exercised"
     assert sum(outcomes.values()) == RACE_RUNS
+
+
+_KILLED_AFTER_ONE_BLOB = textwrap.dedent("""
+    import os, signal, sys
+    from artifactkit import Store
+    from artifactkit.store.s3 import download
+
+    real = download.fetch_whole
+
+    def fetch_then_die(*args):
+        real(*args)
+        os.kill(os.getpid(), signal.SIGKILL)  # a kill point in the child only: the code under test ships as is
+
+    download.fetch_whole = fetch_then_die
+    Store(sys.argv[1]).download("d@1", sys.argv[2])
+""")
+
+
+def test_a_sigkilled_download_leaves_its_blob_dir_and_the_next_download_there_sweeps_it(
+        s3_url: str, fast_tmp: Path) -> None:
+    import fcntl
+
+    src = _tree(fast_tmp / "src", 3)
+    Store(s3_url).publish(src, "d")
+    work = fast_tmp / "work"
+    work.mkdir()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_ONE_BLOB, s3_url, str(work / "out1")], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = os.listdir(work)
+    # Killed mid-download (threads fetch in parallel: one to three blobs had landed), DEST never made.
+    assert left.startswith(PREFIX) and os.listdir(work / left)
+    # What the sweep must leave alone: a live download's dir (its flock held), a symlink and a plain
+    # file under the exact pattern, and a directory whose suffix is not 16 hex digits.
+    (work / "canary").mkdir()
+    live = work / f"{PREFIX}{'a' * 16}"
+    live.mkdir(0o700)
+    os.symlink(work / "canary", work / f"{PREFIX}{'b' * 16}")
+    (work / f"{PREFIX}{'c' * 16}").write_bytes(b"")
+    (work / f"{PREFIX}not-hex-at-all").mkdir()
+    live_fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(live_fd, fcntl.LOCK_EX)
+        Store(s3_url).download("d@1", work / "out2")
+    finally:
+        os.close(live_fd)
+    assert _same_files(src, work / "out2")
+    assert sorted(os.listdir(work)) == sorted(["canary", "out2", live.name, f"{PREFIX}{'b' * 16}",
+                                               f"{PREFIX}{'c' * 16}", f"{PREFIX}not-hex-at-all"])
+    assert os.listdir(work / "canary") == []
