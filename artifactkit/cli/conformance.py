@@ -10,6 +10,7 @@ from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_S
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import CopierError, resolve_copier
 from artifactkit.conformance.corpus import corpus_names
+from artifactkit.conformance.report import validated
 from artifactkit.errors import ArtifactkitError
 
 ERROR_SCHEMA: Final = "artifactkit.error/1"
@@ -22,8 +23,8 @@ def register(subparsers: Any) -> None:
         epilog=EXIT_CODES_HELP,
         description="Copy every corpus tree with COPIER from a source where reads move atime into a verified "
                     "private noatime tree, and check content, mode, special bits, mtime_ns, atime_ns, "
-                    "directory and symlink times, that exactness survives a later read, and that the source "
-                    "atime was left alone. Exit 0 when every required check holds, 1 when one fails, 2 on a "
+                    "directory and symlink times, owners, xattrs, hard links, holes and inode flags, that "
+                    "exactness survives a later read, and that no field of the source was changed. Exit 0 when every required check holds, 1 when one fails, 2 on a "
                     "setup or usage error.")
     parser.add_argument("--copier", required=True, metavar="CMD|module:func",
                         help="an argv template run without a shell, e.g. 'rsync -a --atimes {src}/ {dst}' "
@@ -33,7 +34,8 @@ def register(subparsers: Any) -> None:
                         help=f"a corpus tree (repeatable; default: all of {', '.join(corpus_names())})")
     parser.add_argument("--require", metavar="CHECKS", default=",".join(CHECKS),
                         help="comma-separated checks that decide the exit code (default: all); "
-                             f"checks: {', '.join(CHECKS)}")
+                             f"checks: {', '.join(CHECKS)} (source_atime_untouched: the former name of "
+                             "source_untouched)")
     parser.add_argument("--base", metavar="DIR",
                         help="where the source and the private destination tree are made (default: the "
                              "temp dir); reads must move atime there and FS_NOATIME_FL must work")
@@ -71,11 +73,10 @@ def render(report: Report, require: tuple[str, ...]) -> str:
 
 
 def _parse_require(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in CHECKS]
-    if unknown:
-        raise ValueError(f"--require: unknown check(s) {', '.join(unknown)}; checks: {', '.join(CHECKS)}")
-    return names
+    try:
+        return validated(name.strip() for name in text.split(",") if name.strip())
+    except ValueError as err:
+        raise ValueError(f"--require: {err}") from err
 
 
 def _parse_corpus(names: list[str] | None) -> list[str] | None:

@@ -13,7 +13,8 @@ anything), and sorts every difference the shared comparison finds into exactly o
 ``dir_times``                both times of directories (they must be set after their children)
 ``symlink_times``            both times of symlinks (set with ``follow_symlinks=False``)
 ``survives_read``            one later read of everything in the destination moves no time
-``source_atime_untouched``   the source's file and directory atimes equal the values supplied
+``source_untouched``         every field of the source after the copy equals the value before it (alias
+                             ``source_atime_untouched``); a moved ctime is counted as evidence
 ``owner``                    uid and gid of every entry (a setuid file must keep its owner)
 ``xattrs``                   every xattr: ``user.*``, ``trusted.*``, ACLs, ``security.capability``
 ``hardlinks``                names of one inode stay one inode, and no new links appear
@@ -21,7 +22,7 @@ anything), and sorts every difference the shared comparison finds into exactly o
 ``inode_flags``              the compared chattr flags (``S i a d D``; ``A`` is the isolation's own)
 ===========================  ==================================================================
 
-Symlink atimes of the *source* are outside ``source_atime_untouched``: ``readlink`` moves a link's
+Symlink atimes of the *source* are outside ``source_untouched``: ``readlink`` moves a link's
 atime under relatime and strictatime and nothing but the inode flag prevents it, so every copier
 that copies a link moves it (``Report.source_links_moved`` counts them, for the record).
 
@@ -64,6 +65,7 @@ from artifactkit.isolation.reading import read_tree
 from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
+from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 
 __all__ = ["CHECKS", "COPIER_FAILED", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
@@ -71,7 +73,8 @@ __all__ = ["CHECKS", "COPIER_FAILED", "SCHEMA", "CheckResult", "Failure", "Repor
 
 # -- the run -----------------------------------------------------------------------------------------
 
-def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: str) -> tuple[list[Failure], int]:
+def _check_one(copier: NamedCopier, corpus: str, src_parent: str,
+               dst_parent: str) -> tuple[list[Failure], int, int]:
     src = os.path.join(src_parent, corpus)
     dst = os.path.join(dst_parent, corpus)
     expected = with_source_facts(materialize(corpus, src), src)
@@ -93,22 +96,32 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, dst_parent: st
             ) from err
         # Not a setup error: record it, then inspect whatever the copier left behind.
         failures.append(_copier_failed(err, corpus, src, dst))
-    # Source first, lstat only: nothing of ours reads the source before this capture.
-    source_now = {m.path: m for m in capture_tree(src, hash_content=False)} if os.path.lexists(src) else {}
-    links = {path for path, meta in expected.items() if meta.kind == "symlink"}
-    links_moved = sum(1 for p in links if p in source_now and source_now[p].atime_ns != expected[p].atime_ns)
-    failures += _tagged("source_atime_untouched", corpus, compare(
-        {p: m for p, m in expected.items() if p not in links},
-        {p: m for p, m in source_now.items() if p not in links}, fields=("atime_ns",)))
+    source_failures, links_moved, ctimes_moved = _source_untouched(corpus, src, expected)
+    failures += source_failures
     if not os.path.lexists(dst):
         failures += _destination_failures(corpus, expected, compare(expected, []))
-        return failures, links_moved
+        return failures, links_moved, ctimes_moved
     before = capture_tree(dst)
     failures += _destination_failures(corpus, expected, compare(expected, before), {m.path: m for m in before})
     read_tree(dst)
     after = capture_tree(dst, hash_content=False)
     failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))
-    return failures, links_moved
+    return failures, links_moved, ctimes_moved
+
+
+def _source_untouched(corpus: str, src: str, expected: dict[str, FileMeta]) -> tuple[list[Failure], int, int]:
+    """Every field of the source after the copy against the values supplied (and the facts read before it).
+
+    Captured first, lstat only (nothing of ours reads the source before it), then hashed without moving
+    atime. Link atimes are left out and counted: ``readlink`` moves them and nothing but the inode flag
+    prevents it. A moved ctime is counted as evidence of a metadata write, never failed by itself.
+    """
+    now = {m.path: m for m in capture_tree(src)} if os.path.lexists(src) else {}
+    links = {path for path, meta in expected.items() if meta.kind == "symlink"}
+    links_moved = sum(1 for p in links if p in now and now[p].atime_ns != expected[p].atime_ns)
+    ctimes_moved = sum(1 for p, meta in expected.items() if p in now and now[p].ctime_ns != meta.ctime_ns)
+    found = [m for m in compare(expected, now) if not (m.path in links and m.field == "atime_ns")]
+    return _tagged("source_untouched", corpus, found), links_moved, ctimes_moved
 
 
 def _copier_failed(err: Exception, corpus: str, src: str, dst: str) -> Failure:
@@ -182,7 +195,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
             "remedy: pass a source base on a relatime or strictatime filesystem outside any flagged tree",
             fs_type=source_probe.fs_type, failed="source-atime")
     failures: list[Failure] = []
-    links_moved = 0
+    links_moved = ctimes_moved = 0
     not_run = {name: reason for name in names if (reason := needs_root(name))}
     refusals: list[CopierSetupError] = []
     with private_noatime_tree(dst_base, probe=source_probe) as tree:
@@ -195,7 +208,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     progress(name)
                 src, dst = os.path.join(src_parent, name), os.path.join(tree.path, name)
                 try:
-                    found, moved = _check_one(named, name, src_parent, os.fspath(tree.path))
+                    found, moved, ctimes = _check_one(named, name, src_parent, os.fspath(tree.path))
                 except CopierSetupError as err:
                     # One tree refused (a link type the tool lacks, a name it cannot store): that tree
                     # has no verdict, the others still get theirs.
@@ -204,6 +217,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                 else:
                     failures += found
                     links_moved += moved
+                    ctimes_moved += ctimes
                 remove_tree(src, ignore_errors=True)
                 remove_tree(dst, ignore_errors=True)
         finally:
@@ -212,7 +226,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     ordered = tuple((name, not_run[name]) for name in names if name in not_run)
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
     rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran) for name in CHECKS)
-    report = Report(named.label, tuple(names), rows, environment, links_moved, ordered, tuple(refusals))
+    report = Report(named.label, tuple(names), rows, environment, links_moved, ctimes_moved, ordered,
+                    tuple(refusals))
     if refusals and not report.checked and raise_if_none_ran:
         raise refusals[0]
     return report

@@ -23,14 +23,15 @@ _EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "ex
 def with_source_facts(supplied: Iterable[FileMeta], src: str) -> dict[str, FileMeta]:
     """The supplied entries plus what the built source really holds beyond modes and times.
 
-    Owners, xattrs (ACLs, capabilities), hard links, holes and flags are read from the source as
+    Owners, xattrs (ACLs, capabilities), hard links, holes, flags and ctime are read from the source as
     built — an ACL the filesystem added, a hole it filled — with ``lstat``, ``llistxattr`` and the
     flags ioctl only: no content is read and no link target, so no source time moves.
     """
     found = {meta.path: meta for meta in capture_tree(src, hash_content=False, read_links=False)}
     return {meta.path: attrs.evolve(meta, uid=found[meta.path].uid, gid=found[meta.path].gid,
                                     xattrs=found[meta.path].xattrs, hardlink=found[meta.path].hardlink,
-                                    extents=found[meta.path].extents, flags=found[meta.path].flags)
+                                    extents=found[meta.path].extents, flags=found[meta.path].flags,
+                                    ctime_ns=found[meta.path].ctime_ns)  # evidence of a later write
             for meta in supplied}
 
 

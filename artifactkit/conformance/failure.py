@@ -57,9 +57,11 @@ class Failure:
             head = f"{self.diagnosis} ({self.actual})"
         else:
             head = f"{field}: {self.diagnosis}"
-        if self.check == "source_atime_untouched":
-            return head + (", source entry removed by the copy" if self.diagnosis == dx.MISSING
-                           else ", source atime moved by the copy")
+        if self.check == "source_untouched":
+            if self.diagnosis == dx.MISSING:
+                return head + ", source entry removed by the copy"
+            return head + (", source atime moved by the copy" if self.field == "atime_ns"
+                           else f", source {field} changed by the copy")
         if self.check == "survives_read":
             return head + ", moved by a read after the copy"
         return head

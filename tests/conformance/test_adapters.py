@@ -35,24 +35,24 @@ PINNED: dict[str, dict[str, set[str]]] = {
     # rclone skips links (a kind of entry it does not copy): each fails what the link carried (issue 25).
     "rclone": {"content": {MISSING}, "mode": {MODE, MISSING}, "special_bits": {MODE}, "atime_ns": {SET},
                "dir_times": {OMIT}, "symlink_times": {MISSING}, "owner": {MISSING},
-               "source_atime_untouched": {READ}},
+               "source_untouched": {READ}},
     "rclone-metadata": {"mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT}, "dir_times": {OMIT},
-                        "symlink_times": {OMIT}, "source_atime_untouched": {READ}},
+                        "symlink_times": {OMIT}, "source_untouched": {READ}},
     "zip": {"special_bits": {MODE}, "mtime_ns": {CLAMP, "second-truncated"},
             "atime_ns": {CLAMP, "second-truncated"}, "dir_times": {OMIT, "second-truncated"},
-            "symlink_times": {OMIT}, "source_atime_untouched": {READ}},
+            "symlink_times": {OMIT}, "source_untouched": {READ}},
     "zipfile": {"content": {KIND}, "mode": {MODE, KIND}, "special_bits": {MODE}, "mtime_ns": {OMIT},
-                "atime_ns": {OMIT}, "dir_times": {OMIT}, "symlink_times": {KIND}, "source_atime_untouched": {READ}},
+                "atime_ns": {OMIT}, "dir_times": {OMIT}, "symlink_times": {KIND}, "source_untouched": {READ}},
     "tarfile": {"mtime_ns": {"float-rounded", "second-truncated"},
                 "atime_ns": {"float-rounded", "second-truncated", SET},
                 "dir_times": {"float-rounded", "second-truncated", SET}, "symlink_times": {OMIT},
-                "source_atime_untouched": {READ}},
+                "source_untouched": {READ}},
     "tar-posix": {},
-    "bindfs": {"source_atime_untouched": {READ}},  # cp -a's own read; through FUSE both ways, nothing else lost
+    "bindfs": {"source_untouched": {READ}},  # cp -a's own read; through FUSE both ways, nothing else lost
     "dvc": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "mtime_ns": {OMIT},
-            "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+            "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_untouched": {READ}},
     "mlflow": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT},
-               "dir_times": {OMIT}, "source_atime_untouched": {READ}},
+               "dir_times": {OMIT}, "source_untouched": {READ}},
 }
 
 

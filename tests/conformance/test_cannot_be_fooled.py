@@ -89,3 +89,26 @@ def test_json_prints_an_error_document_for_a_setup_error(
     assert main(["conformance", "--copier", "cp -a", "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert (doc["schema"], doc["exit_code"], doc["type"]) == ("artifactkit.error/1", 2, "CopierError")
+
+
+def test_a_copier_that_rewrites_the_sources_mtimes_and_modes_fails_source_untouched(tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.rewrites_source_times_and_modes, corpus="basic", base=tmpfs_strict)
+    assert report.failed == {"source_untouched"}
+    found = {(f.field, f.diagnosis) for f in report.result("source_untouched").failures}
+    assert ("mtime_ns", dx.SECOND_TRUNCATED) in found
+    assert ("mode", dx.MODE_DIFFERS) in found
+    assert "atime_ns" not in {field for field, _ in found}  # the atimes it kept are not blamed
+    # ctime cannot be restored, so it is evidence, not a check: every rewritten file's ctime moved.
+    assert report.source_ctimes_moved >= len({f.path for f in report.result("source_untouched").failures})
+    assert report.to_json()["source_ctimes_moved"] == report.source_ctimes_moved
+
+
+def test_the_old_name_source_atime_untouched_still_works_in_require(
+        tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = conformance.check(faulty.reads_source_plainly, corpus="basic", base=tmpfs_strict)
+    assert not report.holds(require=("source_atime_untouched",))
+    assert report.holds(require=("content", "mode"))
+    code = main(["conformance", "--copier", "tests.support.faulty_copiers:reads_source_plainly", "--corpus",
+                 "basic", "--base", str(tmpfs_strict), "--require", "source_atime_untouched"])
+    assert code == 1
+    assert "source_untouched" in capsys.readouterr().out

@@ -40,10 +40,10 @@ FAULTY = [
     ("follows_symlinks", {"content", "mode", "symlink_times", "owner"}, "kind: kind-differs"),
     ("drops_special_bits", {"special_bits"}, "special bits: mode-differs (0o4755 -> 0o0755)"),
     ("applies_umask", {"mode"}, "mode: mode-differs (0o1777 -> 0o1755)"),
-    ("reads_source_plainly", {"source_atime_untouched"}, "atime: advanced-by-read, source atime moved by the copy"),
+    ("reads_source_plainly", {"source_untouched"}, "atime: advanced-by-read, source atime moved by the copy"),
     ("copies_elsewhere_then_renames_in", {"survives_read"},
      "atime: advanced-by-read, moved by a read after the copy"),
-    ("removes_source", {"source_atime_untouched"}, "presence: missing, source entry removed by the copy"),
+    ("removes_source", {"source_untouched"}, "presence: missing, source entry removed by the copy"),
     # Every entry left uncopied fails all that it carried (issue 25: only content, before).
     ("fails_after_partial_copy", {"content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times",
                                   "symlink_times", "owner"}, "copier-failed (CalledProcessError"),
@@ -95,7 +95,7 @@ def test_destination_on_a_noatime_mount_with_the_source_elsewhere_still_catches_
     noatime = mounts.tmpfs("noatime")
     report = conformance.check(faulty.reads_source_plainly, corpus="basic", base=noatime,
                                source_base=tmpfs_strict)
-    assert report.failed == {"source_atime_untouched"}
+    assert report.failed == {"source_untouched"}
     assert report.environment["isolation"] == "noatime-mount"
 
 
@@ -142,7 +142,7 @@ def test_json_document_has_the_schema_and_exactly_the_check_names(tmpfs_strict: 
 def test_argv_templates_run_without_a_shell_and_name_both_placeholders(tmpfs_strict: Path) -> None:
     # names holds a leading dash, spaces and a 255-byte name: one argv element each, never code.
     report = conformance.check(["cp", "-a", "--", "{src}", "{dst}"], corpus="names", base=tmpfs_strict)
-    assert report.failed == {"source_atime_untouched"}  # cp -a reads the source without O_NOATIME
+    assert report.failed == {"source_untouched"}  # cp -a reads the source without O_NOATIME
     with pytest.raises(CopierError, match=r"must name both \{src\} and \{dst\}"):
         argv_copier(["cp", "-a", "{src}"])
 

@@ -204,6 +204,17 @@ def refuses_symlinks(src: str, dst: str) -> None:
     copy_tree(src, dst)
 
 
+def rewrites_source_times_and_modes(src: str, dst: str) -> None:
+    """Exact output, then "normalizes" the source: its file mtimes to whole seconds (atime kept exactly) and
+    group write flipped on its files, as a tool that touches what it archived would."""
+    copy_tree(src, dst)
+    for entry in scan_tree(src, read_links=False).entries:
+        if entry.kind == "file":
+            path = os.path.join(src, entry.path)
+            os.utime(path, ns=(entry.atime_ns, entry.mtime_ns // NS * NS))
+            os.chmod(path, entry.mode ^ 0o020)
+
+
 def removes_source(src: str, dst: str) -> None:
     """``mv``: a perfect destination and no source left."""
     copy_tree(src, dst)
