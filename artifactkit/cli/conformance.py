@@ -21,11 +21,12 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "conformance", help="check that a copy tool or store preserves metadata exactly",
         epilog=EXIT_CODES_HELP,
-        description="Copy every corpus tree with COPIER from a source where reads move atime into a verified "
-                    "private noatime tree, and check content, mode, special bits, mtime_ns, atime_ns, "
-                    "directory and symlink times, owners, xattrs, hard links, holes and inode flags, that "
-                    "exactness survives a later read, and that no field of the source was changed. Exit 0 when every required check holds, 1 when one fails, 2 on a "
-                    "setup or usage error.")
+        description="Copy every corpus tree with COPIER from a source where reads move atime into a "
+                    "destination with the same atime behaviour, and check content, mode, special bits, "
+                    "mtime_ns, atime_ns, directory and symlink times, owners, xattrs, hard links, holes and "
+                    "inode flags, that exactness survives a later read, and that no field of the source was "
+                    "changed. Exit 0 when every required check holds, 1 when one fails, 2 on a setup or "
+                    "usage error (also when the copier refused every tree).")
     parser.add_argument("--copier", required=True, metavar="CMD|module:func",
                         help="an argv template run without a shell, e.g. 'rsync -a --atimes {src}/ {dst}' "
                              "({dst} does not exist before the copy); a Python callable f(src, dst) as "
