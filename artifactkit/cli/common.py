@@ -8,11 +8,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
-from artifactkit.errors import ArtifactkitError
+from artifactkit.errors import (
+    ArtifactkitError,
+    IntegrityError,
+    ManifestLimitError,
+    MetadataMismatchError,
+    TimestampNotRepresentable,
+    UnsafeStoreError,
+)
 
 EXIT_OK: Final = 0        #: every check held
 EXIT_FAILED: Final = 1    #: a check failed (mismatches, corrupt store, ...)
-EXIT_SETUP: Final = 2     #: setup, isolation or usage error
+EXIT_SETUP: Final = 2     #: setup, isolation or usage error (and anything unexpected: see exit_code_of)
+EXIT_INTERRUPTED: Final = 130  #: Ctrl-C (128 + SIGINT, as a shell reports it)
+
+#: The classes that mean "a check failed" (exit 1): what was stored or restored is not what was recorded.
+_FAILED_CHECKS: Final = (IntegrityError, MetadataMismatchError, TimestampNotRepresentable)
 
 
 def emit_json(doc: dict[str, Any], stream: TextIO | None = None) -> None:
@@ -26,20 +37,85 @@ EXIT_CODES_HELP: Final = ("exit codes: 0 all checks hold; 1 a check failed (mism
                           "2 setup, isolation or usage error")
 
 
+def exit_code_of(err: BaseException) -> int:
+    """The documented exit code of an exception's class: 1 for a failed check, 130 for Ctrl-C, else 2.
+
+    2 covers more than bad input: an :class:`UnsafeStoreError` (a store whose layout was tampered with: a
+    setup problem of the store, nothing was changed), a :class:`ManifestLimitError` (a setting must change:
+    the message names it), and anything unexpected (a bug is not a failed check; the line says which class).
+    """
+    if isinstance(err, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(err, (UnsafeStoreError, ManifestLimitError)):
+        return EXIT_SETUP  # named so that no reordering of _FAILED_CHECKS can move them
+    return EXIT_FAILED if isinstance(err, _FAILED_CHECKS) else EXIT_SETUP
+
+
 def describe(err: BaseException, **arguments: str | None) -> str:
     """One line for a person: no ``[Errno N]``, and the argument at fault named when a path is one.
 
     ``arguments`` maps a name people know (``source``, ``--store``) to the value given; an
-    ``OSError`` about that path says so: ``source /nonexistent: No such file or directory``.
+    ``OSError`` about that path says so: ``source /nonexistent: No such file or directory``. An
+    ``OSError`` may name an fd instead of a path (a call on an open file: ``fd 7: ...``).
     """
     if isinstance(err, OSError) and not isinstance(err, ArtifactkitError) and err.strerror:
-        where = os.fsdecode(err.filename) if err.filename is not None else None
+        where = _where(err.filename)
         label = next((name for name, value in arguments.items()
                       if value and where and os.path.abspath(value) == os.path.abspath(where)), None)
         if where is None:
-            return err.strerror
-        return f"{label + ' ' if label else ''}{where}: {err.strerror}"
-    return str(err)
+            return one_line(err.strerror)
+        second = _where(err.filename2)
+        if second is not None:
+            where = f"{where} -> {second}"
+        return one_line(f"{label + ' ' if label else ''}{where}: {err.strerror}")
+    text = str(err)
+    if isinstance(err, ManifestLimitError) and err.context.get("setting") and err.context["setting"] not in text:
+        text = f"{text} (setting: {err.context['setting']})"
+    return one_line(text)
+
+
+def _where(name: object) -> str | None:
+    """An ``OSError`` filename as text: a path (str, bytes, PathLike), an fd (int), or whatever it is."""
+    if name is None:
+        return None
+    if isinstance(name, int):  # os.fsdecode(int) is a TypeError: the handler itself used to crash here
+        return f"fd {name}"
+    if isinstance(name, (str, bytes, os.PathLike)):
+        return os.fsdecode(name)
+    return repr(name)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: a multi-line message (every refused entry, one per line) joined with "; "."""
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or text.strip()
+
+
+def report_error(err: BaseException, *, json_output: bool = False, expected: bool = True,
+                 **arguments: str | None) -> int:
+    """Tell a person (one line on stderr) and a script (``--json``: one ``artifactkit.error/1`` document on
+    stdout) what went wrong; return the exit code of its class. ``expected=False`` (the last line of
+    defence): a class artifactkit does not raise on purpose is named as an internal error, for the report."""
+    code = exit_code_of(err)
+    message = describe(err, **arguments)
+    if not expected and not isinstance(err, (ArtifactkitError, OSError)):
+        message = f"internal error ({type(err).__name__}){': ' + message if message else ''}"
+    error(message)
+    if json_output:
+        fields = err.context if isinstance(err, ArtifactkitError) else {}
+        if isinstance(err, OSError) and not isinstance(err, ArtifactkitError):
+            fields = {"errno": err.errno, "filename": _where(err.filename)}
+        emit_json({"schema": "artifactkit.error/1", "type": type(err).__name__, "message": message,
+                   "exit_code": code, "fields": {key: _plain(value) for key, value in fields.items()}})
+    return code
+
+
+def _plain(value: object) -> object:
+    """A context value as JSON can carry it (a path, a list of entries, a number; else its text)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return str(value)
 
 
 def error(message: str) -> None:

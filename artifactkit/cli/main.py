@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from artifactkit.cli.common import error
+from artifactkit.cli.common import EXIT_INTERRUPTED, error, report_error
 
 #: Which module registers each command, so that running one imports only its module: ``publish`` took
 #: 0.32 s on a 128-file tree, 12 ms of it publishing, because every module imported its engine (tracing,
@@ -63,19 +63,26 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    Never a traceback: a command maps the errors it expects (naming the argument at fault); whatever
+    gets past it, or out of its own handler, still becomes one line on stderr (and with ``--json`` one
+    ``artifactkit.error/1`` document) and the exit code of its class (:func:`~artifactkit.cli.common.exit_code_of`).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(argv))
+    json_output = "--json" in argv
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exit_.code or 0)
-    try:
+        parser = build_parser(_command_of(argv))
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
+            return int(exit_.code or 0)
         return int(args.func(args))
     except KeyboardInterrupt:
         error("interrupted")
-        return 130
-
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - the last line of defence, by design
+        return report_error(err, json_output=json_output, expected=False)
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

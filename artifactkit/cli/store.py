@@ -8,23 +8,8 @@ from typing import Any
 
 import attrs
 
-from artifactkit.cli.common import (
-    EXIT_CODES_HELP,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_SETUP,
-    describe,
-    emit_json,
-    error,
-    table,
-)
-from artifactkit.errors import (
-    ArtifactkitError,
-    IntegrityError,
-    MetadataMismatchError,
-    ReownedWarning,
-    TimestampNotRepresentable,
-)
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, emit_json, report_error, table
+from artifactkit.errors import ArtifactkitError, ReownedWarning
 from artifactkit.store.store import Store
 
 
@@ -93,11 +78,11 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
     try:
         return int(action(args))
     except (ArtifactkitError, OSError, LookupError, ValueError) as err:
-        # A failed check (integrity, mismatch) is exit 1; bad input or environment is exit 2.
-        error(describe(err, source=getattr(args, "src", None), destination=getattr(args, "dest", None),
-                       **{"--store": args.store}))
-        failed = (IntegrityError, MetadataMismatchError, TimestampNotRepresentable)
-        return EXIT_FAILED if isinstance(err, failed) else EXIT_SETUP
+        # A failed check (integrity, mismatch) is exit 1; bad input or environment is exit 2. Anything
+        # else goes on to main, the last line of defence.
+        return report_error(err, json_output=bool(getattr(args, "json", False)),
+                            source=getattr(args, "src", None), destination=getattr(args, "dest", None),
+                            **{"--store": args.store})
 
 
 def _publish(args: argparse.Namespace) -> int:
