@@ -33,9 +33,17 @@ WORKERS: Final = 8
 
 
 def upload_blob(bucket: Bucket, sha: str, data: bytes | None, staged: str | None) -> bool:
-    """Put one blob unless the bucket has it; True if bytes were sent. The staged copy is removed."""
+    """Put one blob unless the bucket has it at its size; True if bytes were sent. The staged copy is removed.
+
+    An object of another length under the name (truncated, or planted by another writer of the
+    bucket) is replaced with our bytes, which are in hand: trusting it would make a version that
+    says "published" and can never be downloaded. One of the same length is trusted on its name, as
+    before (checking its content would cost a GET of every blob); ``verify`` hashes it.
+    """
     try:
-        if bucket.head(blob_key(sha)) is not None:
+        stored = bucket.head(blob_key(sha))
+        size = len(data) if data is not None else os.path.getsize(staged) if staged is not None else 0
+        if stored is not None and stored.size == size:
             return False
         if data is not None:
             bucket.put(blob_key(sha), data, sha256=sha)  # the server checks the bytes hash to the name

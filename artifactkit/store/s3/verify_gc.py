@@ -19,8 +19,14 @@ from artifactkit.store.verify import VerifyReport
 WORKERS: Final = 8
 
 
-def _read_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef | None, list[str], str]:
-    """(ref, digests of its blobs, problem) for one manifest key; problem is "" or "corrupt: ..."/"unreadable: ..."."""
+#: blob digest -> ``(name@version:path, size recorded)`` of every entry that needs it.
+Needed = dict[str, list[tuple[str, int]]]
+
+
+def _read_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef | None, list[tuple[str, str, int]],
+                                                                    str]:
+    """(ref, (sha, path, size) of its files, problem) for one manifest key; problem is "" or
+    "corrupt: ..."/"unreadable: ..."."""
     try:
         found = fetch_version(bucket, name, version)
         if found is None:
@@ -32,12 +38,12 @@ def _read_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef 
         return None, [], f"{kind}: manifest {name}@{version}: {err}"
     except ArtifactkitError as err:
         return None, [], f"unreadable: manifest {name}@{version}: {err}"
-    return ref, [entry.sha256 for entry in manifest.files() if entry.sha256 is not None], ""
+    return ref, [(e.sha256, e.path, e.size) for e in manifest.files() if e.sha256 is not None], ""
 
 
-def mark(bucket: Bucket, pool: ThreadPoolExecutor) -> tuple[int, dict[str, list[str]], list[str], list[str]]:
-    """Read every manifest: (versions, blob -> users, corrupt, unreadable)."""
-    needed: dict[str, list[str]] = {}
+def mark(bucket: Bucket, pool: ThreadPoolExecutor) -> tuple[int, Needed, list[str], list[str]]:
+    """Read every manifest: (versions, blob -> users with the size each records, corrupt, unreadable)."""
+    needed: Needed = {}
     corrupt: list[str] = []
     unreadable: list[str] = []
     versions = 0
@@ -47,8 +53,8 @@ def mark(bucket: Bucket, pool: ThreadPoolExecutor) -> tuple[int, dict[str, list[
         if ref is None:
             continue
         versions += 1
-        for sha in blobs:
-            needed.setdefault(sha, []).append(str(ref))
+        for sha, path, size in blobs:
+            needed.setdefault(sha, []).append((f"{ref}:{path}", size))
     return versions, needed, corrupt, unreadable
 
 
@@ -58,6 +64,14 @@ def _hash_object(bucket: Bucket, key: str) -> str:
         while chunk := body.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _wrong_size(sha: str, size: int, users: list[tuple[str, int]], corrupt: list[str]) -> bool:
+    """Record (as the local store words it) every version whose size for ``sha`` is not the object's."""
+    wrong = [f"{user} (manifest says {claimed} bytes)" for user, claimed in users if claimed != size]
+    if wrong:
+        corrupt.append(f"blob {sha}: {size} bytes, not the size recorded by {', '.join(wrong)}")
+    return bool(wrong)
 
 
 def verify_bucket(bucket: Bucket, policy: LeasePolicy) -> VerifyReport:
@@ -72,11 +86,14 @@ def verify_bucket(bucket: Bucket, policy: LeasePolicy) -> VerifyReport:
         present = {info.key.removeprefix("blobs/"): info for info in bucket.objects_under("blobs/")}
         busy = busy or bool(live_publishers(bucket, policy.ttl_s, break_stale=False))
         blobs = sorted(sha for sha in present if SHA_RE.fullmatch(sha))
-        for sha, actual in zip(blobs, pool.map(lambda s: _hash_object(bucket, blob_key(s)), blobs), strict=True):
+        # The listing gave every object's length for free: a size no manifest could have is reported
+        # with the versions that record it, and that blob is not hashed (it may be huge, and is wrong).
+        sized = [sha for sha in blobs if not _wrong_size(sha, present[sha].size, needed.get(sha, []), corrupt)]
+        for sha, actual in zip(sized, pool.map(lambda s: _hash_object(bucket, blob_key(s)), sized), strict=True):
             if actual != sha:
-                users = ", ".join(needed.get(sha, ["no version"]))
+                users = ", ".join(user for user, _ in needed.get(sha, [("no version", 0)]))
                 corrupt.append(f"blob {sha}: content hashes to {actual} (needed by {users})")
-    missing = [f"blob {sha} (needed by {', '.join(users)})" for sha, users in sorted(needed.items())
+    missing = [f"blob {sha} (needed by {', '.join(user for user, _ in users)})" for sha, users in sorted(needed.items())
                if sha not in present]
     leftovers = [f"blobs/{name}" for name in sorted(present) if name not in needed]
     return VerifyReport(

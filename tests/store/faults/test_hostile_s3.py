@@ -107,3 +107,31 @@ def test_an_s3_manifest_over_the_limit_is_refused_before_its_body_is_read(
     assert not (fast_tmp / "out").exists()
     monkeypatch.setenv("ARTIFACTKIT_MAX_MANIFEST_BYTES", str(1 << 20))  # the documented way to raise it
     store.download("demo", fast_tmp / "out", version=2)
+
+
+# -- S3: sizes checked where they are cheap ------------------------------------------------------
+
+def test_an_s3_publish_over_a_truncated_blob_puts_its_own_bytes_again(
+        s3_demo: tuple[Store, ArtifactRef], fast_tmp: Path) -> None:
+    store, ref = s3_demo
+    entry = max(store.manifest(ref).files(), key=lambda e: e.size)
+    assert entry.sha256 is not None
+    whole = blob_bytes(store, entry.sha256)
+    replace_blob(store, entry.sha256, whole[: len(whole) // 2])  # a writer's truncated (or planted) blob
+    again = store.publish(fast_tmp / "src", "demo")
+    assert blob_bytes(store, entry.sha256) == whole
+    store.download(again, fast_tmp / "out")  # a publish that said ok has a version that downloads
+    assert store.verify().ok
+
+
+def test_s3_verify_names_each_version_whose_recorded_size_the_blob_does_not_have(
+        s3_demo: tuple[Store, ArtifactRef]) -> None:
+    store, ref = s3_demo
+    doc = manifest_doc(store, ref)
+    forged = next(e for e in doc["entries"] if e["kind"] == "file")
+    forged["size"] += 1  # the blob hashes to its name: only the size is impossible
+    forge_manifest(store, "demo", 2, json.dumps(doc).encode())
+    report = store.verify()
+    assert not report.ok
+    assert len(report.corrupt) == 1 and f"demo@2:{forged['path']}" in report.corrupt[0], report.corrupt
+    assert "demo@1" not in report.corrupt[0]  # the honest version is not blamed
