@@ -21,6 +21,7 @@ each gc delete — so it stops well before anyone may call it stale.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -33,7 +34,7 @@ from datetime import datetime
 
 import attrs
 
-from artifactkit.errors import LeaseLostError, StoreBusyError
+from artifactkit.errors import LeaseLostError, RemoteStoreError, RemoteUnavailableError, StoreBusyError
 from artifactkit.store.s3.objects import Bucket, ObjectInfo
 
 GC_KEY = "locks/gc"
@@ -66,6 +67,7 @@ class Lease:
         self._etag, self._body = etag, body
         self._last_ok = time.monotonic()
         self._lost = ""
+        self._unreachable: RemoteUnavailableError | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._refresh_loop, name=f"artifactkit-lease-{key}", daemon=True)
         self._thread.start()
@@ -83,13 +85,35 @@ class Lease:
             self._etag, self._last_ok = etag, time.monotonic()
 
     def check(self) -> None:
-        """Raise :class:`LeaseLostError` unless the lease is certainly still ours for a while."""
+        """Raise :class:`LeaseLostError` unless the lease is certainly still ours for a while, or
+        :class:`RemoteUnavailableError` naming the endpoint if that is because the server is gone."""
         age = time.monotonic() - self._last_ok
         if not self._lost and age > self.ttl_s / 2:
             self._lost = f"it was last refreshed {age:.1f} s ago (ttl {self.ttl_s} s)"
+            self._unreachable = self._probe(age)
+        if self._unreachable is not None:
+            raise self._unreachable
         if self._lost:
             raise LeaseLostError(f"{self.bucket.url(self.key)}: lease lost: {self._lost}; stopped before "
                                  "changing anything visible", url=self.bucket.url(self.key), code="LeaseLost")
+
+    def _probe(self, age: float) -> RemoteUnavailableError | None:
+        """Why the refreshes stopped, if it is a dead or unreachable server: one request, only when they have.
+
+        A server that went away surfaced as "lease lost" (its refreshes fail quietly, by design), which
+        sent people looking for a competing client instead of at the endpoint.
+        """
+        try:
+            self.bucket.check_bucket()
+        except RemoteUnavailableError as err:
+            endpoint = self.bucket.endpoint
+            return RemoteUnavailableError(
+                f"{endpoint}: the object store stopped answering: lease {self.bucket.url(self.key)} could not be "
+                f"refreshed for {age:.1f} s (ttl {self.ttl_s} s); stopped before changing anything visible ({err})",
+                url=self.bucket.url(self.key), code=getattr(err, "code", ""), endpoint=endpoint)
+        except RemoteStoreError:
+            return None  # it answers (with an error of another kind): the lease itself is what was lost
+        return None
 
     def release(self) -> None:
         self._stop.set()
@@ -122,6 +146,19 @@ def _wait_or_give_up(deadline: float, why: str, bucket: Bucket) -> None:
 
 
 @contextmanager
+def _released(lease: Lease) -> Iterator[None]:
+    """Release ``lease`` at exit; when the body failed, a failing release (the server is gone) must not
+    replace the body's error: that one says what happened, and a lease left behind goes stale."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(RemoteStoreError):
+            lease.release()
+        raise
+    lease.release()
+
+
+@contextmanager
 def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
     """Hold a shared lease for a publish: waits (up to ``wait_s``) while a live gc holds ``locks/gc``."""
     deadline = time.monotonic() + policy.wait_s
@@ -138,10 +175,8 @@ def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
         if not _break_if_stale(bucket, gc, bucket.server_now(), policy.ttl_s):
             _wait_or_give_up(deadline, "gc holds locks/gc", bucket)
     lease = Lease(bucket, key, etag, body, policy.ttl_s)
-    try:
+    with _released(lease):
         yield lease
-    finally:
-        lease.release()
 
 
 def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[str]:
@@ -174,10 +209,8 @@ def gc_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
             continue
         _wait_or_give_up(deadline, "another gc holds locks/gc", bucket)
     lease = Lease(bucket, GC_KEY, etag, body, policy.ttl_s)
-    try:
+    with _released(lease):
         while live := live_publishers(bucket, policy.ttl_s, break_stale=True):
             _wait_or_give_up(deadline, f"{len(live)} publish(es) still in progress", bucket)
         lease.check()
         yield lease
-    finally:
-        lease.release()

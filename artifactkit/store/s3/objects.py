@@ -92,6 +92,11 @@ class Bucket:
         # every miss cost one extra request per new blob, 10,002 on a 10,000-file first publish).
         self._bucket_seen = False
 
+    @property
+    def endpoint(self) -> str:
+        """The server's URL, as the AWS chain resolved it (``AWS_ENDPOINT_URL``, config, or AWS itself)."""
+        return str(self.client.meta.endpoint_url)
+
     def url(self, key: str | None = None) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key or ''}"
 

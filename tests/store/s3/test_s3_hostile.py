@@ -23,6 +23,7 @@ import pytest
 
 from artifactkit import ArtifactkitError, Store, UnsafePathError
 from artifactkit.store.s3 import objects
+from tests.store.s3.test_s3_faults import private_server  # noqa: F401 - a fixture: a server a test may stop
 
 PREFIX = ".artifactkit-s3-blobs-"
 
@@ -197,3 +198,43 @@ def test_a_sigkilled_download_leaves_its_blob_dir_and_the_next_download_there_sw
     assert sorted(os.listdir(work)) == sorted(["canary", "out2", live.name, f"{PREFIX}{'b' * 16}",
                                                f"{PREFIX}{'c' * 16}", f"{PREFIX}not-hex-at-all"])
     assert os.listdir(work / "canary") == []
+
+
+def test_a_server_that_dies_before_the_commit_is_remote_unavailable_naming_the_endpoint_not_a_lost_lease(
+        private_server: Any, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from artifactkit.errors import LeaseLostError, RemoteUnavailableError
+    from artifactkit.store.s3 import store as s3_store
+    from artifactkit.store.s3.leases import LeasePolicy
+
+    endpoint = private_server.endpoint.url
+    url = f"s3://{private_server.endpoint.bucket}/dead"
+    policy = LeasePolicy(ttl_s=1.0)
+    real_commit = s3_store.commit_version
+
+    def die_then_commit(*args: Any) -> Any:
+        private_server.stop()
+        time.sleep(policy.ttl_s)  # the outage: longer than ttl / 2, so no refresh can have succeeded since
+        return real_commit(*args)
+
+    monkeypatch.setattr(s3_store, "commit_version", die_then_commit)
+    with pytest.raises(RemoteUnavailableError) as caught:
+        Store(url, policy=policy).publish(_tree(fast_tmp / "src", 2), "p")
+    assert not isinstance(caught.value, LeaseLostError)
+    assert endpoint in str(caught.value), caught.value
+
+
+def test_a_lease_that_could_not_be_refreshed_because_the_server_died_says_so_naming_the_endpoint(
+        private_server: Any) -> None:  # noqa: F811
+    from artifactkit.errors import LeaseLostError, RemoteUnavailableError
+    from artifactkit.store.s3.leases import LeasePolicy, publish_lease
+    from artifactkit.store.s3.objects import Bucket
+
+    endpoint = private_server.endpoint.url
+    policy = LeasePolicy(ttl_s=1.0)
+    with publish_lease(Bucket(private_server.endpoint.bucket, "lease/"), policy) as lease:
+        private_server.stop()
+        time.sleep(policy.ttl_s)  # the outage: past ttl / 2, no refresh can have succeeded since
+        with pytest.raises(RemoteUnavailableError) as caught:
+            lease.check()
+    assert not isinstance(caught.value, LeaseLostError)
+    assert endpoint in str(caught.value) and "could not be refreshed" in str(caught.value), caught.value
