@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.classify import destination_failures as _destination_failures
 from artifactkit.conformance.classify import tagged as _tagged
-from artifactkit.conformance.classify import with_source_facts
+from artifactkit.conformance.classify import with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.conformance.failure import Failure
@@ -96,20 +96,23 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str,
             ) from err
         # Not a setup error: record it, then inspect whatever the copier left behind.
         failures.append(_copier_failed(err, corpus, src, dst))
-    source_failures, links_moved, ctimes_moved = _source_untouched(corpus, src, expected)
+    source_failures, source_after, links_moved, ctimes_moved = _source_untouched(corpus, src, expected)
     failures += source_failures
     if not os.path.lexists(dst):
         failures += _destination_failures(corpus, expected, compare(expected, []))
         return failures, links_moved, ctimes_moved
     before = capture_tree(dst)
-    failures += _destination_failures(corpus, expected, compare(expected, before), {m.path: m for m in before})
+    actual = {m.path: m for m in before}
+    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after)
+    failures += _destination_failures(corpus, expected, found, actual)
     read_tree(dst)
     after = capture_tree(dst, hash_content=False)
     failures += _tagged("survives_read", corpus, compare(before, after, fields=("mtime_ns", "atime_ns")))
     return failures, links_moved, ctimes_moved
 
 
-def _source_untouched(corpus: str, src: str, expected: dict[str, FileMeta]) -> tuple[list[Failure], int, int]:
+def _source_untouched(corpus: str, src: str,
+                      expected: dict[str, FileMeta]) -> tuple[list[Failure], dict[str, FileMeta], int, int]:
     """Every field of the source after the copy against the values supplied (and the facts read before it).
 
     Captured first, lstat only (nothing of ours reads the source before it), then hashed without moving
@@ -121,7 +124,7 @@ def _source_untouched(corpus: str, src: str, expected: dict[str, FileMeta]) -> t
     links_moved = sum(1 for p in links if p in now and now[p].atime_ns != expected[p].atime_ns)
     ctimes_moved = sum(1 for p, meta in expected.items() if p in now and now[p].ctime_ns != meta.ctime_ns)
     found = [m for m in compare(expected, now) if not (m.path in links and m.field == "atime_ns")]
-    return _tagged("source_untouched", corpus, found), links_moved, ctimes_moved
+    return _tagged("source_untouched", corpus, found), now, links_moved, ctimes_moved
 
 
 def _copier_failed(err: Exception, corpus: str, src: str, dst: str) -> Failure:

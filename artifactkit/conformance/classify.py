@@ -10,7 +10,7 @@ import attrs
 from artifactkit.conformance.failure import Failure
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.flags import COMPARED_FLAGS
-from artifactkit.metadata.mismatch import PRESENCE, Mismatch
+from artifactkit.metadata.mismatch import PRESENCE, TIME_FIELDS, Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 
@@ -90,6 +90,27 @@ def _lost_with_the_entry(item: Mismatch, exp: FileMeta, act: FileMeta | None) ->
                              None if act is None else getattr(act, field), item.diagnosis))
             for check, field in carried(exp)
             if act is None or field not in _KIND_FREE or getattr(exp, field) != getattr(act, field)]
+
+
+def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, FileMeta], actual: dict[str, FileMeta],
+                        source_after: dict[str, FileMeta]) -> list[Mismatch]:
+    """The time mismatches re-explained with what only the whole run knows: the source's values after the
+    copy (an atime the copier recorded after its own read) and the tree's other differences (one rule
+    applied to every entry, see :func:`drift.uniform_diagnoses`). Other mismatches pass unchanged."""
+    items = list(mismatches)
+    timed = [i for i, m in enumerate(items) if m.field in TIME_FIELDS and m.delta_ns is not None]
+    cases = []
+    for i in timed:
+        item, act = items[i], actual[items[i].path]
+        after = source_after.get(item.path)
+        assert isinstance(item.expected, int) and isinstance(item.actual, int)
+        cases.append(dx.TimeCase(item.expected, item.actual, item.field, act.ctime_ns, act.mtime_ns,
+                                 expected[item.path].mtime_ns,
+                                 None if after is None else getattr(after, item.field)))
+    for i, diagnosis in zip(timed, dx.uniform_diagnoses(cases), strict=True):
+        if diagnosis is not None:
+            items[i] = attrs.evolve(items[i], diagnosis=diagnosis)
+    return items
 
 
 def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch],

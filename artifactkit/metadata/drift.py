@@ -1,15 +1,25 @@
 """Explain *how* a timestamp came out wrong, from the two integers and a little context.
 
 The classifier is a flat decision list; order matters and is part of the contract:
-exact match, then clamping to a range edge, truncation (coarsest unit that explains the value
-first), float round trips, an atime that was given the entry's mtime, and finally a move forward (a
-later read) or a value that dates from the copy rather than from the source.
+exact match, then clamping to a range edge, seconds wrapped modulo 2**32, truncation (coarsest unit
+that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded
+from the source *after* its own read had moved it, an atime that was given the entry's mtime (also
+floored), and finally a move forward (a later read) or a value that dates from the copy rather than
+from the source.
+
+One value alone cannot always tell these apart (a 100 ns floor of ``...000000001`` is a whole second;
+"atime := floored mtime" is a second truncation when both share a second), so
+:func:`uniform_diagnoses` names a whole tree's differences by the one systematic explanation that
+covers them all, where there is one.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Final
+
+import attrs
 
 NS_PER_S: Final = 1_000_000_000
 
@@ -21,6 +31,10 @@ ADVANCED_BY_READ: Final = "advanced-by-read"
 OMITTED: Final = "omitted"
 CLAMPED: Final = "clamped"
 SET_TO_MTIME: Final = "set-to-mtime"
+HUNDRED_NS_TRUNCATED: Final = "100ns-truncated"
+WRAPPED: Final = "wrapped"
+READ_BEFORE_RECORDED: Final = "read-before-recorded"
+SPARSE_COARSENED: Final = "sparse-coarsened"
 DIFFERS: Final = "differs"
 MODE_DIFFERS: Final = "mode-differs"
 KIND_DIFFERS: Final = "kind-differs"
@@ -48,6 +62,7 @@ _TRUNCATION_UNITS: Final = (
     (NS_PER_S, SECOND_TRUNCATED),
     (1_000_000, MILLISECOND_TRUNCATED),
     (1_000, MICROSECOND_TRUNCATED),
+    (100, HUNDRED_NS_TRUNCATED),  # Windows FILETIME, 7-Zip, ntfs3: 100 ns ticks
 )
 
 # Whole-second range edges a value gets clamped to, as (floors, ceilings): a clamped value lands on
@@ -114,36 +129,139 @@ def is_clamped(expected_ns: int, actual_ns: int) -> bool:
         edge in _CLAMP_FLOORS_S and expected_ns < actual_ns)
 
 
+def is_wrapped(expected_ns: int, actual_ns: int) -> bool:
+    """Whether the whole seconds moved by a non-zero multiple of 2**32, the fraction kept or dropped.
+
+    A ``uint32`` of seconds turns 1966 into 2102, an ``int32`` turns 2100 into 1963 (both seen in archive
+    formats with 32-bit time fields); either way the distance is whole turns of 2**32 seconds.
+    """
+    seconds, frac = divmod(actual_ns, NS_PER_S)
+    toward_zero = -((-expected_ns) // NS_PER_S) if expected_ns < 0 else expected_ns // NS_PER_S
+    for source_seconds in {expected_ns // NS_PER_S, toward_zero}:
+        turns, rest = divmod(seconds - source_seconds, 2**32)
+        if turns and not rest and frac in (0, expected_ns - source_seconds * NS_PER_S):
+            return True
+    return False
+
+
+def _floors(value_ns: int) -> set[int]:
+    """``value_ns`` and every truncation of it to a granularity a tool or filesystem really has."""
+    return {value_ns}.union(*(truncations(value_ns, unit) for unit in GRANULARITIES_NS[1:]))
+
+
 def _from_the_copy(actual_ns: int, ctime_ns: int | None) -> bool:
     return ctime_ns is not None and ctime_ns - _COPY_WINDOW_NS <= actual_ns <= ctime_ns
 
 
-def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int | None,
-                  mtime_ns: int | None = None, expected_mtime_ns: int | None = None) -> str | None:
-    """Name what happened to a timestamp, or ``None`` when it is exact.
+@attrs.frozen
+class TimeCase:
+    """One timestamp to explain, with its context: the actual entry's ctime and mtime, the supplied mtime,
+    and (conformance only) the source's value of this field after the copy."""
 
-    ``ctime_ns`` and ``mtime_ns`` are the *actual* entry's ctime and mtime, ``expected_mtime_ns`` the
-    supplied mtime (context, never compared): an atime equal to either mtime was given that value
-    (restic, borg without ``--atime``, ``tarfile``: the archive has no atime, so the restore sets both
-    times to the mtime; a directory's mtime then moves on as its children are written).
-    """
+    expected_ns: int
+    actual_ns: int
+    field: str
+    ctime_ns: int | None = None
+    mtime_ns: int | None = None
+    expected_mtime_ns: int | None = None
+    source_after_ns: int | None = None
+
+
+def _given_mtime(case: TimeCase) -> bool:
+    # restic, borg without --atime, tarfile, zip: no atime in the archive, so the restore sets the mtime
+    # (as stored: floored to its unit) into atime too; a directory's mtime then moves on as children
+    # are written, so the supplied mtime counts as well as the actual one.
+    mtimes = [m for m in (case.mtime_ns, case.expected_mtime_ns) if m is not None]
+    return (case.field == "atime_ns" and any(case.actual_ns in _floors(m) for m in mtimes)
+            and not _from_the_copy(case.actual_ns, case.ctime_ns))
+
+
+def _recorded_after_read(case: TimeCase) -> bool:
+    # The copier read the source (moving its atime) and only then recorded it: the copy holds the source's
+    # moved value (or that value in the archive's unit), and the source kept it.
+    after = case.source_after_ns
+    if case.field != "atime_ns" or after is None or after == case.expected_ns:
+        return False
+    return case.actual_ns == after or any(case.actual_ns in truncations(after, unit) for unit, _ in _TRUNCATION_UNITS)
+
+
+def _float_rounded(case: TimeCase) -> bool:
+    return abs(case.actual_ns - case.expected_ns) < 10_000 and case.actual_ns in float_round_trips(case.expected_ns)
+
+
+def classify_case(case: TimeCase) -> str | None:
+    """:func:`classify_time` of one :class:`TimeCase`."""
+    expected_ns, actual_ns, ctime_ns = case.expected_ns, case.actual_ns, case.ctime_ns
     if expected_ns == actual_ns:
         return None
-    delta = actual_ns - expected_ns
     if is_clamped(expected_ns, actual_ns):
         return CLAMPED
+    if is_wrapped(expected_ns, actual_ns):
+        # Before the read test: a 1966 atime wrapped into 2102 lies past ctime, yet no read moved it.
+        return WRAPPED
     for unit, name in _TRUNCATION_UNITS:
         if actual_ns in truncations(expected_ns, unit):
             return name
-    if abs(delta) < 10_000 and actual_ns in float_round_trips(expected_ns):
+    if _float_rounded(case):
         return FLOAT_ROUNDED
-    if field == "atime_ns" and actual_ns in (mtime_ns, expected_mtime_ns) and not _from_the_copy(actual_ns, ctime_ns):
+    if _recorded_after_read(case):
+        return READ_BEFORE_RECORDED
+    if _given_mtime(case):
         # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
         return SET_TO_MTIME
     if ctime_ns is not None:
-        if field == "atime_ns" and actual_ns > ctime_ns:
+        if case.field == "atime_ns" and actual_ns > ctime_ns:
             # Only a read moves atime past the last metadata change: utime() sets ctime to now.
             return ADVANCED_BY_READ
         if _from_the_copy(actual_ns, ctime_ns):
             return OMITTED
     return DIFFERS
+
+
+def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int | None,
+                  mtime_ns: int | None = None, expected_mtime_ns: int | None = None,
+                  source_after_ns: int | None = None) -> str | None:
+    """Name what happened to a timestamp, or ``None`` when it is exact.
+
+    ``ctime_ns`` and ``mtime_ns`` are the *actual* entry's ctime and mtime, ``expected_mtime_ns`` the
+    supplied mtime (context, never compared): an atime equal to either mtime, or to either floored to a
+    granularity, was given that value. ``source_after_ns`` is the source's value of this field after the
+    copy, where one is known: an atime equal to it, when it moved, was recorded after the copier's read.
+    """
+    return classify_case(TimeCase(expected_ns, actual_ns, field, ctime_ns, mtime_ns, expected_mtime_ns,
+                                  source_after_ns))
+
+
+#: The explanations of a tree's differences that are one rule applied to every entry, coarsest first:
+#: where one value fits several, the one that fits every difference of the field names them all.
+_SYSTEMATIC: Final = (*(name for _, name in _TRUNCATION_UNITS), FLOAT_ROUNDED, SET_TO_MTIME)
+
+
+def _explains(name: str, case: TimeCase) -> bool:
+    if name == FLOAT_ROUNDED:
+        return _float_rounded(case)
+    if name == SET_TO_MTIME:
+        return _given_mtime(case)
+    unit = next(unit for unit, unit_name in _TRUNCATION_UNITS if unit_name == name)
+    return case.actual_ns in truncations(case.expected_ns, unit)
+
+
+def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
+    """:func:`classify_case` of each case, then per field the systematic differences (truncations, float
+    round trips, set-to-mtime) named by the first systematic explanation that covers all of them.
+
+    A copier applies one rule to a whole tree: a uniform 100 ns floor turns ``...000000001`` into a whole
+    second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name; with
+    a single difference nothing tells the rules apart and the value's own (coarsest) name stays.
+    """
+    found = [classify_case(case) for case in cases]
+    for field in sorted({case.field for case in cases}):
+        group = [i for i, case in enumerate(cases) if case.field == field and found[i] in _SYSTEMATIC]
+        if len(group) < 2:
+            continue
+        for name in _SYSTEMATIC:
+            if all(_explains(name, cases[i]) for i in group):
+                for i in group:
+                    found[i] = name
+                break
+    return found

@@ -32,9 +32,12 @@ def compare_extended(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> l
         found.append(Mismatch(exp.path, "hardlink", exp.hardlink, act.hardlink, verdict))
     if ("extents" in fields and exp.kind == "file" and exp.extents != act.extents and _recorded(exp, act)
             and exp.extents is not None):
-        filled = act.extents is None or _data_bytes(act.extents) > _data_bytes(exp.extents)
+        # No hole left is "filled"; holes kept but fewer or smaller (a coarser hole unit) is "coarsened":
+        # the first reads as "densified", the second is a copy that still saves most of the space.
+        verdict = (dx.SPARSE_FILLED if act.extents is None
+                   else dx.SPARSE_COARSENED if _data_bytes(act.extents) > _data_bytes(exp.extents) else dx.DIFFERS)
         found.append(Mismatch(exp.path, "extents", extents_text(exp.extents, exp.size),
-                              extents_text(act.extents, act.size), dx.SPARSE_FILLED if filled else dx.DIFFERS))
+                              extents_text(act.extents, act.size), verdict))
     if "flags" in fields and exp.flags is not None and act.flags is not None:
         want_flags, got_flags = exp.flags & COMPARED_FLAGS, act.flags & COMPARED_FLAGS
         if want_flags != got_flags:

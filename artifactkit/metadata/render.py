@@ -92,7 +92,9 @@ def flags_text(value: int | None) -> str:
 
 
 def extents_text(extents: Extents | None, size: int) -> str:
-    """How much of a file is data: ``dense`` or ``4096 of 1073741824 bytes in 1 run(s)``."""
+    """How much of a file is data and how much hole, in bytes: ``dense: 4096 of 4096 bytes data, no hole``
+    or ``8192 of 8388608 bytes data in 2 run(s), 8380416 in holes``."""
     if extents is None:
-        return "dense"
-    return f"{sum(length for _, length in extents)} of {size} bytes in {len(extents)} run(s)"
+        return f"dense: {size} of {size} bytes data, no hole"
+    data = sum(length for _, length in extents)
+    return f"{data} of {size} bytes data in {len(extents)} run(s), {size - data} in holes"

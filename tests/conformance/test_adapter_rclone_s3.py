@@ -26,7 +26,7 @@ from tests.support.capability import skip_or_fail
 NAME = "rclone-s3-metadata"
 #: Trees without symlinks: rclone -M cannot restore a link from S3 (see the edge-times test below).
 TREES = ["basic", "special-modes", "hardlinks", "sparse"]
-MODE, OMIT, MISSING = "mode-differs", "omitted", "missing"
+MODE, OMIT, MISSING, READ_FIRST = "mode-differs", "omitted", "missing", "read-before-recorded"
 #: {failed check: every diagnosis among its failures} on TREES (Debian 12's rclone 1.60, SeaweedFS 4.48):
 #: directories keep no metadata (and an empty one is dropped), no setuid/setgid/sticky, atime is the value
 #: after rclone's own read, S3's content type comes back as a ``user.content-type`` xattr, hard links are
@@ -65,7 +65,13 @@ def test_rclone_to_s3_fails_exactly_its_pinned_checks_with_its_pinned_diagnoses(
                                                                                 tmpfs_strict: Path) -> None:
     report = conformance.check(NAME, corpus=TREES, base=tmpfs_strict)
     seen = {item.check: {f.diagnosis for f in item.failures} for item in report.checks if not item.passed}
-    assert seen == PINNED
+    # rclone stats a file while its transfer threads read it: the atime it stores is the source's after the
+    # first read, and equals the source's final atime only when no later read landed on a new clock tick.
+    # So per file it is read-before-recorded (equal) or omitted (a copy-time value), both a failure; which
+    # files fall on which side is rclone's timing, never the verdict (issue 25).
+    atime = seen.pop("atime_ns", set())
+    assert atime and atime <= {OMIT, READ_FIRST}
+    assert seen == {check: found for check, found in PINNED.items() if check != "atime_ns"}
     assert _keys(s3_env, rclone_s3.DEFAULT_BUCKET) == []  # every run removes its prefix
 
 

@@ -10,7 +10,10 @@ from hypothesis import strategies as st
 from artifactkit.metadata import drift as dx
 from tests.strategies import NS_PER_S, fractional_recent_ns, timestamps_ns
 
-UNITS = [(NS_PER_S, dx.SECOND_TRUNCATED), (1_000_000, dx.MILLISECOND_TRUNCATED), (1_000, dx.MICROSECOND_TRUNCATED)]
+# 100 ns joined the units in issue 25 (Windows FILETIME, 7-Zip): a float round trip or a value that lands
+# on a multiple of 100 ns is named by it first, so the assumptions below exclude that unit too.
+UNITS = [(NS_PER_S, dx.SECOND_TRUNCATED), (1_000_000, dx.MILLISECOND_TRUNCATED), (1_000, dx.MICROSECOND_TRUNCATED),
+         (100, dx.HUNDRED_NS_TRUNCATED)]
 
 
 def classify(expected: int, actual: int, ctime: int | None = None, field: str = "atime_ns",
@@ -129,6 +132,7 @@ def test_an_atime_given_the_entrys_historical_mtime_is_set_to_mtime(expected_ati
     assume(all(mtime not in dx.truncations(expected_atime, unit) for unit, _ in UNITS))
     assume(not (abs(mtime - expected_atime) < 10_000 and mtime in dx.float_round_trips(expected_atime)))
     assume(not NOW_NS - 3600 * NS_PER_S <= mtime <= NOW_NS)
+    assume(not dx.is_wrapped(expected_atime, mtime))  # a 2**32 s wrap is named first (issue 25)
     assert classify(expected_atime, mtime, ctime=NOW_NS, mtime=mtime) == dx.SET_TO_MTIME
 
 

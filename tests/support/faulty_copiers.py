@@ -36,6 +36,8 @@ class Bugs:
     link_times: bool = True
     follow_symlinks: bool = False
     links_as_files: bool = False
+    stat_after_read: bool = False
+    hole_block: int = 0
     noatime_reads: bool = True
     mode_mask: int = 0o7777
     umask: int = 0
@@ -57,14 +59,29 @@ def _copy_file(src: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
     try:
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            while chunk := os.read(fd, 1 << 20):
-                os.write(out, chunk)
+            if bugs.hole_block:
+                _copy_skipping_zero_blocks(fd, out, st.st_size, bugs.hole_block)
+            else:
+                while chunk := os.read(fd, 1 << 20):
+                    os.write(out, chunk)
             os.fchmod(out, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
         finally:
             os.close(out)
     finally:
         os.close(fd)
+    if bugs.stat_after_read:
+        st = os.lstat(src)  # the atime its own read just moved is what it records
     _set_times(st, dst, bugs, follow=True)
+
+
+def _copy_skipping_zero_blocks(fd: int, out: int, size: int, block: int) -> None:
+    """Holes wherever a whole ``block`` is zeros, data (zeros included) elsewhere: ``cp --sparse=always``
+    with a coarse block, or an archive that stores holes in its own unit."""
+    os.ftruncate(out, size)
+    for offset in range(0, size, block):
+        chunk = os.pread(fd, block, offset)
+        if chunk.count(0) != len(chunk):
+            os.pwrite(out, chunk, offset)
 
 
 def _link_as_file(link: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
@@ -161,6 +178,44 @@ def links_become_files(src: str, dst: str) -> None:
     """Stores each link as a regular file of its target's text with the link's times; drops dangling ones
     (archivers without a link type, object stores)."""
     copy_tree(src, dst, Bugs(links_as_files=True))
+
+
+def floors_to_100ns(src: str, dst: str) -> None:
+    """Sets times floored to 100 ns: Windows FILETIME, 7-Zip's timestamps."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (st.st_atime_ns // 100 * 100, st.st_mtime_ns // 100 * 100)))
+
+
+def _wrap(value_ns: int, signed: bool) -> int:
+    seconds, frac = divmod(value_ns, NS)
+    wrapped = (seconds + 2**31) % 2**32 - 2**31 if signed else seconds % 2**32
+    return wrapped * NS + frac
+
+
+def wraps_to_unsigned_32_bit_seconds(src: str, dst: str) -> None:
+    """Keeps seconds in a ``uint32`` (ns kept): a 1966 time comes back in 2102."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (_wrap(st.st_atime_ns, False), _wrap(st.st_mtime_ns, False))))
+
+
+def wraps_to_signed_32_bit_seconds(src: str, dst: str) -> None:
+    """Keeps seconds in an ``int32`` (ns kept): a 2100 time comes back in 1963."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (_wrap(st.st_atime_ns, True), _wrap(st.st_mtime_ns, True))))
+
+
+def sets_atime_to_floored_mtime(src: str, dst: str) -> None:
+    """An archive with whole-second mtimes and no atime: atime := mtime, both floored; directory times are
+    set when the directory is made, so its children move its mtime afterwards."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (st.st_mtime_ns // NS * NS, st.st_mtime_ns),
+                             dir_times_first=True))
+
+
+def records_atime_after_reading(src: str, dst: str) -> None:
+    """Reads each file plainly, then stats it: the atime it stores is the one its read just moved."""
+    copy_tree(src, dst, Bugs(noatime_reads=False, stat_after_read=True))
+
+
+def coarsens_holes(src: str, dst: str) -> None:
+    """Keeps holes only where a whole 64 KiB block is zeros: fewer hole bytes than the source had."""
+    copy_tree(src, dst, Bugs(hole_block=65536))
 
 
 def drops_special_bits(src: str, dst: str) -> None:
