@@ -30,6 +30,11 @@ SHA_RE: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
 MANIFEST_LIMIT_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
 
 
+class UnreadableManifestWarning(UserWarning):
+    """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
+    message names its key and why; ``verify`` reports it too."""
+
+
 def is_s3_url(root: object) -> bool:
     return isinstance(root, str) and root.startswith(SCHEME)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
-from artifactkit.errors import IntegrityError, IntegrityFailure
+from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.store.gc import GcReport
 from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
@@ -13,7 +14,14 @@ from artifactkit.store.paths import check_artifact_name
 from artifactkit.store.publish import capture_source
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.download import download_manifest
-from artifactkit.store.s3.layout import fetch_version, listed_versions, manifest_key, parse_url, parse_version
+from artifactkit.store.s3.layout import (
+    UnreadableManifestWarning,
+    fetch_version,
+    listed_versions,
+    manifest_key,
+    parse_url,
+    parse_version,
+)
 from artifactkit.store.s3.leases import LeasePolicy, publish_lease
 from artifactkit.store.s3.objects import Bucket
 from artifactkit.store.s3.publish import commit_version, upload_tree
@@ -50,10 +58,25 @@ class S3Store(Store):
             return commit_version(self.bucket, manifest, lease)
 
     def list(self) -> list[ArtifactRef]:
-        """Every visible version, sorted by name then version (one LIST page per 1,000, one GET each)."""
+        """Every visible version, sorted by name then version (one LIST page per 1,000, one GET each).
+
+        A manifest that cannot be read (its bytes do not match its pin, or it is over the size limit)
+        is left out with an :class:`UnreadableManifestWarning` naming its key: one bad object written
+        by anyone must not hide every other version. ``verify`` reports it as corrupt or unreadable.
+        """
         with ThreadPoolExecutor(8, thread_name_prefix="artifactkit-ls") as pool:
-            found = pool.map(lambda nv: fetch_version(self.bucket, *nv), listed_versions(self.bucket))
-            return sorted(ref for ref, _ in (f for f in found if f is not None))
+            found = list(pool.map(lambda nv: self._readable_ref(*nv), listed_versions(self.bucket)))
+        return sorted(ref for ref in found if ref is not None)
+
+    def _readable_ref(self, name: str, version: int) -> ArtifactRef | None:
+        try:
+            found = fetch_version(self.bucket, name, version)
+        except (IntegrityError, ManifestLimitError) as err:
+            warnings.warn(UnreadableManifestWarning(
+                f"left out {name}@{version}: its manifest {self.bucket.url(manifest_key(name, version))} cannot be "
+                f"read: {err}"), stacklevel=2)
+            return None
+        return None if found is None else found[0]
 
     def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
         if isinstance(name_or_ref, ArtifactRef):

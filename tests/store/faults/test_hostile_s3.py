@@ -135,3 +135,30 @@ def test_s3_verify_names_each_version_whose_recorded_size_the_blob_does_not_have
     assert not report.ok
     assert len(report.corrupt) == 1 and f"demo@2:{forged['path']}" in report.corrupt[0], report.corrupt
     assert "demo@1" not in report.corrupt[0]  # the honest version is not blamed
+
+
+# -- S3: one bad manifest does not hide the others -----------------------------------------------
+
+def test_s3_ls_lists_every_readable_version_and_names_each_unreadable_manifest(
+        s3_demo: tuple[Store, ArtifactRef], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from artifactkit.cli.main import main
+    from artifactkit.store.s3.layout import UnreadableManifestWarning
+
+    store, ref = s3_demo
+    body = store.manifest(ref).to_bytes()
+    forge_manifest(store, "demo", 2, body, digest="0" * 64)  # its pin says another body: corrupt
+    forge_manifest(store, "demo", 3, body + b" " * 2000)  # valid, but over the limit set below
+    monkeypatch.setenv("ARTIFACTKIT_MAX_MANIFEST_BYTES", str(len(body) + 1000))
+    with pytest.warns(UnreadableManifestWarning) as caught:
+        assert store.list() == [ref]
+    named = sorted(str(w.message) for w in caught)
+    assert len(named) == 2 and "demo@2" in named[0] and "demo@3" in named[1], named
+    assert "manifests/demo/2.json" in named[0] and "ARTIFACTKIT_MAX_MANIFEST_BYTES" in named[1]
+    with pytest.warns(UnreadableManifestWarning):
+        assert main(["ls", "--store", store.root]) == 0
+    assert "demo" in capsys.readouterr().out
+    report = store.verify()
+    assert not report.ok and report.versions == 1
+    assert [p.startswith("manifest demo@2") for p in report.corrupt] == [True]
+    assert [p.startswith("manifest demo@3") for p in report.unreadable] == [True]
