@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from collections.abc import Iterable
 from typing import Any, Final
 
-from artifactkit.errors import IntegrityError
+from artifactkit.errors import IntegrityError, ManifestLimitError
 from artifactkit.metadata.model import Extents, FileMeta, Xattrs
+from artifactkit.store.manifest_limits import (
+    MAX_EXTENTS,
+    XATTR_LIST_MAX,
+    XATTR_NAME_MAX,
+    XATTR_SIZE_MAX,
+    show,
+)
 
 _ID_LIMIT: Final = 2**32
-_SIZE_LIMIT: Final = 2**62
+#: The longest base64 text of a value of XATTR_SIZE_MAX bytes: longer is refused before it is decoded.
+_B64_MAX: Final = (XATTR_SIZE_MAX + 2) // 3 * 4
 
 
 def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
@@ -30,6 +39,12 @@ def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
     if entry.hardlink is not None:
         doc["hardlink"] = entry.hardlink
     if entry.extents is not None:
+        if len(entry.extents) > MAX_EXTENTS:
+            # Publish writes through here: a version its own reader refuses must never be made.
+            raise ManifestLimitError(
+                f"{entry.path!r} has {len(entry.extents)} data runs (holes between them), more than the "
+                f"{MAX_EXTENTS} a manifest may list: no download could read this version", path=entry.path,
+                limit=MAX_EXTENTS, actual=len(entry.extents), setting=None)
         doc["extents"] = [list(run) for run in entry.extents]
     if entry.flags is not None:
         doc["flags"] = entry.flags
@@ -37,7 +52,7 @@ def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bad(where: str, path: object, what: str) -> IntegrityError:
-    return IntegrityError(f"{where}: entry {path!r} has {what}", path=where)
+    return IntegrityError(f"{where}: entry {show(path)} has {what}", path=where)
 
 
 def _int(raw: dict[str, Any], key: str, high: int, where: str) -> int | None:
@@ -45,7 +60,7 @@ def _int(raw: dict[str, Any], key: str, high: int, where: str) -> int | None:
     if value is None:
         return None
     if type(value) is not int or not 0 <= value < high:
-        raise _bad(where, raw.get("path"), f"invalid {key} {value!r}")
+        raise _bad(where, raw.get("path"), f"invalid {key} {show(value)}")
     return value
 
 
@@ -64,7 +79,7 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
         xattrs = _xattrs(raw.get("xattrs", []), path, where)
     hardlink = raw.get("hardlink")
     if hardlink is not None and (kind != "file" or not isinstance(hardlink, str)):
-        raise _bad(where, path, f"invalid hardlink {hardlink!r}")
+        raise _bad(where, path, f"invalid hardlink {show(hardlink)}")
     extents = None
     if raw.get("extents") is not None:
         extents = _extents(raw["extents"], size, path, where)
@@ -72,17 +87,35 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
 
 
 def _xattrs(value: object, path: str, where: str) -> tuple[tuple[str, bytes], ...]:
+    """The xattrs a real file could have: names and values within the kernel's limits (checked before a
+    value is decoded), sorted and unique."""
     if not isinstance(value, list):
         raise _bad(where, path, "an xattr list that is not a list")
-    found = []
+    found, listed = [], 0
     for item in value:
-        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)
-                and "." in item[0] and "\x00" not in item[0]):
-            raise _bad(where, path, f"a malformed xattr {item!r}")
+        # type() rather than isinstance and all(...): JSON makes no subclasses, and this runs per xattr.
+        if not (type(item) is list and len(item) == 2 and type(name := item[0]) is str
+                and type(text := item[1]) is str and "." in name and "\x00" not in name):
+            raise _bad(where, path, f"a malformed xattr {show(item)}")
         try:
-            found.append((item[0], base64.b64decode(item[1], validate=True)))
+            # isascii is a flag test, fsencode a copy: the usual name is ASCII and its length its bytes.
+            name_bytes = len(name) if name.isascii() else len(os.fsencode(name))
+        except UnicodeEncodeError as err:  # a lone surrogate: the bytes of no name
+            raise _bad(where, path, f"an xattr name {show(name)} that no file could have") from err
+        listed += name_bytes + 1  # listxattr(2) returns the names NUL-terminated
+        if name_bytes > XATTR_NAME_MAX or len(text) > _B64_MAX or listed > XATTR_LIST_MAX:
+            raise _bad(where, path, f"xattr {show(name)} past the kernel's limits (names {XATTR_NAME_MAX} bytes, "
+                                    f"values {XATTR_SIZE_MAX}, all names {XATTR_LIST_MAX})")
+        try:
+            # What b64decode(validate=True) accepts (held equal by test_manifest_encoding), without its
+            # Python-level regex: half the cost of each xattr.
+            data = binascii.a2b_base64(text, strict_mode=True)
         except (binascii.Error, ValueError) as err:
-            raise _bad(where, path, f"xattr {item[0]!r} whose value is not base64") from err
+            raise _bad(where, path, f"xattr {show(name)} whose value is not base64") from err
+        if len(data) > XATTR_SIZE_MAX:
+            raise _bad(where, path, f"xattr {show(name)} of {len(data)} bytes; the kernel stores at most "
+                                    f"{XATTR_SIZE_MAX}")
+        found.append((name, data))
     names = [name for name, _ in found]
     if names != sorted(set(names)):
         raise _bad(where, path, "xattrs out of order or repeated")
@@ -90,15 +123,23 @@ def _xattrs(value: object, path: str, where: str) -> tuple[tuple[str, bytes], ..
 
 
 def _extents(value: object, size: int, path: str, where: str) -> tuple[tuple[int, int], ...]:
+    """Data runs that say the same as the size: sorted, disjoint, non-empty, inside it (so they sum to at
+    most it), and at most MAX_EXTENTS of them."""
     if not isinstance(value, list):
         raise _bad(where, path, "extents that are not a list")
+    if len(value) > MAX_EXTENTS:
+        raise ManifestLimitError(f"{where}: entry {show(path)} has {len(value)} extents (data runs), more than the "
+                                 f"{MAX_EXTENTS} a manifest may list", path=where, limit=MAX_EXTENTS,
+                                 actual=len(value), setting=None)
     runs, end = [], 0
     for item in value:
-        if not (isinstance(item, list) and len(item) == 2 and all(type(x) is int for x in item)):
-            raise _bad(where, path, f"a malformed extent {item!r}")
+        if not (type(item) is list and len(item) == 2 and type(item[0]) is int and type(item[1]) is int):
+            raise _bad(where, path, f"a malformed extent {show(item)}")
         start, length = item
-        if start < end or length <= 0 or start + length > size or start + length >= _SIZE_LIMIT:
-            raise _bad(where, path, f"an extent {item!r} out of order or outside its {size} bytes")
+        if start < end:
+            raise _bad(where, path, f"an extent {show(item)} that starts before the previous one ends at {end}")
+        if length <= 0 or start + length > size:
+            raise _bad(where, path, f"an extent {show(item)} that is empty or ends past its size {size}")
         runs.append((start, length))
         end = start + length
     return tuple(runs)
@@ -113,5 +154,5 @@ def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
         first = by_path.get(entry.hardlink)
         if (first is None or first.kind != "file" or first.hardlink is not None or first.path >= entry.path
                 or (first.sha256, first.size) != (entry.sha256, entry.size)):
-            raise IntegrityError(f"{where}: entry {entry.path!r} is a hard link to {entry.hardlink!r}, which is "
-                                 "not an earlier file of this manifest with the same content", path=where)
+            raise IntegrityError(f"{where}: entry {show(entry.path)} is a hard link to {show(entry.hardlink)}, which "
+                                 "is not an earlier file of this manifest with the same content", path=where)

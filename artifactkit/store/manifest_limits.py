@@ -1,0 +1,149 @@
+"""Every bound a manifest is read within, in one place: a writer of a shared store chooses its bytes,
+so nothing in them may cost the reader more than these allow.
+
+=========================  ==============================  =============================================
+bound                      value                           over it
+=========================  ==============================  =============================================
+manifest size              512 MiB, or                     :class:`ManifestLimitError` before it is read
+                           ``ARTIFACTKIT_MAX_MANIFEST_      (:func:`manifest_size_limit`; the stores'
+                           BYTES``                         readers enforce it)
+nesting depth              the interpreter's recursion     :class:`ManifestLimitError` (the format nests 5
+                           limit, 1000 by default          levels; see :func:`decode_manifest`)
+data runs of one file      2**20 (about 16 MiB of JSON)    :class:`ManifestLimitError`; publish refuses
+                                                           such a file too
+file size                  2**63 - 1 (MAX_LFS_FILESIZE)    :class:`IntegrityError`: no Linux file is larger
+xattr name / value / list  255 / 65,536 / 65,536 bytes     :class:`IntegrityError` (``linux/limits.h``:
+                                                           the kernel stores no more)
+symlink target             4,095 bytes (PATH_MAX - 1)      :class:`IntegrityError` (``symlink(2)``)
+integers                   4,300 digits (Python's          :class:`IntegrityError`
+                           ``int_max_str_digits``)
+=========================  ==============================  =============================================
+
+Kernel limits are :class:`IntegrityError` (no real tree could have written it: the manifest is forged or
+broken); our own policy bounds are :class:`ManifestLimitError`, whose ``setting`` says how to change one
+that can be changed. Refusals quote hostile values through :func:`show`, so a 100 MB string is never a
+100 MB message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Final
+
+from artifactkit.errors import IntegrityError, ManifestLimitError
+
+#: The default of :func:`manifest_size_limit`: about two million usual file entries (~250 bytes each).
+#: Read whole, a manifest costs a few times its size in memory (5.4x for a valid one).
+MAX_MANIFEST_BYTES: Final = 512 << 20
+MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
+#: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
+#: a tuple in memory and a copy call in a download; without a bound one manifest line could ask for 50
+#: million of them.
+MAX_EXTENTS: Final = 1 << 20
+#: One past the largest size a Linux file can have (MAX_LFS_FILESIZE, the off_t maximum: tmpfs, xfs and
+#: btrfs allow it). The inline parse in ``manifest.py`` spells it ``2**63`` (a constant, not a lookup).
+SIZE_LIMIT: Final = 2**63
+# linux/limits.h: no filesystem stores a longer xattr name or value, or a longer list of names.
+XATTR_NAME_MAX: Final = 255
+XATTR_SIZE_MAX: Final = 65536
+XATTR_LIST_MAX: Final = 65536
+#: symlink(2) refuses a target of PATH_MAX (4096) bytes or more with ENAMETOOLONG.
+TARGET_MAX: Final = 4095
+
+#: The longest quotation of a hostile value in a message.
+_SHOWN: Final = 80
+
+
+def manifest_size_limit() -> int:
+    """The most bytes a manifest may have before it is read at all: :data:`MAX_MANIFEST_BYTES`, unless
+    ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` is set (an empty value counts as unset).
+
+    The setting is a positive whole number of bytes in ASCII digits (surrounding whitespace allowed); any
+    other value (``0``, ``-1``, ``512M``, ``1e6``, ``1_000``) is a :class:`ManifestLimitError` naming it,
+    never silently the default: a limit someone meant to set must not quietly be another.
+    """
+    text = os.environ.get(MANIFEST_BYTES_SETTING, "")
+    if not text:
+        return MAX_MANIFEST_BYTES
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit() and int(digits) > 0):
+        raise ManifestLimitError(
+            f"{MANIFEST_BYTES_SETTING}={show(text)} is not a manifest size limit: give a positive whole number "
+            f"of bytes (the default is {MAX_MANIFEST_BYTES})", limit=None, actual=text,
+            setting=MANIFEST_BYTES_SETTING)
+    return int(digits)
+
+
+def _refuse_constant(name: str) -> float:
+    # json reads NaN, Infinity and -Infinity, which RFC 8259 JSON does not have and no field may hold.
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def decode_manifest(data: bytes, *, where: str) -> object:
+    """The JSON value of a manifest's bytes, or a named error: never a RecursionError or a bare ValueError.
+
+    Nesting is bounded by the C decoder itself: it counts each level against the interpreter's recursion
+    limit (``sys.getrecursionlimit()``, 1000 by default, shared with the caller's own frames) and gives up
+    with ``RecursionError`` there, so a 100,000-level manifest costs at most that many C frames and no
+    Python recursion. The format nests 5 levels (document, entry list, entry, xattr list, xattr pair);
+    a value nested less deeply than the limit under a key the format does not know is dropped with the
+    parsed document, and nothing walks it (messages quote values through :func:`show`).
+
+    A depth bound of our own would need a look at every key of every entry the fast parse does not
+    take (a subset test, 0.3 us each: 3% of a manifest whose files all carry an SELinux label).
+    """
+    try:
+        return _DECODER.decode(data.decode("utf-8"))
+    except RecursionError as err:
+        limit = sys.getrecursionlimit()
+        raise ManifestLimitError(
+            f"{where}: manifest is nested deeper than the JSON decoder goes (about {limit} levels, the recursion "
+            "limit; the format nests 5)", path=where, limit=limit, actual=None, setting=None) from err
+    except ValueError as err:  # UnicodeDecodeError, JSONDecodeError, NaN, an int past 4,300 digits
+        raise IntegrityError(f"{where}: manifest is not valid JSON ({clip(str(err))})", path=where) from err
+
+
+def show(value: object) -> str:
+    """A short quotation of any parsed JSON value for a message: never longer than about 100 characters,
+    never recursing into containers (a deep list must not fail while being reported)."""
+    if value is None or type(value) is bool or type(value) is float:
+        return repr(value)
+    if type(value) is int:
+        return repr(value) if -(2**128) < value < 2**128 else f"an integer of {len(str(abs(value)))} digits"
+    if type(value) is str:
+        return repr(value) if len(value) <= _SHOWN else f"{value[:_SHOWN]!r}... ({len(value)} characters)"
+    if type(value) is list and len(value) <= 4 and all(_scalar(item) for item in value):
+        text = repr(value)
+        if len(text) <= 2 * _SHOWN:
+            return text
+    if isinstance(value, list | dict):
+        return f"a {'list' if isinstance(value, list) else 'object'} of {len(value)} items"
+    return f"a {type(value).__name__}"
+
+
+def _scalar(value: object) -> bool:
+    return value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= _SHOWN)
+
+
+def clip(text: str) -> str:
+    """``text`` cut to a length a person reads (a message built elsewhere that quoted a hostile value)."""
+    return text if len(text) <= 4 * _SHOWN else f"{text[:4 * _SHOWN]}... ({len(text)} characters)"
+
+
+# A JSON escape of a UTF-16 surrogate (\ud800-\udfff): the only way a manifest's text can hold one.
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def may_hold_surrogates(data: bytes) -> bool:
+    """Whether ``data`` escapes a surrogate anywhere: the cheap test (one ``memchr``) before the exact one.
+
+    The writer escapes every non-ASCII character, so a name from a non-UTF-8 filesystem is a
+    ``\\udcXX`` escape (surrogateescape) that must encode back; a lone ``\\ud800`` never can.
+    """
+    return b"\\" in data and _SURROGATE_ESCAPE.search(data) is not None
