@@ -73,15 +73,15 @@ def sha256_of_fd(fd: int) -> tuple[str, int]:
     return digest.hexdigest(), total
 
 
-def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True) -> int:
+def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, dir_fd: int | None = None) -> int:
     """Open a stored blob for reading: a regular file, or an :class:`IntegrityError` saying what it is.
 
     ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink or a FIFO is corruption of the store
-    (reported as such), never something to follow or to hang on. A download skips the ``fstat``
-    (``check_regular=False``): the digest of what it reads proves the content anyway.
+    (reported as such), never something to follow or to hang on. ``check_regular=False`` leaves the
+    ``fstat`` to the caller (a download checks kind and size at once: :func:`check_blob_fd`).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except FileNotFoundError as err:
         raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
                              failed=IntegrityFailure.MISSING) from err
@@ -95,6 +95,22 @@ def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True) ->
         raise IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
                              failed=IntegrityFailure.CORRUPT)
     return fd
+
+
+def check_blob_fd(fd: int, sha: str, size: int, *, where: str, path: str = "") -> None:
+    """Refuse a blob that is not a regular file of exactly ``size`` bytes, before any byte of it is read.
+
+    The manifest's size is a hostile writer's claim: a device node under a blob's name would be read
+    forever, and an entry claiming 2**62 bytes (of holes) would be hashed for centuries. The real blob's
+    ``fstat`` bounds the work to what is stored.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise IntegrityError(f"blob {sha} {where} is not a regular file, not stored content", path=path,
+                             blob=sha, failed=IntegrityFailure.CORRUPT)
+    if st.st_size != size:
+        raise IntegrityError(f"blob {sha} {where} is corrupt: it has {st.st_size} bytes, the manifest says {size}",
+                             path=path, blob=sha, actual=f"{st.st_size} bytes", failed=IntegrityFailure.CORRUPT)
 
 
 COPY_CHUNK: Final = 8 << 20
@@ -182,7 +198,14 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
     so ``sha256sum`` of the blob still matches. The file must not change between capture and end of read.
     """
     # O_NONBLOCK: a file swapped for a FIFO after the scan must be refused, not hang the open.
-    fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        # O_NOFOLLOW met a symlink where the scan saw a regular file: the source changed under us.
+        raise SourceChangedError(f"source {path!r} changed between capture and read: it was replaced by a "
+                                 "symlink; publish again once it is stable", path=path) from err
     try:
         _changed(path, captured, identity, os.fstat(fd), "between capture and read")
         # Captured from the open fd before its first read, like everything else about the entry.

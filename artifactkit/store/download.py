@@ -11,8 +11,9 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -21,7 +22,15 @@ from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
-from artifactkit.store.content import IN_MEMORY_LIMIT, copy_sparse, hash_while_copying, open_blob, read_small, write_all
+from artifactkit.store.content import (
+    IN_MEMORY_LIMIT,
+    check_blob_fd,
+    copy_sparse,
+    hash_while_copying,
+    open_blob,
+    read_small,
+    write_all,
+)
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
@@ -60,13 +69,22 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
 @attrs.frozen
 class BlobSource:
     """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``), which worker
-    processes can open too, and optionally the pool to use for them."""
+    processes can open too, and optionally the pool to use for them. With ``dir_fd`` (the directory as this
+    process opened and checked it), this process reads each blob through that fd, never by the path a
+    writer of the store could have swapped since; a worker opens by path, and every byte it reads is
+    digest-checked, so a swap there can only fail the download."""
 
     directory: str
     pool: LazyPool | None = None
+    dir_fd: int | None = None
 
     def __call__(self, sha: str) -> str:
-        return f"{self.directory}/{sha}"  # os.path.join cost a tenth of the per-file Python work
+        # os.path.join cost a tenth of the per-file Python work
+        return f"/proc/self/fd/{self.dir_fd}/{sha}" if self.dir_fd is not None else f"{self.directory}/{sha}"
+
+
+#: The tree's name inside a download's private directory; only what this process made is ever inside.
+_TREE: Final = "tree"
 
 
 def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
@@ -76,23 +94,28 @@ def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable
     parent, name = os.path.split(dest)
     parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     prefix = _staging_prefix(name)
-    staging = f"{prefix}{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
+    private = f"{prefix}{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
     lock_fd = -1
     try:
         _sweep_abandoned(parent_fd, prefix)
-        os.mkdir(staging, 0o700, dir_fd=parent_fd)
+        os.mkdir(private, 0o700, dir_fd=parent_fd)
         try:
-            # Held until the end: a later download to the same name removes only unlocked staging.
-            lock_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
+            # Held until the end: a later download to the same name removes only unlocked private dirs.
+            lock_fd = os.open(private, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
             hold(lock_fd)
-            _check_still_ours(parent_fd, staging, lock_fd, dest)
-            parallel.staging = (os.path.join(parent or ".", staging), os.fstat(lock_fd))
-            _materialize(by_path, parent_fd, staging, blob_path, parallel)
+            _check_still_ours(parent_fd, private, lock_fd, dest)
+            # Whoever can write DEST's parent can rename ``private`` away and put a link or a directory of
+            # theirs in its place; nobody else can change what is *inside* it (0700, ours). So the tree is
+            # built inside, reached from ``lock_fd``, and renamed out of it through that fd: what lands at
+            # DEST is always the tree verified here, never something swapped in by name.
+            os.mkdir(_TREE, 0o700, dir_fd=lock_fd)
+            parallel.staging = (os.path.join(parent or ".", private, _TREE), os.stat(_TREE, dir_fd=lock_fd))
+            _materialize(by_path, lock_fd, _TREE, blob_path, parallel)
             # Every entry, the root included, was verified exact above; the rename moves no time.
-            _rename_into_place(parent_fd, staging, name, dest)
-        except BaseException:
-            _remove_staging(parent_fd, staging)
-            raise
+            _rename_into_place(lock_fd, parent_fd, name, dest)
+        finally:
+            if lock_fd >= 0:
+                _remove_private(parent_fd, private, lock_fd)
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
@@ -106,23 +129,28 @@ def _staging_prefix(name: str) -> str:
     return f".{name}.artifactkit-"
 
 
-def _check_still_ours(parent_fd: int, staging: str, lock_fd: int, dest: str) -> None:
-    """Between our mkdir and our flock a concurrent download to the same name may have swept it."""
+def _check_still_ours(parent_fd: int, private: str, lock_fd: int, dest: str) -> None:
+    """The directory we flocked is the one we made: between our mkdir and our open a concurrent download to
+    the same name may have swept it, or a writer of the parent swapped in a directory of its own."""
     held = os.fstat(lock_fd)
     try:
-        now = os.lstat(staging, dir_fd=parent_fd)
+        now = os.lstat(private, dir_fd=parent_fd)
     except FileNotFoundError:
         now = None
     if held.st_nlink == 0 or now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
         raise FileExistsError(errno.EEXIST, "another download to this destination is running", dest)
+    if held.st_uid != os.geteuid() or stat.S_IMODE(held.st_mode) != 0o700 or os.listdir(lock_fd):
+        raise UnsafePathError(f"download refused: the private directory {private!r} beside {dest!r} was "
+                              "replaced by someone else's before it was used; nothing was written", path=dest)
 
 
 def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
-    """Remove staging dirs of killed downloads to the same name: nobody holds their flock.
+    """Remove private dirs of killed downloads to the same name: nobody holds their flock.
 
-    A live download holds an exclusive flock on its staging dir from just after creating it to
+    A live download holds an exclusive flock on its private dir from just after creating it to
     after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
-    Only exact ``PREFIX<12 hex>`` names count; anything the sweep cannot remove is left alone.
+    Only exact ``PREFIX<12 hex>`` names of our own real directories count; anything the sweep cannot
+    remove is left alone.
     """
     # A prefix test and a hex check, not a regex: the prefix names the destination, so each download
     # compiled a pattern of its own (0.2 ms, a fiftieth of a small download in a fresh process).
@@ -135,12 +163,24 @@ def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
         except OSError:
             continue  # vanished, or not a directory we made: leave it alone
         try:
-            if hold_if_free(fd):
-                _remove_staging(parent_fd, entry)
+            if os.fstat(fd).st_uid == os.geteuid() and hold_if_free(fd):
+                _remove_private(parent_fd, entry, fd)
         except OSError:
-            continue  # alive (locked), or not ours to remove (another user's): not this download's business
+            continue  # alive (locked), or not ours to remove: not this download's business
         finally:
             os.close(fd)
+
+
+def _remove_private(parent_fd: int, private: str, fd: int) -> None:
+    """Empty a private dir through its fd (restoring owner rwx on dirs a mode locked), then remove its name
+    only while that name is still this inode: a name a writer of the parent swapped is not ours to remove."""
+    for entry in os.listdir(fd):
+        remove_tree(entry, dir_fd=fd, ignore_errors=True)
+    held = os.fstat(fd)
+    with contextlib.suppress(OSError):
+        now = os.lstat(private, dir_fd=parent_fd)
+        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            os.rmdir(private, dir_fd=parent_fd)
 
 
 def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
@@ -331,17 +371,12 @@ def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> No
     except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
         blob = open_blob(blob_path(named), named, where=f"for {entry.path!r}", check_regular=False)
     try:
+        check_blob_fd(blob, named, size, where=f"for {entry.path!r}", path=entry.path)
         if entry.extents is not None:
             # Holes stay holes: only the data runs are copied, the digest covers the logical bytes.
             sha, count = copy_sparse(blob, out, size, entry.extents)
         elif size <= IN_MEMORY_LIMIT:
-            try:
-                data = read_small(blob, size)
-            except OSError as err:
-                if err.errno not in (errno.EISDIR, errno.ESPIPE):  # a directory or a FIFO planted as a blob
-                    raise
-                raise IntegrityError(f"blob {named} for {entry.path!r} is not a regular file, not stored "
-                                     "content", path=entry.path, blob=named, failed=IntegrityFailure.CORRUPT) from err
+            data = read_small(blob, size)
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
             if sha == named:  # never write bytes that are not the named content
                 write_all(out, data)
@@ -366,9 +401,9 @@ def _verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
     verify_entries([(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)) for entry in entries])
 
 
-def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> None:
+def _rename_into_place(private_fd: int, parent_fd: int, name: str, dest: str) -> None:
     try:
-        rename_noreplace(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+        rename_noreplace(_TREE, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
     except FileExistsError as err:
         raise FileExistsError(errno.EEXIST, "download destination appeared during the download", dest) from err
     except OSError as err:
@@ -377,9 +412,6 @@ def _rename_into_place(parent_fd: int, staging: str, name: str, dest: str) -> No
         # No RENAME_NOREPLACE here (old kernel or filesystem): a checked plain rename instead.
         if os.path.lexists(dest):
             raise FileExistsError(errno.EEXIST, "download destination already exists", dest) from err
-        os.rename(staging, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+        os.rename(_TREE, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
 
 
-def _remove_staging(parent_fd: int, staging: str) -> None:
-    """Remove a failed download's staging tree, restoring owner rwx on dirs a mode locked."""
-    remove_tree(staging, dir_fd=parent_fd)

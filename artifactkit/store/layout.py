@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import re
+import stat
 from collections.abc import Callable
 from typing import Final
 
@@ -40,7 +41,10 @@ class ArtifactRef:
 
 # "<version>.<sha256>.json": ASCII digits without a leading zero, so "01." and "1." or "²" never
 # name a version, and a stray file in a name's directory is simply not one.
-_VERSION_FILE = re.compile(r"([1-9][0-9]*)\.([0-9a-f]{64})\.json", re.ASCII)
+VERSION_FILE: Final = re.compile(r"([1-9][0-9]*)\.([0-9a-f]{64})\.json", re.ASCII)
+
+
+_VERSION_TEXT: Final = re.compile(r"-?[0-9]+", re.ASCII)
 
 
 def parse_ref(name_or_ref: str, version: int | None = None) -> tuple[str, int | None]:
@@ -51,7 +55,7 @@ def parse_ref(name_or_ref: str, version: int | None = None) -> tuple[str, int | 
     name = name_or_ref
     if version is None and "@" in name:
         name, _, text = name.rpartition("@")
-        if not text.removeprefix("-").isdigit():
+        if not _VERSION_TEXT.fullmatch(text):  # str.isdigit() takes fullwidth and superscript digits
             raise ValueError(f"version {text!r} of {name!r} must be a positive integer (1, 2, ...)")
         version = int(text)
     if version is not None and version < 1:
@@ -84,43 +88,11 @@ class StoreLayout:
         """Where the manifest of ``ref`` lives."""
         return os.path.join(self.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
 
-    def versions(self, name: str) -> list[tuple[int, str]]:
-        """(version, digest) pairs of ``name``, from file names alone (no manifest is read)."""
-        try:
-            names = os.listdir(os.path.join(self.manifests_dir, name))
-        except (FileNotFoundError, NotADirectoryError):
-            return []  # no such name, or a stray file in manifests/: not a version either way
-        found = []
-        for filename in names:
-            match = _VERSION_FILE.fullmatch(filename)
-            if match:
-                found.append((int(match[1]), match[2]))
-        return sorted(found)
-
-    def refs(self) -> list[ArtifactRef]:
-        """Every visible version, sorted by name then version."""
-        try:
-            names = os.listdir(self.manifests_dir)
-        except FileNotFoundError:
-            return []
-        return sorted(ArtifactRef(name, version, digest)
-                      for name in names for version, digest in self.versions(name))
-
-    def require_store(self) -> None:
-        """Raise :class:`NotAStoreError` unless a store lives at ``root``.
-
-        Reading a missing store as an empty one turned a typo in CI into "0 versions: clean".
-        """
-        if os.path.isdir(self.manifests_dir):
-            return
-        if os.path.lexists(self.root) and not os.path.isdir(self.root):
-            raise NotAStoreError(f"no artifactkit store at {self.root}: it is a file, not a directory",
-                                 path=self.root)
-        raise NotAStoreError(f"no artifactkit store at {self.root}", path=self.root)
-
     def create(self) -> None:
         """Create the store, its missing parents and layout dirs, and make each durable in its parent.
 
+        The path up to the root is the user's (followed as given); the layout dirs are made through the
+        root's fd, and :func:`~artifactkit.store.store_dirs.opened_store` checks them before any use.
         A visible manifest is only as durable as every directory above it: without these fsyncs a
         power cut after the first publish returned could lose ``blobs/`` or the whole store.
         """
@@ -132,27 +104,36 @@ class StoreLayout:
         if not os.path.isdir(top) or (os.path.exists(self.root) and not os.path.isdir(self.root)):
             raise NotAStoreError(f"cannot make an artifactkit store at {self.root}: {top} is a file, "
                                  "not a directory", path=self.root)
-        for path in (*reversed(missing), self.blobs_dir, self.manifests_dir, self.staging_dir, self.locks_dir):
+        for path in reversed(missing):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
-        # Whoever created them: a publisher killed between its mkdir and its fsync would otherwise
-        # leave layout dirs that no later publisher ever makes durable.
-        for path in (self.root, *missing):
+        root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for sub in ("blobs", "manifests", "staging", "locks"):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(sub, 0o755, dir_fd=root_fd)
+            # Whoever created them: a publisher killed between its mkdir and its fsync would otherwise
+            # leave layout dirs that no later publisher ever makes durable.
+            os.fsync(root_fd)
+        finally:
+            os.close(root_fd)
+        for path in missing[1:]:
             fsync_dir(path)
         fsync_dir(os.path.dirname(missing[-1] if missing else self.root) or "/")
 
 
-def commit_name(staged: str, final: str) -> None:
-    """Make ``final`` appear atomically, never replacing anything (the name lock is held too)."""
+def commit_name(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Make ``dst`` appear atomically in the directory ``dst_fd``, never replacing anything (the name lock
+    is held too); both names are resolved from directory fds, never a path."""
     try:
-        rename_noreplace(staged, final)
+        rename_noreplace(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
     except OSError as err:
         if err.errno not in (errno.EINVAL, errno.ENOSYS):
             raise
         # NFS and some FUSE filesystems lack RENAME_NOREPLACE; link(2) fails on an existing name
         # just as atomically, and the staged name is then dropped.
-        os.link(staged, final)
-        os.unlink(staged)
+        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        os.unlink(src, dir_fd=src_fd)
 
 
 #: Listing ``blobs/`` costs about a tenth of a ``stat`` per name listed (on tmpfs: 0.3 against 2.5 us; a ``stat``
@@ -160,24 +141,32 @@ def commit_name(staged: str, final: str) -> None:
 LIST_BLOBS_PER_LOOKUP: Final = 4
 
 
-def blob_lookup(blobs_fd: int, lookups: int) -> Callable[[str], bool]:
+#: ``has_blob(sha, size)``: :func:`blob_lookup`'s answer (``size`` ``None``: of any size).
+HasBlob = Callable[[str, int | None], bool]
+
+
+def blob_lookup(blobs_fd: int, lookups: int) -> HasBlob:
     """Whether a blob is in the store, for about ``lookups`` questions: one listing of ``blobs/`` if that is
     cheaper than a ``stat`` each, else a ``stat`` each. A directory's size bounds its entries from above: at
-    least 20 bytes each on tmpfs (its exact figure), ext4, xfs and btrfs.
+    least 20 bytes each on tmpfs (its exact figure), ext4, xfs and btrfs. With ``size``, only a regular file
+    of exactly that size counts: a planted or truncated blob under the right name is stored again by the
+    publish that has the content in hand, so a publish that says "ok" has a version that downloads.
 
     The caller holds the store's lock, so ``gc`` (which takes it exclusively) cannot remove a blob between an
     answer and the commit. A listing can only miss a blob a concurrent publisher adds after it: that
     content is then staged again and its rename swaps in the same bytes, as when both publish at once.
     """
     if lookups == 0 or os.fstat(blobs_fd).st_size // 20 > LIST_BLOBS_PER_LOOKUP * lookups:
-        return lambda sha: exists_at(blobs_fd, sha)
-    return set(os.listdir(blobs_fd)).__contains__
+        return lambda sha, size: stored_at(blobs_fd, sha, size)
+    names = set(os.listdir(blobs_fd))
+    return lambda sha, size: sha in names and (size is None or stored_at(blobs_fd, sha, size))
 
 
-def exists_at(dir_fd: int, name: str) -> bool:
-    """Whether ``name`` exists in the directory ``dir_fd`` (a link counts; it is not followed)."""
+def stored_at(dir_fd: int, name: str, size: int | None) -> bool:
+    """Whether ``name`` exists in the directory ``dir_fd`` (not followed), as a regular file of ``size`` bytes
+    unless ``size`` is ``None``."""
     try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    return True
+    return size is None or (stat.S_ISREG(st.st_mode) and st.st_size == size)

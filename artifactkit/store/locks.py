@@ -22,11 +22,14 @@ import fcntl
 import os
 from collections.abc import Iterator
 
+from artifactkit.store.store_dirs import open_checked
+
 
 @contextlib.contextmanager
-def flocked(path: str, *, exclusive: bool) -> Iterator[None]:
-    """Hold a shared or exclusive flock on ``path`` (created if needed) for the block."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+def flocked(dir_fd: int, name: str, *, exclusive: bool, where: str) -> Iterator[None]:
+    """Hold a shared or exclusive flock on ``name`` in the directory ``dir_fd`` (created if needed) for the block;
+    ``where`` is that directory's path, for errors."""
+    fd = _open_lock(dir_fd, name, where)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
@@ -35,7 +38,7 @@ def flocked(path: str, *, exclusive: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def store_lock(locks_dir: str, *, exclusive: bool) -> Iterator[None]:
+def store_lock(locks_fd: int, *, exclusive: bool, where: str) -> Iterator[None]:
     """The store-wide lock: shared for publishers, exclusive for gc, behind a turnstile.
 
     flock does not queue a waiting writer ahead of new readers, so back-to-back publishers could
@@ -43,14 +46,13 @@ def store_lock(locks_dir: str, *, exclusive: bool) -> Iterator[None]:
     ``turnstile.lock`` — publishers only momentarily, gc holding it while it waits for and holds
     the store lock — so once gc is waiting no new publisher starts, and the ones in flight finish.
     """
-    turnstile = os.open(os.path.join(locks_dir, "turnstile.lock"),
-                        os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    turnstile = _open_lock(locks_fd, "turnstile.lock", where)
     try:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         if not exclusive:
             os.close(turnstile)
             turnstile = -1
-        with flocked(os.path.join(locks_dir, "store.lock"), exclusive=exclusive):
+        with flocked(locks_fd, "store.lock", exclusive=exclusive, where=where):
             yield
     finally:
         if turnstile >= 0:
@@ -58,27 +60,44 @@ def store_lock(locks_dir: str, *, exclusive: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def name_lock(locks_dir: str, name: str) -> Iterator[None]:
+def name_lock(locks_fd: int, name: str, *, where: str) -> Iterator[None]:
     """Exclusive while a publisher of ``name`` picks its version number and commits it."""
-    names = os.path.join(locks_dir, "names")
     with contextlib.suppress(FileExistsError):
-        os.mkdir(names, 0o755)
-    with flocked(os.path.join(names, f"{name}.lock"), exclusive=True):
-        yield
+        os.mkdir("names", 0o755, dir_fd=locks_fd)
+    # Not followed: ``locks/names`` swapped for a link would put our lock files outside the store.
+    names = open_checked(locks_fd, "names", f"{where}/names", owners=None)
+    try:
+        with flocked(names, f"{name}.lock", exclusive=True, where=f"{where}/names"):
+            yield
+    finally:
+        os.close(names)
 
 
 @contextlib.contextmanager
-def store_lock_if_free(locks_dir: str) -> Iterator[bool]:
-    """Hold the store lock exclusively if nobody else holds it (yields whether it did); never creates."""
+def store_lock_if_free(locks_fd: int) -> Iterator[bool]:
+    """Hold the store lock exclusively if nobody else holds it (yields whether it did); never creates.
+    ``locks_fd`` -1: the store has no ``locks/`` yet, so no publisher has ever run."""
     try:
-        fd = os.open(os.path.join(locks_dir, "store.lock"), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open("store.lock", os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=locks_fd) \
+            if locks_fd >= 0 else -1
     except FileNotFoundError:
+        fd = -1
+    if fd < 0:
         yield True  # no lock file: no publisher has ever run
         return
     try:
         yield hold_if_free(fd)
     finally:
         os.close(fd)
+
+
+def _open_lock(dir_fd: int, name: str, where: str) -> int:
+    # O_NOFOLLOW | O_NONBLOCK: a link planted as a lock file is refused, a FIFO never blocks the open.
+    try:
+        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644,
+                       dir_fd=dir_fd)
+    except OSError as err:  # named by its whole path: "turnstile.lock: Read-only file system" says too little
+        raise OSError(err.errno, err.strerror, f"{where}/{name}") from err
 
 
 def hold(fd: int) -> None:

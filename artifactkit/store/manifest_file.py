@@ -6,40 +6,56 @@ import errno
 import os
 import stat
 
-from artifactkit.errors import IntegrityError, IntegrityFailure
-from artifactkit.store.layout import ArtifactRef, StoreLayout
-from artifactkit.store.manifest import Manifest, digest_of, parse_manifest
+from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
+from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
+from artifactkit.store.store_dirs import StoreDirs
 
 
-def read_manifest(layout: StoreLayout, ref: ArtifactRef) -> Manifest:
+def read_manifest(dirs: StoreDirs, ref: ArtifactRef) -> Manifest:
     """The verified manifest of a version: its bytes must hash to the digest that names it."""
-    body = read_manifest_bytes(layout, ref)
+    body = read_manifest_bytes(dirs, ref)
     manifest = parse_manifest(body, where=f"manifest of {ref}")
     if manifest.name != ref.name:
         # A manifest copied (and renamed by its digest) from another artifact is not this one.
         raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
-                             path=layout.manifest_path(ref), expected=ref.name, actual=manifest.name,
+                             path=dirs.layout.manifest_path(ref), expected=ref.name, actual=manifest.name,
                              failed=IntegrityFailure.CORRUPT)
     return manifest
 
 
-def read_manifest_bytes(layout: StoreLayout, ref: ArtifactRef) -> bytes:
-    """The bytes of a version's manifest, a regular file that hashes to the digest naming it, else
-    :class:`IntegrityError` (or the ``OSError`` of a missing one)."""
-    path = layout.manifest_path(ref)
+def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef) -> bytes:
+    """The bytes of a version's manifest, a regular file of at most :func:`manifest_size_limit` bytes that
+    hashes to the digest naming it, else :class:`IntegrityError` / :class:`ManifestLimitError` (or the
+    ``OSError`` of a missing one). Reached through the name's directory fd, never by path."""
+    path = dirs.layout.manifest_path(ref)
+    name_fd = dirs.name_dir(ref.name)
+    if name_fd is None:
+        raise FileNotFoundError(errno.ENOENT, f"manifest of {ref} is missing", path)
     try:
         # O_NONBLOCK: a FIFO planted as a manifest is refused below rather than hanging the open.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(f"{ref.version}.{ref.digest}.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     dir_fd=name_fd)
     except OSError as err:
         if err.errno != errno.ELOOP:
             raise
         raise IntegrityError(f"manifest of {ref} is a symlink; manifests are plain files", path=path,
                              failed=IntegrityFailure.CORRUPT) from err
+    finally:
+        os.close(name_fd)
     with open(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise IntegrityError(f"manifest of {ref} is not a regular file", path=path,
                                  failed=IntegrityFailure.CORRUPT)
-        body = handle.read()
+        limit = manifest_size_limit()
+        # Refused before a byte is read: read whole, a 3 GiB manifest was a MemoryError. The read stops
+        # at the limit too, for a file that grows after the fstat.
+        if st.st_size > limit or len(body := handle.read(limit + 1)) > limit:
+            raise ManifestLimitError(
+                f"manifest of {ref} has {st.st_size} bytes, more than the limit of {limit}; raise "
+                "ARTIFACTKIT_MAX_MANIFEST_BYTES if it is genuine", path=path, limit=limit, actual=st.st_size,
+                setting="ARTIFACTKIT_MAX_MANIFEST_BYTES")
     if digest_of(body) != ref.digest:
         raise IntegrityError(
             f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",

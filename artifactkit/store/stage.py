@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from artifactkit._fsutil import open_same_dir
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
-from artifactkit.store.layout import blob_lookup
+from artifactkit.store.layout import HasBlob, blob_lookup
 
 #: One file's read, as a worker reports it: ``(position in the tree, sha256, read with O_NOATIME, inode
 #: flags, data extents, staged, stage dir)``. ``staged``: its bytes are in staging at :func:`staged_path`
@@ -51,7 +51,7 @@ def from_wire(item: WireItem) -> StageItem:
     return index, FileMeta(path, "file", 0, mtime_ns, 0, size, None, None, ctime_ns), (dev, ino)
 
 
-def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: Callable[[str], bool], seen: set[str], *,
+def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen: set[str], *,
                read: Reader = read_source, stage_dir: str = "") -> Staged:
     """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
     ``has_blob``: :func:`~artifactkit.store.layout.blob_lookup`'s answer; ``seen``: digests this process
@@ -59,7 +59,7 @@ def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: Callable[[str]
     index, entry, identity = item
     stage_name = f"blob-{index}"
     found = read(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
-    is_new = found.sha256 not in seen and not has_blob(found.sha256)
+    is_new = found.sha256 not in seen and not has_blob(found.sha256, entry.size)
     if is_new:
         if found.data is not None:
             write_staged(txn_fd, stage_name, found.data)
@@ -92,7 +92,7 @@ def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
         os.close(txn_fd)
 
 
-def _lasting_lookup(blobs_dir: str, identity: tuple[int, int], lookups: int) -> Callable[[str], bool]:
+def _lasting_lookup(blobs_dir: str, identity: tuple[int, int], lookups: int) -> HasBlob:
     """:func:`blob_lookup` on the parent's blobs dir (whether a blob exists decides whether bytes are
     staged: it is opened by path and must be the parent's inode), its descriptor kept open for the batches
     after this one: a ``stat`` each needs it, and this process serves one publish and dies with it."""
@@ -101,4 +101,4 @@ def _lasting_lookup(blobs_dir: str, identity: tuple[int, int], lookups: int) -> 
 
 #: Per publish, the digests a worker staged and its answer to "is this blob stored" (a worker serves one
 #: publish; its batches share them).
-_PUBLISHES: dict[tuple[str, tuple[int, int]], tuple[set[str], Callable[[str], bool]]] = {}
+_PUBLISHES: dict[tuple[str, tuple[int, int]], tuple[set[str], HasBlob]] = {}

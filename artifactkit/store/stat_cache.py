@@ -78,7 +78,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout
 from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.stat_cache_file import (
@@ -94,6 +94,7 @@ from artifactkit.store.stat_cache_file import (
     read_cache,
     write_cache,
 )
+from artifactkit.store.store_dirs import StoreDirs
 
 __all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "CachedRead", "StatCache", "inode_clock_ns"]
 
@@ -280,8 +281,8 @@ class StatCache:
             hits[path] = (f"{ATIME_PREFIX}{atime}{rest}", None if sha == NONE else sha)
         return hits, lost
 
-    def unchanged_manifest(self, layout: StoreLayout, name: str, entries: int, source_read_noatime: bool,
-                           has_blob: Callable[[str], bool]) -> tuple[bytes, str] | None:
+    def unchanged_manifest(self, dirs: StoreDirs, name: str, entries: int, source_read_noatime: bool,
+                           has_blob: HasBlob) -> tuple[bytes, str] | None:
         """The recorded version's manifest and digest if it is this publish's, byte for byte: every one of the
         tree's ``entries`` matched whole, the cache names a version of ``name`` holding exactly its rows, every
         blob is still there, and the manifest's bytes hash to its digest and say ``source_read_noatime``."""
@@ -289,10 +290,10 @@ class StatCache:
         if file is None or file.version is None or file.version[0] != name or entries != self._matched:
             return None
         if (self._matched != len(file.paths) or not digests_or_none(file.digests)
-                or not all(has_blob(sha) for sha in file.digests if sha != NONE)):
+                or not all(has_blob(sha, None) for sha in file.digests if sha != NONE)):
             return None
         try:  # as every read of a manifest: a regular file, not followed, hashing to its name
-            body = read_manifest_bytes(layout, ArtifactRef(*file.version))
+            body = read_manifest_bytes(dirs, ArtifactRef(*file.version))
         except (OSError, ValueError, IntegrityError):
             return None
         if not body.startswith(manifest_head(name, source_read_noatime)):
@@ -335,7 +336,7 @@ class StatCache:
                          or not self._old_enough(entry.mtime_ns, entry.ctime_ns))
         self._next[key] = row
 
-    def save(self, layout: StoreLayout, ref: ArtifactRef, order: list[str]) -> None:
+    def save(self, dirs: StoreDirs, ref: ArtifactRef, order: list[str]) -> None:
         """Replace the store's cache with this publish's entries, in scan ``order`` (every path of the tree),
         naming ``ref`` if its manifest holds exactly these rows; a failure only loses the hint.
 
@@ -346,7 +347,7 @@ class StatCache:
             return
         rows = {path: self._next[path] for path in order if path in self._next}
         exact = len(rows) == len(order) and all(rest != NONE for _, _, rest in rows.values())
-        write_cache(layout, rows, self.started_ns, (ref.name, ref.version, ref.digest) if exact else None)
+        write_cache(dirs, rows, self.started_ns, (ref.name, ref.version, ref.digest) if exact else None)
 
 
 def _inode_index(rows: dict[str, Row]) -> dict[Key, tuple[str, str]]:

@@ -28,6 +28,7 @@ from typing import Final
 import attrs
 
 from artifactkit.store.layout import StoreLayout
+from artifactkit.store.store_dirs import StoreDirs
 
 SCHEMA: Final = "artifactkit.stat-cache/4"
 CACHE_NAME: Final = "stat-cache.json"
@@ -223,11 +224,13 @@ def checksum(head: dict[str, object], before_rests: bytes) -> str:
     return hashlib.sha256(fields.encode() + b"\n" + before_rests).hexdigest()
 
 
-def write_cache(layout: StoreLayout, rows: dict[str, Row], started_ns: int,
+def write_cache(dirs: StoreDirs, rows: dict[str, Row], started_ns: int,
                 version: tuple[str, int, str] | None) -> None:
     """Replace the store's cache with ``rows``; a failure (the store's root gone, a full disk, a row that is
-    not ASCII) only loses the hint: it runs after the version is committed."""
-    temp = os.path.join(layout.staging_dir, f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}")
+    not ASCII) only loses the hint: it runs after the version is committed. Written through the checked
+    fds of ``staging/`` and the root (:mod:`~artifactkit.store.store_dirs`), never by path."""
+    layout = dirs.layout
+    temp = f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}"
     try:
         body = body_of(rows).encode("ascii")
         rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
@@ -235,9 +238,11 @@ def write_cache(layout: StoreLayout, rows: dict[str, Row], started_ns: int,
                   "started_ns": started_ns, "version": None if version is None else list(version),
                   "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
         head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
-        with open(temp, "xb") as handle:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=dirs.staging)
+        with open(fd, "wb") as handle:
             handle.write(head + b"\n" + body)
-        os.replace(temp, os.path.join(layout.root, CACHE_NAME))
+        os.replace(temp, CACHE_NAME, src_dir_fd=dirs.staging, dst_dir_fd=dirs.root)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=dirs.staging)

@@ -20,9 +20,10 @@ from artifactkit.store.locks import store_lock
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.manifest_file import read_manifest
 from artifactkit.store.paths import check_artifact_name
-from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
+from artifactkit.store.publish import Staging, capture_source, commit_manifest, publish_tree
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import StatCache, inode_clock_ns
+from artifactkit.store.store_dirs import StoreDirs, opened_store
 from artifactkit.store.verify import VerifyReport, verify_store
 from artifactkit.store.workers import LazyPool
 
@@ -56,9 +57,9 @@ class Store:
             self.layout.create()
             self._layout_durable = True
 
-    def _commit_manifest(self, layout: StoreLayout, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
+    def _commit_manifest(self, dirs: StoreDirs, name: str, staged: Staging, digest: str) -> ArtifactRef:
         # A method, not a plain call, so a fault test can subclass the commit step.
-        return commit_manifest(layout, name, staged_manifest, digest)
+        return commit_manifest(dirs, name, staged, digest)
 
     def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
                 workers: int | None = None) -> ArtifactRef:
@@ -78,23 +79,24 @@ class Store:
             # A source that cannot be published creates no store.
             tree = capture_source(src, on_progress=pool.expect, cached=cache)
             self._ensure_layout()
-            ref = publish_tree(self.layout, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
-        if cache is not None:
-            cache.save(self.layout, ref, list(tree.identities))
+            with opened_store(self.layout, create=True) as dirs:  # a layout dir removed meanwhile is made again
+                ref = publish_tree(dirs, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
+                if cache is not None:
+                    cache.save(dirs, ref, list(tree.identities))
         return ref
 
     def list(self) -> list[ArtifactRef]:
         """Every visible version, sorted by name then version (:class:`NotAStoreError` if no store)."""
-        self.layout.require_store()
-        return self.layout.refs()
+        with opened_store(self.layout) as dirs:
+            return dirs.refs()
 
     def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
         """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
         if isinstance(name_or_ref, ArtifactRef):
             return name_or_ref
         name, version = parse_ref(name_or_ref, version)
-        self.layout.require_store()
-        versions = self.layout.versions(name)
+        with opened_store(self.layout) as dirs:
+            versions = dirs.versions(name)
         if not versions:
             raise LookupError(f"no artifact named {name!r} in {self.root}")
         if version is None:
@@ -107,7 +109,9 @@ class Store:
 
     def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
-        return read_manifest(self.layout, self.resolve(ref, version))
+        resolved = self.resolve(ref, version)
+        with opened_store(self.layout) as dirs:
+            return read_manifest(dirs, resolved)
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
@@ -123,22 +127,28 @@ class Store:
         target = os.path.abspath(os.fspath(dest))
         if os.path.lexists(target):
             raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-        with LazyPool(workers, "download") as pool:
+        with LazyPool(workers, "download") as pool, opened_store(self.layout) as dirs:
             # Workers start before the manifest is parsed (sized from its bytes), so their start-up overlaps it.
-            with contextlib.suppress(OSError):
-                pool.expect(os.stat(self.layout.manifest_path(ref)).st_size // _MANIFEST_BYTES_PER_ENTRY)
-            restore_tree(self.manifest(ref).entries, target, blob_path=BlobSource(self.layout.blobs_dir, pool),
+            name_fd = dirs.name_dir(ref.name)
+            if name_fd is not None:
+                with contextlib.suppress(OSError):
+                    pool.expect(os.stat(f"{ref.version}.{ref.digest}.json", dir_fd=name_fd).st_size
+                                // _MANIFEST_BYTES_PER_ENTRY)
+                os.close(name_fd)
+            # This process reads blobs through the checked fd of blobs/; workers by path (digest-checked).
+            restore_tree(read_manifest(dirs, ref).entries, target,
+                         blob_path=BlobSource(self.layout.blobs_dir, pool, dir_fd=dirs.blobs),
                          shape_checked=True, owners=owners)
         return ref
 
     def verify(self) -> VerifyReport:
         """Check every manifest and blob without changing anything (:class:`NotAStoreError` if no store)."""
-        self.layout.require_store()
-        return verify_store(self.layout)
+        with opened_store(self.layout) as dirs:
+            return verify_store(dirs)
 
     def gc(self) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
-        self.layout.require_store()  # never create a store here: a mistyped path must not grow one
-        self._ensure_layout()
-        with store_lock(self.layout.locks_dir, exclusive=True):
-            return collect_garbage(self.layout)
+        # create: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
+        with (opened_store(self.layout, create=True) as dirs,
+              store_lock(dirs.locks, exclusive=True, where=dirs.layout.locks_dir)):
+            return collect_garbage(dirs)

@@ -21,12 +21,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import artifactkit.store.publish as store_module
-from artifactkit._syscalls import fsync_dir, syncfs
+from artifactkit._syscalls import syncfs
 from artifactkit.conformance.corpus import TreeSpec, content, materialize
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.publish import Staging
 from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
+from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir
 
 #: Touched (as a failing stat) right after publish returns: the "before publish returns" line in a trace.
 RETURN_MARKER = "/nonexistent-artifactkit-publish-returned"
@@ -35,8 +37,8 @@ RETURN_MARKER = "/nonexistent-artifactkit-publish-returned"
 class RenameBeforeFlushStore(Store):
     """Broken on purpose: blobs and manifest become visible first, and are flushed only afterwards."""
 
-    def _commit_manifest(self, layout: StoreLayout, name: str, staged_manifest: str, digest: str) -> ArtifactRef:
-        ref = super()._commit_manifest(layout, name, staged_manifest, digest)
+    def _commit_manifest(self, dirs: StoreDirs, name: str, staged: Staging, digest: str) -> ArtifactRef:
+        ref = super()._commit_manifest(dirs, name, staged, digest)
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:
             REAL_SYNCFS(fd)
@@ -46,14 +48,14 @@ class RenameBeforeFlushStore(Store):
 
 
 REAL_SYNCFS: Callable[[int], None] = syncfs
-REAL_FSYNC_DIR: Callable[..., None] = fsync_dir
+REAL_FSYNC_FD_DIR: Callable[[int], None] = fsync_fd_dir
 
 
-def _skip_fsync_of(suffix: str) -> Callable[..., None]:
-    def fsync_dir(path: str, **kwargs: Any) -> None:
-        if not path.endswith(suffix):
-            REAL_FSYNC_DIR(path, **kwargs)
-    return fsync_dir
+def _skip_fsync_of(suffix: str) -> Callable[[int], None]:
+    def skipping(fd: int) -> None:  # publish flushes directories through their checked fds
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith(suffix):
+            REAL_FSYNC_FD_DIR(fd)
+    return skipping
 
 
 def publish_main(argv: list[str]) -> int:
@@ -63,9 +65,9 @@ def publish_main(argv: list[str]) -> int:
         vars(store_module)["syncfs"] = lambda fd: None
         store = RenameBeforeFlushStore(root)
     elif variant == "no-name-dir-fsync":
-        vars(store_module)["fsync_dir"] = _skip_fsync_of(f"/{name}")
+        vars(store_module)["fsync_fd_dir"] = _skip_fsync_of(f"/{name}")
     elif variant == "no-blobs-dir-fsync":
-        vars(store_module)["fsync_dir"] = _skip_fsync_of("/blobs")
+        vars(store_module)["fsync_fd_dir"] = _skip_fsync_of("/blobs")
     elif variant != "correct":
         raise SystemExit(f"unknown variant {variant!r}")
     for src in sources:

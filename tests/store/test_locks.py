@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from artifactkit.store.locks import store_lock
+from artifactkit.store import locks as locks_module
+
+
+@contextlib.contextmanager
+def store_lock(locks: str, *, exclusive: bool) -> Iterator[None]:
+    """The store lock of the locks directory ``locks``, reached through its fd as the store does."""
+    fd = os.open(locks, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with locks_module.store_lock(fd, exclusive=exclusive, where=locks):
+            yield
+    finally:
+        os.close(fd)
 
 
 def turnstile_is_held(locks: Path) -> bool:

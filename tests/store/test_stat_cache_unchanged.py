@@ -20,6 +20,7 @@ import pytest
 from artifactkit import Store, TimestampNotRepresentable
 from artifactkit.store import publish, scan, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
+from artifactkit.store.store_dirs import opened_store
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import body_of, rewrite_rows
 from tests.support.stat_cache_tree import rich_tree
@@ -188,7 +189,8 @@ def test_the_recorded_manifest_needs_every_row_and_every_entry_matched(
                 continue  # as if d.txt were gone and its directory's times as they were
             assert cache.match_listing(relpaths, stats)
         count = sum(len(relpaths) for relpaths, _ in listings) - drop_last + extra
-        return cache.unchanged_manifest(store.layout, "demo", count, True, lambda sha: True) is not None
+        with opened_store(store.layout) as dirs:
+            return cache.unchanged_manifest(dirs, "demo", count, True, lambda sha, size: True) is not None
 
     assert unchanged(False, 0)
     assert not (unchanged(True, 0) if odd == "entry-gone" else unchanged(False, 1))

@@ -36,12 +36,15 @@ from tests.support.capability import require_tool
 # (its answer is the read-back).
 # Issue 16, session 4: 13.6 / 9.6 / 12.5. Whether each file's blob is stored is answered from one listing
 # of blobs/ when that is cheaper (layout.blob_lookup), not a stat per file (getdents64 ~0.08 instead).
+# Issue 23 (a hostile writer of the store): +1 stat per file already stored (re-publish: a blob under the right
+# name is trusted only at the right size, so a planted or truncated one is stored again) and +1 fstat per
+# file downloaded (kind and size of the blob checked before a byte is hashed): 13.6 / 10.6 / 13.5.
 # Each budget is that count plus ~1 syscall of slack: a refactor may move a call around, but a
 # new pass over the files (+4 to +7 per file) trips it. Lower these when a fast path lands; never
 # raise them without saying why in the commit.
 PUBLISH_BUDGET_PER_FILE: Final = 14.5
-REPUBLISH_BUDGET_PER_FILE: Final = 10.5
-DOWNLOAD_BUDGET_PER_FILE: Final = 13.5
+REPUBLISH_BUDGET_PER_FILE: Final = 11.5
+DOWNLOAD_BUDGET_PER_FILE: Final = 14.5
 
 N_FILES: Final = 100
 FILES_PER_DIR: Final = 25  # constant, so per-directory work is the same share of each run

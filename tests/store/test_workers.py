@@ -20,6 +20,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store import workers
 from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
 from artifactkit.store.scan import capture_tree
+from artifactkit.store.store_dirs import opened_store
 from artifactkit.store.workers import WorkerFailedError, WorkerPool, choose_workers
 
 OLD = 1_000_000_000_123_456_789
@@ -124,8 +125,8 @@ def test_a_file_changed_after_capture_is_refused_by_the_worker_that_reads_it(
     store.layout.create()
     tree = capture_source(src)
     (src / "d3" / "f99").write_bytes(b"changed after the capture")  # in the last batch: a worker's
-    with pytest.raises(SourceChangedError, match=r"d3/f99"):
-        publish_tree(store.layout, tree, "late", commit=commit_manifest, workers=3)
+    with pytest.raises(SourceChangedError, match=r"d3/f99"), opened_store(store.layout) as dirs:
+        publish_tree(dirs, tree, "late", commit=commit_manifest, workers=3)
     assert store.list() == [] and _staging_left(store) == []
 
 

@@ -37,7 +37,9 @@ def test_the_harness_sees_every_flush_and_rename_that_makes_a_publish_or_downloa
     assert "rename store/staging/publish-<txn>/manifest.json -> store/manifests/demo/2.<sha>.json" in publish
     assert "rename store/staging/publish-<txn>/manifest.json -> store/manifests/fresh/1.<sha>.json" in publish
     assert any(label.startswith("rename store/staging/publish-<txn>/blob-") for label in publish)
-    assert download[-1] == "rename out/.dest.artifactkit-<tmp> -> out/dest"
+    # The verified tree leaves its private dir through that dir's fd (a swapped name cannot be what lands
+    # at dest); only the removal of the then empty private dir follows.
+    assert download[-2:] == ["rename out/.dest.artifactkit-<tmp>/tree -> out/dest", "rmdir out/.dest.artifactkit-<tmp>"]
     assert gc[-1] == "fsync store/blobs" and gc.count("rmdir store/staging/publish-<txn>") == 3
 
 
