@@ -162,3 +162,5 @@ def test_s3_ls_lists_every_readable_version_and_names_each_unreadable_manifest(
     assert not report.ok and report.versions == 1
     assert [p.startswith("manifest demo@2") for p in report.corrupt] == [True]
     assert [p.startswith("manifest demo@3") for p in report.unreadable] == [True]
+    with pytest.raises(IntegrityError, match="gc refuses"):  # nobody can say which blobs those need
+        store.gc()

@@ -238,3 +238,20 @@ def test_a_lease_that_could_not_be_refreshed_because_the_server_died_says_so_nam
             lease.check()
     assert not isinstance(caught.value, LeaseLostError)
     assert endpoint in str(caught.value) and "could not be refreshed" in str(caught.value), caught.value
+
+
+def test_the_sweep_leaves_an_abandoned_looking_blob_dir_of_another_user_alone(s3_url: str, fast_tmp: Path) -> None:
+    from tests.support.capability import require_real_root
+
+    require_real_root("make a directory another user owns")
+    src = _tree(fast_tmp / "src", 1)
+    Store(s3_url).publish(src, "d")
+    work = fast_tmp / "work"
+    work.mkdir()
+    foreign = work / f"{PREFIX}{'d' * 16}"
+    foreign.mkdir(0o700)
+    (foreign / "theirs").write_bytes(b"")
+    os.chown(foreign / "theirs", 65534, 65534)
+    os.chown(foreign, 65534, 65534)  # unlocked, pattern-exact: only its owner says it is not ours
+    Store(s3_url).download("d@1", work / "out")
+    assert sorted(os.listdir(work)) == [foreign.name, "out"] and os.listdir(foreign) == ["theirs"]
