@@ -10,6 +10,7 @@ from artifactkit.metadata import drift as dx
 from artifactkit.metadata.mismatch import Mismatch
 
 _SHORT: Final = {"mtime_ns": "mtime", "atime_ns": "atime"}
+_DESTINATION_TIMES: Final = frozenset({"mtime_ns", "atime_ns", "dir_times", "symlink_times"})
 
 
 @attrs.frozen
@@ -64,6 +65,9 @@ class Failure:
                            else f", source {field} changed by the copy")
         if self.check == "survives_read":
             return head + ", moved by a read after the copy"
+        if self.diagnosis == dx.ADVANCED_BY_READ and self.check in _DESTINATION_TIMES:
+            # The kit captured the copy before reading anything: the read was the copier's own.
+            return head + ", during the copy, after the time was set"
         return head
 
     def to_mismatch(self) -> Mismatch:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,39 @@ def test_the_old_name_source_atime_untouched_still_works_in_require(
                  "basic", "--base", str(tmpfs_strict), "--require", "source_atime_untouched"])
     assert code == 1
     assert "source_untouched" in capsys.readouterr().out
+
+
+def test_a_copier_that_reads_its_own_output_after_setting_times_fails_atime_with_advanced_by_read(
+        tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.verifies_after_restore, corpus=["basic", "edge-times"], base=tmpfs_strict)
+    # Files read, directories listed, the link to a file followed (os.walk's is_dir): each atime moved.
+    assert report.failed == {"atime_ns", "dir_times", "symlink_times"}
+    for name in ("atime_ns", "dir_times", "symlink_times"):
+        assert {(f.field, f.diagnosis) for f in report.result(name).failures} == {("atime_ns", dx.ADVANCED_BY_READ)}
+    assert report.result("atime_ns").diagnosis == "atime: advanced-by-read, during the copy, after the time was set"
+
+
+def test_a_copier_that_restores_the_sources_flags_is_not_charged_for_the_kits_own_read(tmpfs_strict: Path) -> None:
+    report = conformance.check(faulty.restores_source_flags, corpus=["basic", "sparse"], base=tmpfs_strict)
+    assert report.failed == {"sparse"}  # the copy writes holes as data; its flags and times are exact
+    assert report.result("survives_read").passed is True
+    assert report.result("inode_flags").passed is True
+
+
+def test_the_copier_writes_where_reads_move_atime_and_the_kits_own_capture_moves_nothing(tmpfs_strict: Path) -> None:
+    seen: list[bool] = []
+
+    def reads_back_a_historical_atime(src: str, dst: str) -> None:
+        faulty.exact(src, dst)
+        probe = os.path.join(os.path.dirname(dst), ".probe")
+        with open(probe, "wb") as out:
+            out.write(b"x")
+        os.utime(probe, ns=(1_000_000_000, 1_000_000_000))
+        with open(probe, "rb") as handle:
+            handle.read()
+        seen.append(os.lstat(probe).st_atime_ns != 1_000_000_000)
+        os.unlink(probe)
+
+    report = conformance.check(reads_back_a_historical_atime, corpus="basic", base=tmpfs_strict)
+    assert seen == [True]  # a read beside the destination moves atime, as on the filesystem under test
+    assert report.failed == frozenset()  # and none of the kit's own reads of the copy showed as a finding

@@ -41,8 +41,9 @@ FAULTY = [
     ("drops_special_bits", {"special_bits"}, "special bits: mode-differs (0o4755 -> 0o0755)"),
     ("applies_umask", {"mode"}, "mode: mode-differs (0o1777 -> 0o1755)"),
     ("reads_source_plainly", {"source_untouched"}, "atime: advanced-by-read, source atime moved by the copy"),
-    ("copies_elsewhere_then_renames_in", {"survives_read"},
-     "atime: advanced-by-read, moved by a read after the copy"),
+    # Its output is exact: it failed survives_read only because the kit's flagged destination did not cover
+    # inodes renamed in (issue 25: the kit now flags the copy itself before reading it).
+    ("copies_elsewhere_then_renames_in", set(), None),
     ("removes_source", {"source_untouched"}, "presence: missing, source entry removed by the copy"),
     # Every entry left uncopied fails all that it carried (issue 25: only content, before).
     ("fails_after_partial_copy", {"content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times",

@@ -95,11 +95,15 @@ def test_a_tree_whose_atimes_are_its_floored_mtimes_is_set_to_mtime_where_both_s
 # -- the source's atime moved before the copier recorded it ----------------------------------------------------
 
 def test_an_atime_equal_to_the_sources_moved_atime_was_recorded_after_a_read() -> None:
-    expected, moved = 1_500_000_000_123_456_789, NOW_NS - 60 * NS_PER_S
-    assert classify(expected, moved, source_after=moved) == dx.READ_BEFORE_RECORDED
-    assert classify(expected, moved // NS_PER_S * NS_PER_S, source_after=moved) == dx.READ_BEFORE_RECORDED
-    assert classify(expected, moved) == dx.OMITTED                      # what the kit said without the source
-    assert classify(expected, moved + 5, source_after=moved) == dx.OMITTED
+    expected, moved, mtime = 1_500_000_000_123_456_789, NOW_NS - 60 * NS_PER_S, 1_400_000_000_000_000_001
+    restored = {"mtime": mtime, "expected_mtime": mtime}
+    assert classify(expected, moved, source_after=moved, **restored) == dx.READ_BEFORE_RECORDED
+    assert classify(expected, moved // NS_PER_S * NS_PER_S, source_after=moved, mtime=mtime // NS_PER_S * NS_PER_S,
+                    expected_mtime=mtime) == dx.READ_BEFORE_RECORDED
+    assert classify(expected, moved, **restored) == dx.OMITTED          # what the kit said without the source
+    assert classify(expected, moved + 5, source_after=moved, **restored) == dx.OMITTED
+    # A copier that restores no time at all left the copy's own time: equal to the source's only by the clock.
+    assert classify(expected, moved, source_after=moved, mtime=moved, expected_mtime=mtime) == dx.OMITTED
     assert classify(expected, expected // NS_PER_S * NS_PER_S, source_after=expected) == dx.SECOND_TRUNCATED
 
 

@@ -7,9 +7,11 @@ with one real-world bug class switched on, so each must fail exactly the checks 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
+import struct
 import subprocess
 from collections.abc import Callable
 
@@ -216,6 +218,62 @@ def records_atime_after_reading(src: str, dst: str) -> None:
 def coarsens_holes(src: str, dst: str) -> None:
     """Keeps holes only where a whole 64 KiB block is zeros: fewer hole bytes than the source had."""
     copy_tree(src, dst, Bugs(hole_block=65536))
+
+
+def verifies_after_restore(src: str, dst: str) -> None:
+    """Exact copy, then a checksum pass over its own output after the times were set (``rsync -c``-like
+    verify steps, backup tools' post-restore check): every file and directory it reads shows that read."""
+    copy_tree(src, dst)
+    _after_a_clock_tick(dst)
+    for dirpath, _dirs, files in os.walk(dst):  # os.walk lists plainly, and follows links to see dirs
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    handle.read()
+
+
+def _after_a_clock_tick(dst: str) -> None:
+    """Return once the filesystem's clock has passed the copy's last ctime.
+
+    Atimes come from the kernel's coarse clock while ctimes may be fine-grained (multigrain timestamps,
+    Linux 6.13+): a read within the same tick as the ``utime`` can leave atime *below* ctime, which no
+    timestamp can tell from the copy time ("omitted", still a failure). A real verify pass over a tree
+    starts later than that; this one waits for the tick instead of racing it (bounded: one second).
+    """
+    newest = max(os.lstat(os.path.join(d, n)).st_ctime_ns for d, ds, fs in os.walk(dst) for n in (*ds, *fs, "."))
+    marker = os.path.join(os.path.dirname(dst), ".tick")
+    for _ in range(100_000):
+        with open(marker, "wb"):
+            pass
+        stamped = os.lstat(marker).st_mtime_ns
+        os.unlink(marker)
+        if stamped > newest:
+            return
+    raise RuntimeError("the filesystem clock did not pass the copy's ctime within 100,000 file creations")
+
+
+# include/uapi/linux/fs.h: FS_IOC_GETFLAGS / FS_IOC_SETFLAGS transfer a C int (x86-64 numbers).
+_GETFLAGS, _SETFLAGS = 0x80086601, 0x40086602
+
+
+def _flags_word(path: str, value: int | None = None) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOATIME)
+    try:
+        if value is not None:
+            fcntl.ioctl(fd, _SETFLAGS, struct.pack("i", value))
+        return int(struct.unpack("i", fcntl.ioctl(fd, _GETFLAGS, struct.pack("i", 0)))[0])
+    finally:
+        os.close(fd)
+
+
+def restores_source_flags(src: str, dst: str) -> None:
+    """Exact copy that also sets each file's and directory's whole flags word to the source's, as
+    ``bsdtar --fflags`` does: whatever the destination gave a new inode (an inherited ``A``) is gone."""
+    copy_tree(src, dst)
+    for entry in scan_tree(src, read_links=False).entries:
+        if entry.kind in ("file", "dir"):
+            _flags_word(os.path.join(dst, entry.path), _flags_word(os.path.join(src, entry.path)))
 
 
 def drops_special_bits(src: str, dst: str) -> None:
