@@ -22,7 +22,17 @@ integers                   4,300 digits (Python's          :class:`IntegrityErro
 Kernel limits are :class:`IntegrityError` (no real tree could have written it: the manifest is forged or
 broken); our own policy bounds are :class:`ManifestLimitError`, whose ``setting`` says how to change one
 that can be changed. Refusals quote hostile values through :func:`show`, so a 100 MB string is never a
-100 MB message.
+100 MB message. The work is linear in the size otherwise: 200,000 hard-link groups (78 MiB) parse in
+3.8 s, 9.5 us an entry, as 50,000 do.
+
+What is not bounded below the size limit: memory. A manifest is decoded whole, a valid one into about
+5.4 times its size, a forged one of empty objects (``[{},{},...]``) into 25 times (28.6 MiB became a
+724 MiB peak): at the default limit that is 13 GiB. Lower ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` on small
+machines that read stores others write.
+
+Repeated keys in one object: the last one counts, as in every Python JSON reader and ``jq``; it is the
+one validated, so a reader who keeps the first sees another value but never one that escaped a check.
+Refusing them would take a Python call per object (a tenth of a download's parse).
 """
 
 from __future__ import annotations
