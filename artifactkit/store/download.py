@@ -82,6 +82,16 @@ class BlobSource:
         # os.path.join cost a tenth of the per-file Python work
         return f"/proc/self/fd/{self.dir_fd}/{sha}" if self.dir_fd is not None else f"{self.directory}/{sha}"
 
+    def open(self, sha: str, *, where: str) -> int:
+        """The blob opened for reading, through ``dir_fd`` where there is one (an ``openat`` on it costs half an
+        open by path: 1.4 against 2.8 us on tmpfs); :class:`IntegrityError` if it is missing or a link."""
+        try:
+            return os.open(sha, _BLOB_FLAGS, dir_fd=self.dir_fd) if self.dir_fd is not None else \
+                os.open(f"{self.directory}/{sha}", _BLOB_FLAGS)
+        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
+            return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
+                if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
+
 
 #: The tree's name inside a download's private directory; only what this process made is ever inside.
 _TREE: Final = "tree"
@@ -366,10 +376,13 @@ def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> No
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
     named, size = entry.sha256, entry.size
     assert named is not None
-    try:
-        blob = os.open(blob_path(named), _BLOB_FLAGS)
-    except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
-        blob = open_blob(blob_path(named), named, where=f"for {entry.path!r}", check_regular=False)
+    if isinstance(blob_path, BlobSource):
+        blob = blob_path.open(named, where=f"for {entry.path!r}")
+    else:  # another restore seam's paths (tests' faulty steps)
+        try:
+            blob = os.open(blob_path(named), _BLOB_FLAGS)
+        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
+            blob = open_blob(blob_path(named), named, where=f"for {entry.path!r}", check_regular=False)
     try:
         check_blob_fd(blob, named, size, where=f"for {entry.path!r}", path=entry.path)
         if entry.extents is not None:
