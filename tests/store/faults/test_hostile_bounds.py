@@ -8,12 +8,15 @@ The format side only: what ``parse_manifest`` accepts is self-consistent and wit
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -24,6 +27,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest as manifest_module
 from artifactkit.store import manifest_limits
 from artifactkit.store.manifest import FORMAT, Manifest, encode_entry, parse_manifest
+from artifactkit.store.scan import capture_tree
 from tests.support.hostile_store import STORE_KINDS, forge_manifest, put_blob, store_of_kind
 
 NAMED = (IntegrityError, UnsafePathError, ManifestLimitError, TimestampNotRepresentable)
@@ -146,6 +150,31 @@ def test_any_size_a_linux_file_can_have_is_read_and_one_past_off_t_is_refused() 
     for bad in (2**63, 2**64, -1):
         err = refusal(body(doc(file_entry(size=bad))))
         assert isinstance(err, IntegrityError) and "'a'" in str(err) and "size" in str(err)
+
+
+def _largest_file(path: Path) -> int:
+    """Make ``path`` a sparse file as large as its filesystem allows (tmpfs: 2**63-1; ext4: 16 TiB)."""
+    size = 2**63 - 1
+    with path.open("wb") as handle:
+        while True:
+            try:
+                os.ftruncate(handle.fileno(), size)
+            except OSError as err:
+                if err.errno != errno.EFBIG:
+                    raise
+                size //= 2
+            else:
+                return size
+
+
+def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_reader_takes(fast_tmp: Path) -> None:
+    (fast_tmp / "tree").mkdir()
+    size = _largest_file(fast_tmp / "tree" / "big")
+    entries = tuple(attrs.evolve(e, sha256=SHA, extents=()) if e.kind == "file" else e
+                    for e in capture_tree(fast_tmp / "tree", hash_content=False))
+    assert [e.size for e in entries if e.kind == "file"] == [size]
+    parsed = parse_manifest(Manifest(name="demo", entries=entries).to_bytes(), where="m")
+    assert parsed.entries == entries
 
 
 EXTENT_CASES = {
