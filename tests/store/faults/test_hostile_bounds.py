@@ -177,6 +177,20 @@ def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_r
     assert parsed.entries == entries
 
 
+@pytest.mark.parametrize("forged_store", STORE_KINDS, indirect=True)
+@pytest.mark.parametrize("extents", [[], [[2**63 - 2, 1]]], ids=["all-holes", "one-byte-at-the-end"])
+def test_a_forged_size_as_large_as_a_file_can_be_is_refused_against_the_blob_before_any_hashing(
+        forged_store: Store, fast_tmp: Path, extents: list[list[int]]) -> None:
+    # The parse now takes any size a Linux file can have: what keeps a claim of 2**63-1 bytes of holes from
+    # hashing zeros for centuries is the download's and verify's check of the claim against the blob.
+    forge_manifest(forged_store, "demo", 2, body(doc(file_entry(size=2**63 - 1, extents=extents))))
+    with pytest.raises(IntegrityError, match=str(2**63 - 1)):
+        forged_store.download("demo", fast_tmp / "out", version=2)
+    assert not (fast_tmp / "out").exists()
+    report = forged_store.verify()
+    assert not report.ok and any(str(2**63 - 1) in item for item in report.corrupt), report
+
+
 EXTENT_CASES = {
     "overlapping": [[0, 4], [2, 2]],
     "out-of-order": [[4, 1], [0, 1]],
