@@ -53,8 +53,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.classify import destination_failures as _destination_failures
+from artifactkit.conformance.classify import read_first_only_where_consistent, with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.classify import tagged as _tagged
-from artifactkit.conformance.classify import with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.conformance.destination import flag_for_reading, read_moves, unflagged_parent
@@ -243,6 +243,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
         environment = _environment(source_probe, tree)
     ordered = tuple((name, not_run[name]) for name in names if name in not_run)
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
+    failures = read_first_only_where_consistent(failures)
     partly = {"survives_read": "; ".join(withheld)} if withheld else {}
     rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran or partly.get(name))
                  for name in CHECKS)

@@ -113,6 +113,25 @@ def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, File
     return items
 
 
+def read_first_only_where_consistent(failures: list[Failure]) -> list[Failure]:
+    """``read-before-recorded`` only where every copy-time atime of that check, over the whole run, says so.
+
+    Timestamps come from a coarse clock: a copier that never sets atime, writing in the same tick as it
+    read the source, leaves a value equal to the source's by coincidence (rsync -a on some files of a
+    tree, not others). A copier that records after reading does so for every entry. So where one check
+    holds both names (in any corpus tree), they are all ``omitted``: a label never claims more than the
+    run shows (zip stores its subdirectories' atimes after listing them, checked by hand, but not its
+    root's, so its directories read ``omitted``).
+    """
+    groups: dict[str, set[str]] = {}
+    for f in failures:
+        if f.field == "atime_ns" and f.diagnosis in (dx.OMITTED, dx.READ_BEFORE_RECORDED):
+            groups.setdefault(f.check, set()).add(f.diagnosis)
+    mixed = {check for check, names in groups.items() if len(names) > 1}
+    return [attrs.evolve(f, mismatch=attrs.evolve(f.mismatch, diagnosis=dx.OMITTED))
+            if f.diagnosis == dx.READ_BEFORE_RECORDED and f.check in mixed else f for f in failures]
+
+
 def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch],
                          actual: dict[str, FileMeta] | None = None) -> list[Failure]:
     found = []

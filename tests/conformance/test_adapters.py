@@ -41,9 +41,8 @@ PINNED: dict[str, dict[str, set[str]]] = {
     # file's atime is no longer the source's value (omitted).
     "rclone-metadata": {"mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT}, "dir_times": {OMIT, READ},
                         "symlink_times": {READ}, "source_untouched": {READ}},
-    # zip stores a directory's atime after listing it, in whole seconds (issue 25: it read as "omitted").
     "zip": {"special_bits": {MODE}, "mtime_ns": {CLAMP, "second-truncated"},
-            "atime_ns": {CLAMP, "second-truncated"}, "dir_times": {OMIT, "second-truncated", READ_FIRST},
+            "atime_ns": {CLAMP, "second-truncated"}, "dir_times": {OMIT, "second-truncated"},
             "symlink_times": {OMIT}, "source_untouched": {READ}},
     "zipfile": {"content": {KIND}, "mode": {MODE, KIND}, "special_bits": {MODE}, "mtime_ns": {OMIT},
                 "atime_ns": {OMIT}, "dir_times": {OMIT}, "symlink_times": {KIND}, "source_untouched": {READ}},
