@@ -24,7 +24,7 @@ from tests.support.capability import require_fuse, skip_or_fail
 
 SET, OMIT, CLAMP = "set-to-mtime", "omitted", "clamped"
 MODE, READ = "mode-differs", "advanced-by-read"
-KIND, MISSING, READ_FIRST = "kind-differs", "missing", "read-before-recorded"
+KIND, MISSING, READ_FIRST, WRAP = "kind-differs", "missing", "read-before-recorded", "wrapped"
 
 #: adapter -> {failed check: every diagnosis among its failures} on edge-times (tools of Debian 12,
 #: dvc 3.67, mlflow-skinny 3.17, Python 3.11). Read as findings in docs/real-stores.md.
@@ -55,6 +55,22 @@ PINNED: dict[str, dict[str, set[str]]] = {
     "bindfs": {"source_untouched": {READ}},  # cp -a's own read; through FUSE both ways, nothing else lost
     "dvc": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "mtime_ns": {OMIT},
             "atime_ns": {OMIT}, "dir_times": {OMIT}, "source_untouched": {READ}},
+    # Issue 25's adapters, each checked by hand on a shell-built edge-times (stat, getfattr, lsattr):
+    # bsdtar keeps every time to the ns, xattrs and flags; its root is the extraction's mkdir; it reads the
+    # source plainly.
+    "bsdtar": {"dir_times": {OMIT}, "source_untouched": {READ}},
+    # cpio newc: unsigned 32-bit whole seconds (1966 -> 2102), atime := mtime, links get the copy's times;
+    # --reset-access-time writes the source's atime *and mtime* back truncated to seconds.
+    "cpio": {"mtime_ns": {"second-truncated", WRAP}, "atime_ns": {SET},
+             "dir_times": {OMIT, "second-truncated", SET}, "symlink_times": {OMIT},
+             "source_untouched": {READ, "second-truncated"}},
+    # pax ustar: whole seconds from 0 (1966 -> 1970), atime := mtime, -t leaves the source as it was.
+    "pax": {"mtime_ns": {CLAMP, "second-truncated"}, "atime_ns": {CLAMP, SET},
+            "dir_times": {"second-truncated", SET}, "symlink_times": {"second-truncated", SET}},
+    # squashfs: one unsigned 32-bit mtime per inode (1966 -> 2102), atime := mtime; mksquashfs reads plainly.
+    "squashfs": {"mtime_ns": {"second-truncated", WRAP}, "atime_ns": {SET},
+                 "dir_times": {"second-truncated", SET}, "symlink_times": {"second-truncated", SET},
+                 "source_untouched": {READ}},
     "mlflow": {"content": {"kind-differs"}, "mode": {MODE}, "special_bits": {MODE}, "atime_ns": {OMIT},
                "dir_times": {OMIT}, "source_untouched": {READ}},
 }

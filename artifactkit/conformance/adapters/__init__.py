@@ -39,6 +39,10 @@ ADAPTERS: Final = {
     "tarfile": ("py_tarfile", "tarfile_tree"),
     "tar-posix": ("gnu_tar", "tar_posix"),
     "bindfs": ("bindfs", "bindfs"),
+    "bsdtar": ("bsdtar", "bsdtar"),
+    "cpio": ("cpio", "cpio"),
+    "pax": ("pax", "pax"),
+    "squashfs": ("squashfs", "squashfs"),
 }
 
 
