@@ -43,6 +43,7 @@ ADAPTERS: Final = {
     "cpio": ("cpio", "cpio"),
     "pax": ("pax", "pax"),
     "squashfs": ("squashfs", "squashfs"),
+    "7z": ("sevenzip", "sevenzip"),
 }
 
 
