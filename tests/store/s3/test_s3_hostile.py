@@ -81,6 +81,30 @@ def test_a_blob_dir_swapped_for_a_symlink_before_the_first_blob_writes_nothing_t
     assert os.listdir(fast_tmp / "work" / f"stolen-{swapped[0][len(PREFIX):]}") == []
 
 
+def test_a_blob_dir_swapped_after_the_restore_is_reported_with_dest_complete_and_nothing_followed(
+        s3_url: str, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from artifactkit.store.s3 import download as s3_download
+
+    src = _tree(fast_tmp / "src", 3)
+    ref = Store(s3_url).publish(src, "d")
+    work, canary = fast_tmp / "work", fast_tmp / "canary"
+    work.mkdir()
+    canary.mkdir()
+    real_restore = s3_download.restore_tree
+
+    def restore_then_swap(*args: Any, **kwargs: Any) -> None:
+        real_restore(*args, **kwargs)
+        _swap(work, canary, next(n for n in os.listdir(work) if n.startswith(PREFIX)))
+
+    monkeypatch.setattr(s3_download, "restore_tree", restore_then_swap)
+    with pytest.raises(UnsafePathError, match="completed and verified exact") as caught:
+        Store(s3_url).download(ref, work / "out")
+    assert caught.value.dest == str(work / "out") and _same_files(src, work / "out")  # type: ignore[attr-defined]
+    (link,) = (n for n in os.listdir(work) if n.startswith(PREFIX))
+    assert os.readlink(work / link) == str(canary) and os.listdir(canary) == []
+    assert os.listdir(work / f"stolen-{link[len(PREFIX):]}") == []  # emptied through its fd, wherever it went
+
+
 _ATTACKER = textwrap.dedent("""
     import os, sys
     parent, canary, prefix = sys.argv[1:4]
