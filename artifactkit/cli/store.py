@@ -31,8 +31,9 @@ def _positive(text: str) -> int:
 
 def _workers_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, default=None, metavar="N",
-                        help=f"processes that {what} (1: this process only); default: 1 below 4,000 files, "
-                             "else the CPUs this process may use (at most 8); every check is the same")
+                        help=f"processes that {what} (1: this process only), at most the CPUs this process "
+                             "may use and one per 200 files (more would only wait); default: 1 below 4,000 "
+                             "files, else the CPUs this process may use (at most 8); every check is the same")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

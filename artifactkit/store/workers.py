@@ -62,7 +62,11 @@ def choose_workers(requested: int | None, files: int) -> int:
 
     ``requested`` ``None`` is automatic: one below :data:`PARALLEL_MIN_FILES` files, else the cores
     available (at most :data:`MAX_WORKERS`); the environment variable ``ARTIFACTKIT_WORKERS`` overrides
-    the automatic choice (for tests and CI). An explicit number is used as given, however few files.
+    the automatic choice (for tests and CI). Any number, asked or automatic, is then capped by the CPUs
+    this process may use (:func:`available_cores`) and by one process per batch of :data:`BATCH_FILES`
+    files: a process beyond the number of batches is never given one, and one beyond the cores only
+    takes them from the others. Uncapped, ``--workers 40`` started 39 interpreters for one file and
+    ``--workers 10000`` took the machine to a load of 145.
     """
     if requested is None:
         forced = os.environ.get("ARTIFACTKIT_WORKERS", "")
@@ -74,11 +78,16 @@ def choose_workers(requested: int | None, files: int) -> int:
             requested = min(available_cores(), MAX_WORKERS)
     if requested < 1:
         raise ValueError(f"workers must be at least 1, not {requested}")
-    return max(1, min(requested, files)) if files else 1
+    if requested == 1:
+        return 1  # asked for in-process: no affinity lookup
+    needed = -(-files // BATCH_FILES)  # batches, rounded up
+    return max(1, min(requested, available_cores(), needed))
 
 
-def batches(items: Sequence[T], size: int = BATCH_FILES) -> list[Sequence[T]]:
-    """``items`` cut into consecutive batches of at most ``size``."""
+def batches(items: Sequence[T], size: int | None = None) -> list[Sequence[T]]:
+    """``items`` cut into consecutive batches of at most ``size`` (default :data:`BATCH_FILES`, read when
+    called: :func:`choose_workers` counts batches of the same size)."""
+    size = BATCH_FILES if size is None else size
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
@@ -293,8 +302,11 @@ class LazyPool:
         """
         if self._pool is not None or self._unavailable or choose_workers(self.requested, files) == 1:
             return
+        # Sized for the automatic threshold at least (the hint is a lower bound), but an explicit request
+        # is sized for the hint itself: padded to PARALLEL_MIN_FILES, it started 39 children for one file.
+        hinted = files if self.requested is not None else max(files, PARALLEL_MIN_FILES)
         try:
-            self._pool = WorkerPool(choose_workers(self.requested, max(files, PARALLEL_MIN_FILES)), self.task)
+            self._pool = WorkerPool(choose_workers(self.requested, hinted), self.task)
         except WorkerFailedError:
             if self.requested is not None or os.environ.get("ARTIFACTKIT_WORKERS"):
                 raise

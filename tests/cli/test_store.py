@@ -52,3 +52,10 @@ def test_exit_codes_separate_usage_errors_from_failed_checks(
     assert "NOT OK" in capsys.readouterr().out
     assert main(["download", "demo", str(fast_tmp / "y"), "--store", store]) == 1
     assert "corrupt" in capsys.readouterr().err
+
+
+def test_the_workers_help_says_how_the_number_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("publish", "download"):
+        assert main([command, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "at most the CPUs this process may use and one per 200 files" in text, text

@@ -76,20 +76,70 @@ def test_the_automatic_choice_works_in_process_below_the_threshold_and_uses_the_
     monkeypatch.setattr(workers, "available_cores", lambda: 2)
     assert choose_workers(None, workers.PARALLEL_MIN_FILES - 1) == 1
     assert choose_workers(None, workers.PARALLEL_MIN_FILES) == 2
-    assert choose_workers(3, 10) == 3 and choose_workers(3, 2) == 2 and choose_workers(1, 10**6) == 1
+    # Asked for: capped by the cores and by one process per batch (BATCH_FILES files).
+    assert choose_workers(3, 10) == 1 and choose_workers(3, 10**6) == 2 and choose_workers(1, 10**6) == 1
+    assert choose_workers(2, workers.BATCH_FILES + 1) == 2
     monkeypatch.setenv("ARTIFACTKIT_WORKERS", "4")
-    assert choose_workers(None, 10) == 4
+    assert choose_workers(None, 10**6) == 2 and choose_workers(None, 10) == 1
     with pytest.raises(ValueError, match="at least 1"):
         choose_workers(0, 10)
+
+
+def _count_children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    started: list[str] = []
+    real_init = workers._Child.__init__
+
+    def counting(self: workers._Child, task: str) -> None:
+        started.append(task)
+        real_init(self, task)
+    monkeypatch.setattr(workers._Child, "__init__", counting)
+    return started
+
+
+def test_a_huge_request_for_a_one_file_tree_starts_no_worker_process(fast_tmp: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers 40`` started 39 interpreters for one file (``--workers 10000``: load 145)."""
+    started = _count_children(monkeypatch)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(_many(fast_tmp / "src", dirs=1, per_dir=1), "one", workers=10_000)
+    store.download(ref, fast_tmp / "out", workers=40)
+    assert started == []
+
+
+def test_a_big_request_is_capped_by_the_cpus_this_process_may_use_and_one_worker_per_batch() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert choose_workers(10_000, 10**6) == cores
+    assert choose_workers(10_000, workers.BATCH_FILES) == 1
+    assert choose_workers(10_000, workers.BATCH_FILES + 1) == min(2, cores)
+    # The affinity mask as taskset sets it, for real: one CPU allowed is one process, asked or automatic.
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from artifactkit.store.workers import choose_workers; print(choose_workers(10_000, 10**6), "
+            "choose_workers(None, 10**6))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("ARTIFACTKIT_WORKERS", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "1"]
+
+
+def test_a_big_request_for_a_tree_of_three_batches_starts_at_most_a_child_per_other_cpu(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _count_children(monkeypatch)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(_many(fast_tmp / "src", dirs=5, per_dir=100), "three", workers=64)
+    store.download(ref, fast_tmp / "out", workers=64)
+    most = min(3, len(os.sched_getaffinity(0))) - 1
+    assert 0 < started.count("publish") <= most and 0 < started.count("download") <= most, started
 
 
 # -- the same result ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [n for n in corpus_names() if n != "special-modes"])
 def test_every_corpus_publishes_to_the_same_manifest_and_downloads_exactly_with_workers(
-        fast_tmp: Path, name: str, child_batches: list[int]) -> None:
+        fast_tmp: Path, name: str, child_batches: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     if needs_root(name):
         pytest.skip(f"corpus {name!r} needs root here: {needs_root(name)}")
+    # A corpus is a few files: batches of one, so that it needs the workers it is given (one per batch).
+    monkeypatch.setattr(workers, "BATCH_FILES", 1)
     supplied = materialize(name, fast_tmp / "src")
     alone, pooled = Store(fast_tmp / "alone"), Store(fast_tmp / "pooled")
     ref_pooled = pooled.publish(fast_tmp / "src", name, workers=3)
@@ -166,6 +216,7 @@ def test_a_worker_that_cannot_start_is_an_error_when_asked_for_and_in_process_wh
     src = _many(fast_tmp / "src", dirs=2, per_dir=50)
     monkeypatch.delenv("ARTIFACTKIT_WORKERS", raising=False)
     monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 10)
+    monkeypatch.setattr(workers, "BATCH_FILES", 10)  # 100 files: enough batches for a worker
     monkeypatch.setattr(workers, "available_cores", lambda: 2)
     monkeypatch.setattr(sys, "executable", str(fast_tmp / "no-such-python"))
     store = Store(fast_tmp / "store")
@@ -178,13 +229,7 @@ def test_a_worker_that_cannot_start_is_an_error_when_asked_for_and_in_process_wh
 
 def test_the_automatic_choice_starts_workers_only_for_a_big_tree(fast_tmp: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[str] = []
-    real_init = workers._Child.__init__
-
-    def counting(self: workers._Child, task: str) -> None:
-        started.append(task)
-        real_init(self, task)
-    monkeypatch.setattr(workers._Child, "__init__", counting)
+    started = _count_children(monkeypatch)
     monkeypatch.delenv("ARTIFACTKIT_WORKERS", raising=False)
     monkeypatch.setattr(workers, "available_cores", lambda: 2)
     monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 150)
@@ -229,7 +274,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_script_without_a_main_guard_publishes_once(fast_tmp: Path) -> None:
     """multiprocessing's spawn would re-import this script in every worker and publish again."""
-    src = _many(fast_tmp / "src", dirs=2, per_dir=100)
+    src = _many(fast_tmp / "src", dirs=2, per_dir=150)  # two batches: a worker is started
     script = fast_tmp / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
         from artifactkit import Store
