@@ -31,6 +31,20 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, igno
                 raise
 
 
+def listdir_fresh(dir_fd: int) -> list[str]:
+    """The names in the directory ``dir_fd``, listed through a new open of it.
+
+    A second ``listdir`` of one open directory can miss what was created after the first: on btrfs (Linux
+    6.18) ``listdir(fd)``, ``mkdir(x, dir_fd=fd)``, ``listdir(fd)`` gave ``[]`` twice, and ``['x']`` only on a
+    third call (the rewind that ends a listing refreshes it). A fresh open of ``"."`` sees the directory now.
+    """
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
 def open_same_dir(path: str, identity: tuple[int, int], what: str, *, nofollow: bool = True) -> int:
     """Open the directory ``path`` (an fd the caller closes) only if it is still the inode ``identity``
     (``st_dev``, ``st_ino``), as a worker process must when it opens by path what its parent opened;

@@ -11,13 +11,12 @@ import contextlib
 import errno
 import hashlib
 import os
-import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from artifactkit._fsutil import open_same_dir, remove_tree
+from artifactkit._fsutil import open_same_dir
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -31,8 +30,8 @@ from artifactkit.store.content import (
     read_small,
     write_all,
 )
-from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.paths import check_tree_shape, parent_of
+from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
 
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_HEX_DIGITS = "0123456789abcdef"
 _BLOB_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
 
@@ -102,34 +100,21 @@ def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable
     checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
     by_path = plan(checked.values(), owners)
     parent, name = os.path.split(dest)
-    parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    prefix = _staging_prefix(name)
-    private = f"{prefix}{os.urandom(6).hex()}"  # what secrets.token_hex does, without its import
-    lock_fd = -1
+    # Whoever can write DEST's parent can rename a directory there away and put a link or a directory of
+    # theirs in its place; nobody else can change what is *inside* ours (0700). So the tree is built inside
+    # it, reached from its fd, and renamed out of it through that fd: what lands at DEST is always the
+    # tree verified here, never something swapped in by name. Held (flocked) until the end: a later
+    # download to the same name removes only unlocked private dirs.
+    private = PrivateDir(parent, _staging_prefix(name))
     try:
-        _sweep_abandoned(parent_fd, prefix)
-        os.mkdir(private, 0o700, dir_fd=parent_fd)
-        try:
-            # Held until the end: a later download to the same name removes only unlocked private dirs.
-            lock_fd = os.open(private, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
-            hold(lock_fd)
-            _check_still_ours(parent_fd, private, lock_fd, dest)
-            # Whoever can write DEST's parent can rename ``private`` away and put a link or a directory of
-            # theirs in its place; nobody else can change what is *inside* it (0700, ours). So the tree is
-            # built inside, reached from ``lock_fd``, and renamed out of it through that fd: what lands at
-            # DEST is always the tree verified here, never something swapped in by name.
-            os.mkdir(_TREE, 0o700, dir_fd=lock_fd)
-            parallel.staging = (os.path.join(parent or ".", private, _TREE), os.stat(_TREE, dir_fd=lock_fd))
-            _materialize(by_path, lock_fd, _TREE, blob_path, parallel)
-            # Every entry, the root included, was verified exact above; the rename moves no time.
-            _rename_into_place(lock_fd, parent_fd, name, dest)
-        finally:
-            if lock_fd >= 0:
-                _remove_private(parent_fd, private, lock_fd)
+        os.mkdir(_TREE, 0o700, dir_fd=private.fd)
+        # Workers open it by path and check it is this inode (open_same_dir).
+        parallel.staging = (os.path.join(private.where, _TREE), os.stat(_TREE, dir_fd=private.fd))
+        _materialize(by_path, private.fd, _TREE, blob_path, parallel)
+        # Every entry, the root included, was verified exact above; the rename moves no time.
+        _rename_into_place(private.fd, private.parent_fd, name, dest)
     finally:
-        if lock_fd >= 0:
-            os.close(lock_fd)
-        os.close(parent_fd)
+        private.close()
 
 
 def _staging_prefix(name: str) -> str:
@@ -137,60 +122,6 @@ def _staging_prefix(name: str) -> str:
     if len(os.fsencode(name)) > 200:
         name = hashlib.sha256(os.fsencode(name)).hexdigest()[:40]
     return f".{name}.artifactkit-"
-
-
-def _check_still_ours(parent_fd: int, private: str, lock_fd: int, dest: str) -> None:
-    """The directory we flocked is the one we made: between our mkdir and our open a concurrent download to
-    the same name may have swept it, or a writer of the parent swapped in a directory of its own."""
-    held = os.fstat(lock_fd)
-    try:
-        now = os.lstat(private, dir_fd=parent_fd)
-    except FileNotFoundError:
-        now = None
-    if held.st_nlink == 0 or now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
-        raise FileExistsError(errno.EEXIST, "another download to this destination is running", dest)
-    if held.st_uid != os.geteuid() or stat.S_IMODE(held.st_mode) != 0o700 or os.listdir(lock_fd):
-        raise UnsafePathError(f"download refused: the private directory {private!r} beside {dest!r} was "
-                              "replaced by someone else's before it was used; nothing was written", path=dest)
-
-
-def _sweep_abandoned(parent_fd: int, prefix: str) -> None:
-    """Remove private dirs of killed downloads to the same name: nobody holds their flock.
-
-    A live download holds an exclusive flock on its private dir from just after creating it to
-    after the final rename, so an unlocked one belongs to a process that died (SIGKILL, power cut).
-    Only exact ``PREFIX<12 hex>`` names of our own real directories count; anything the sweep cannot
-    remove is left alone.
-    """
-    # A prefix test and a hex check, not a regex: the prefix names the destination, so each download
-    # compiled a pattern of its own (0.2 ms, a fiftieth of a small download in a fresh process).
-    for entry in os.listdir(parent_fd):
-        suffix = entry[len(prefix):]
-        if not entry.startswith(prefix) or len(suffix) != 12 or suffix.strip(_HEX_DIGITS):
-            continue
-        try:
-            fd = os.open(entry, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
-        except OSError:
-            continue  # vanished, or not a directory we made: leave it alone
-        try:
-            if os.fstat(fd).st_uid == os.geteuid() and hold_if_free(fd):
-                _remove_private(parent_fd, entry, fd)
-        except OSError:
-            continue  # alive (locked), or not ours to remove: not this download's business
-        finally:
-            os.close(fd)
-
-
-def _remove_private(parent_fd: int, private: str, fd: int) -> None:
-    """Empty a private dir through its fd (restoring owner rwx on dirs a mode locked), then remove its name
-    only while that name is still this inode: a name a writer of the parent swapped is not ours to remove."""
-    for entry in os.listdir(fd):
-        remove_tree(entry, dir_fd=fd, ignore_errors=True)
-    held = os.fstat(fd)
-    with contextlib.suppress(OSError):
-        now = os.lstat(private, dir_fd=parent_fd)
-        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
-            os.rmdir(private, dir_fd=parent_fd)
 
 
 def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,

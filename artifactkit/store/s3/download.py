@@ -1,7 +1,7 @@
 """Download from a bucket: stream blobs into a local blob dir, hashing as they land, then the local restore.
 
 Every needed blob is fetched once (threads; large blobs in parallel byte ranges) into a private
-directory next to ``dest`` (:mod:`~artifactkit.store.s3.private_dir`: written only through its
+directory next to ``dest`` (:mod:`~artifactkit.store.private_dir`: written only through its
 fd, so a directory swapped by whoever can write DEST's parent cannot redirect a byte) and its
 sha256 checked there, so a corrupt or missing object is named as such before anything is restored.
 No more than the manifest's size + 1 bytes of an object are read: a planted multi-GiB object costs
@@ -22,14 +22,17 @@ from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreErro
 from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
 from artifactkit.store.download import BlobSource, restore_tree
 from artifactkit.store.manifest import Manifest
+from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, PART_SIZE, Bucket
-from artifactkit.store.s3.private_dir import BlobDir
 
 WORKERS: Final = 8
 _NEW_BLOB: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
+
+#: The private directory beside DEST that holds the fetched blobs (:class:`PrivateDir`).
+BLOBS_PREFIX: Final = ".artifactkit-s3-blobs-"
 
 def _missing_or(err: RemoteStoreError, sha: str, bucket: Bucket) -> Exception:
     if getattr(err, "code", "") in ("NoSuchKey", "404"):
@@ -138,13 +141,13 @@ def download_manifest(bucket: Bucket, manifest: Manifest, dest: str | os.PathLik
         raise FileExistsError(errno.EEXIST, "download destination already exists", target)
     # Beside dest: same filesystem and quota as the tree it becomes; left behind only by a SIGKILL,
     # and then swept by the next download into the same parent.
-    blobs = BlobDir(os.path.dirname(target))
+    blobs = PrivateDir(os.path.dirname(target), BLOBS_PREFIX, hex_digits=16)
     try:
         needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
         fetch_blobs(bucket, needed, blobs.fd)
         blobs.check()
-        restore_tree(manifest.entries, target, blob_path=BlobSource(blobs.read_path()), shape_checked=True,
-                     owners=owners, workers=workers)
+        restore_tree(manifest.entries, target, blob_path=BlobSource(blobs.read_path(), dir_fd=blobs.fd),
+                     shape_checked=True, owners=owners, workers=workers)
     except BaseException as err:
         if blobs.close():
             err.add_note(f"the private directory {blobs.where} was also swapped; nothing outside it was written")

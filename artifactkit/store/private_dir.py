@@ -1,21 +1,25 @@
-"""The private blob directory an S3 download keeps beside DEST, used only through its own fd.
+"""A private directory beside a download's destination, used only through its own fd.
 
 DEST's parent may be writable by others (a shared work dir, ``/tmp`` without the sticky bit, a CI
 cache). Whoever can write it can rename our directory away and put a symlink in its place at any
-moment; a download that then opened ``parent/dir/<sha>`` by path — as root — wrote every fetched
-blob into the link's target (``/etc/cron.d`` in the trial that found it). So the directory is:
+moment; a download that then used ``parent/dir/...`` by path — as root — wrote every fetched blob
+into the link's target (``/etc/cron.d`` in the trial that found it), and a local download renamed
+an attacker's link into DEST while saying "verified exact". So the directory is:
 
-* made with ``mkdirat(parent_fd, PREFIX + 16 hex, 0700)`` and opened ``O_DIRECTORY | O_NOFOLLOW``
-  at once; the opened inode must be the one at that name (``lstat`` via the parent fd), a directory
-  of ours (euid), empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
-* flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download
-  into the same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
-* written only with ``openat(fd, sha)``: wherever the directory has been moved, the bytes land in
-  our inode, never through a name someone else controls;
-* emptied through its fd (we put only flat blob files there) and then ``rmdir``-ed by name only
-  while the name is still our inode: a swapped-in object is neither followed nor removed, and the
-  swap is reported. ``rmdir`` removes only an empty directory, so even a swap in the last instant
-  can cost nobody more than an empty directory.
+* made with ``mkdirat(parent_fd, PREFIX + hex, 0700)`` and opened ``O_DIRECTORY | O_NOFOLLOW`` at
+  once; the opened inode must be the one at that name (``lstat`` via the parent fd), a directory of
+  ours (euid), private, empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
+* flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download into the
+  same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
+* used only through its fd: wherever the directory has been moved, what we write lands in our
+  inode, and what we rename out of it (a download's finished tree) is ours;
+* emptied through its fd (nobody else can change what is inside: 0700, ours) and then ``rmdir``-ed
+  by name only while the name is still our inode: a swapped-in object is neither followed nor
+  removed. ``rmdir`` removes only an empty directory, so even a swap in the last instant can cost
+  nobody more than an empty directory.
+
+The local download keeps its tree in one (prefix ``.NAME.artifactkit-``), the bucket download its
+fetched blobs (prefix ``.artifactkit-s3-blobs-``).
 """
 
 from __future__ import annotations
@@ -26,11 +30,10 @@ import os
 import stat
 from typing import Final
 
+from artifactkit._fsutil import listdir_fresh, remove_tree
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.locks import hold, hold_if_free
 
-PREFIX: Final = ".artifactkit-s3-blobs-"
-_SUFFIX_LEN: Final = 16  # os.urandom(8).hex(): 64 random bits, not guessable before the mkdir
 _HEX: Final = "0123456789abcdef"
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: A concurrent sweep (below) removes a dir made between our mkdir and our flock: make another, a few times.
@@ -42,21 +45,25 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
 
 
 def _empty_through(fd: int) -> None:
-    """Unlink every non-directory entry of the directory ``fd`` (our blob files), by name relative to it."""
-    for name in os.listdir(fd):
+    """Remove everything in the directory ``fd``, by name relative to it (restoring owner rwx on directories
+    whose restored mode locks their owner out). Listed afresh: the fd was listed once, empty, when adopted."""
+    for name in listdir_fresh(fd):
         with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+            if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                remove_tree(name, dir_fd=fd, ignore_errors=True)
+            else:
                 os.unlink(name, dir_fd=fd)
 
 
-class BlobDir:
-    """A private directory beside a download's destination; :meth:`close` removes what it made."""
+class PrivateDir:
+    """A private directory in ``parent`` named ``prefix`` + ``hex_digits`` random hex digits; :meth:`close`
+    removes what it made. Abandoned ones of the same prefix are swept first (:func:`sweep_abandoned`)."""
 
-    def __init__(self, parent: str) -> None:
-        self.parent = parent
-        self.parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    def __init__(self, parent: str, prefix: str, *, hex_digits: int = 12) -> None:
+        self.parent, self.prefix, self.hex_digits = parent, prefix, hex_digits
+        self.parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            sweep_abandoned(self.parent_fd)
+            sweep_abandoned(self.parent_fd, prefix, hex_digits)
             self.name, self.fd = self._create()
         except BaseException:
             os.close(self.parent_fd)
@@ -69,15 +76,15 @@ class BlobDir:
 
     def _create(self) -> tuple[str, int]:
         for _ in range(_CREATE_ATTEMPTS):
-            name = PREFIX + os.urandom(_SUFFIX_LEN // 2).hex()
+            name = self.prefix + os.urandom(self.hex_digits // 2).hex()
             os.mkdir(name, 0o700, dir_fd=self.parent_fd)
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=self.parent_fd)
             except OSError as err:  # ELOOP/ENOTDIR: swapped for a link or file before we opened it
+                where = os.path.join(self.parent, name)
                 why = f"it was replaced before it could be opened ({err.strerror})"
-                raise UnsafeStoreError(f"download refused: the private directory {os.path.join(self.parent, name)} "
-                                       f"{why}; nothing was written", path=os.path.join(self.parent, name),
-                                       why=why) from err
+                raise UnsafeStoreError(f"download refused: the private directory {where} {why}; nothing was "
+                                       "written", path=where, why=why) from err
             try:
                 if self._adopt(name, fd):
                     return name, fd
@@ -85,7 +92,7 @@ class BlobDir:
                 os.close(fd)
                 raise
             os.close(fd)
-        raise FileExistsError(errno.EEXIST, "private blob directories were removed as fast as they were made "
+        raise FileExistsError(errno.EEXIST, "private directories were removed as fast as they were made "
                               "(another download sweeping this directory?)", self.parent)
 
     def _adopt(self, name: str, fd: int) -> bool:
@@ -117,12 +124,12 @@ class BlobDir:
         return _identity(now) == (_identity(held) if held is not None else self.identity)
 
     def read_path(self) -> str:
-        """A path to read the blobs by, for :func:`~artifactkit.store.download.restore_tree`.
+        """A path to read what is inside by (``restore_tree``'s blobs, a worker's staging root).
 
         ``/proc/<pid>/fd/<fd>`` names our inode itself (in this process and in its same-user worker
         children), so a rename of the directory changes nothing. Where ``/proc`` is absent the
-        directory's name is used: those reads are digest-verified, so a swapped directory can only
-        yield the correct bytes or an ``IntegrityError``, never a write outside.
+        directory's name is used: those reads are digest- or identity-checked, so a swapped directory
+        can only fail the download, never cause a write outside.
         """
         proc = f"/proc/{os.getpid()}/fd/{self.fd}"
         with contextlib.suppress(OSError):
@@ -134,9 +141,9 @@ class BlobDir:
         """:class:`UnsafeStoreError` unless our directory still has its name (nobody moved it)."""
         if not self._still_ours(self.name):
             why = "someone else renamed it or put another object under its name"
-            raise UnsafeStoreError(f"download refused: the private directory {self.where} was swapped while "
-                                   f"blobs were fetched ({why}); every blob went through its fd, nothing outside "
-                                   "it was written", path=self.where, why=why)
+            raise UnsafeStoreError(f"download refused: the private directory {self.where} was swapped meanwhile "
+                                   f"({why}); everything went through its fd, nothing outside it was written",
+                                   path=self.where, why=why)
 
     def close(self) -> bool:
         """Remove what we made, through our fds; True if our name was swapped meanwhile (then the
@@ -146,7 +153,9 @@ class BlobDir:
             _empty_through(self.fd)
             swapped = not self._still_ours(self.name)
             if not swapped:
-                with contextlib.suppress(FileNotFoundError):
+                # Never in place of the error that stopped the download: what is left is unlocked once we
+                # close, and the next download to this parent sweeps it.
+                with contextlib.suppress(OSError):
                     os.rmdir(self.name, dir_fd=self.parent_fd)
         finally:
             os.close(self.fd)  # releases the flock: only now may a sweep take what is left
@@ -154,18 +163,17 @@ class BlobDir:
         return swapped
 
 
-def sweep_abandoned(parent_fd: int) -> list[str]:
-    """Remove private blob dirs of SIGKILLed downloads in this parent; the names removed.
+def sweep_abandoned(parent_fd: int, prefix: str, hex_digits: int) -> list[str]:
+    """Remove private dirs of SIGKILLed downloads (``prefix`` + ``hex_digits`` hex) in this parent; the names removed.
 
-    Only exact ``PREFIX<16 hex>`` names, real directories (opened ``O_NOFOLLOW``) of our euid whose
-    flock is free (a live download holds its own until it has emptied it), emptied through their fd
-    and ``rmdir``-ed while the name is still that inode. Anything else is left alone, silently: it is
-    not this download's business.
+    Only exact names, real directories (opened ``O_NOFOLLOW``) of our euid whose flock is free (a live
+    download holds its own until it has emptied it), emptied through their fd and ``rmdir``-ed while the
+    name is still that inode. Anything else is left alone, silently: it is not this download's business.
     """
     removed = []
     for name in os.listdir(parent_fd):
-        suffix = name[len(PREFIX):]
-        if not name.startswith(PREFIX) or len(suffix) != _SUFFIX_LEN or suffix.strip(_HEX):
+        suffix = name[len(prefix):]
+        if not name.startswith(prefix) or len(suffix) != hex_digits or suffix.strip(_HEX):
             continue
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
