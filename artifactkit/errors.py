@@ -52,7 +52,8 @@ class UnsafeStoreError(UnsafePathError):
 
 class ManifestLimitError(ArtifactkitError, ValueError):
     """A manifest is over a documented bound (``limit``: bytes, nesting depth or extents), checked before it
-    is read whole or parsed deeply; ``setting`` names how to raise it. Nothing was changed."""
+    is read whole or parsed deeply, or the setting of a bound holds no usable value; ``setting`` names it
+    where one can be changed. Nothing was changed."""
 
 
 class IntegrityFailure(enum.StrEnum):
@@ -122,6 +123,11 @@ class TreeTooDeepError(ArtifactkitError, OSError):
 class ReownedWarning(UserWarning):
     """A download with ``owners="current"`` gave entries the downloader's ownership (and cleared their
     setuid/setgid bits and privileged xattrs): the message lists them."""
+
+
+class UnreadableManifestWarning(UserWarning):
+    """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
+    message names its key and why; ``verify`` reports it too."""
 
 
 class RemoteStoreError(ArtifactkitError):

@@ -11,11 +11,11 @@ from typing import Any, Final
 
 import attrs
 
-from artifactkit.errors import IntegrityError, TimestampNotRepresentable, UnsafePathError
+from artifactkit.errors import IntegrityError, ManifestLimitError, TimestampNotRepresentable, UnsafePathError
 from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
 from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields
-from artifactkit.store.manifest_limits import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES  # noqa: PLC0414 - re-export
 from artifactkit.store.manifest_limits import (
+    MANIFEST_BYTES_SETTING,
     SIZE_LIMIT,
     TARGET_MAX,
     clip,
@@ -23,6 +23,7 @@ from artifactkit.store.manifest_limits import (
     may_hold_surrogates,
     show,
 )
+from artifactkit.store.manifest_limits import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES  # noqa: PLC0414 - re-export
 from artifactkit.store.manifest_limits import manifest_size_limit as manifest_size_limit  # noqa: PLC0414 - re-export
 from artifactkit.store.paths import check_artifact_name, check_tree_shape
 
@@ -117,7 +118,14 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     texts = [line for _, line in lines] or [""]
     texts[0] = f"{_head(name, source_read_noatime)}{texts[0]}"
     texts[-1] = f"{texts[-1]}\n]}}\n"
-    return ",\n".join(texts).encode()
+    body = ",\n".join(texts).encode()
+    if len(body) > (limit := manifest_size_limit()):
+        # Never a version our own reader would refuse (both stores' publishes build their manifest here).
+        raise ManifestLimitError(
+            f"the manifest of {name!r} would have {len(body)} bytes, more than the limit of {limit} its readers "
+            f"take; set {MANIFEST_BYTES_SETTING} higher where it is published and downloaded",
+            limit=limit, actual=len(body), setting=MANIFEST_BYTES_SETTING)
+    return body
 
 
 def _head(name: str, source_read_noatime: bool) -> str:

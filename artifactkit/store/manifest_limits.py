@@ -4,7 +4,7 @@ so nothing in them may cost the reader more than these allow.
 =========================  ==============================  =============================================
 bound                      value                           over it
 =========================  ==============================  =============================================
-manifest size              512 MiB, or                     :class:`ManifestLimitError` before it is read
+manifest size              128 MiB, or                     :class:`ManifestLimitError` before it is read
                            ``ARTIFACTKIT_MAX_MANIFEST_      (:func:`manifest_size_limit`; the stores'
                            BYTES``                         readers enforce it)
 nesting depth              the interpreter's recursion     :class:`ManifestLimitError` (the format nests 5
@@ -27,8 +27,9 @@ that can be changed. Refusals quote hostile values through :func:`show`, so a 10
 
 What is not bounded below the size limit: memory. A manifest is decoded whole, a valid one into about
 5.4 times its size, a forged one of empty objects (``[{},{},...]``) into 25 times (28.6 MiB became a
-724 MiB peak): at the default limit that is 13 GiB. Lower ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` on small
-machines that read stores others write.
+724 MiB peak). That is why the default is 128 MiB (a forged manifest then costs at most about 3 GiB, a
+valid one of ~500,000 usual entries about 700 MiB; at 512 MiB it would have been 13 GiB): raise
+``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees on machines that can afford it.
 
 Repeated keys in one object: the last one counts, as in every Python JSON reader and ``jq``; it is the
 one validated, so a reader who keeps the first sees another value but never one that escaped a check.
@@ -45,9 +46,9 @@ from typing import Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
 
-#: The default of :func:`manifest_size_limit`: about two million usual file entries (~250 bytes each).
-#: Read whole, a manifest costs a few times its size in memory (5.4x for a valid one).
-MAX_MANIFEST_BYTES: Final = 512 << 20
+#: The default of :func:`manifest_size_limit`: about 500,000 usual file entries (~250 bytes each).
+#: Read whole, a manifest costs a few times its size in memory (5.4x for a valid one, 25x for a forged one).
+MAX_MANIFEST_BYTES: Final = 128 << 20
 MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
 #: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
 #: a tuple in memory and a copy call in a download; without a bound one manifest line could ask for 50

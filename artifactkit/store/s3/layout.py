@@ -20,6 +20,7 @@ from typing import Final
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnsafePathError
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, manifest_size_limit, parse_manifest
+from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
 from artifactkit.store.s3.objects import Bucket
 
 SCHEME: Final = "s3://"
@@ -27,12 +28,6 @@ _BUCKET_RE: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _MANIFEST_KEY: Final = re.compile(r"manifests/([A-Za-z0-9][A-Za-z0-9._+-]{0,127})/([1-9][0-9]*)\.json", re.ASCII)
 SHA_RE: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
 #: The environment variable :func:`manifest_size_limit` reads (named in every refusal).
-MANIFEST_LIMIT_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
-
-
-class UnreadableManifestWarning(UserWarning):
-    """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
-    message names its key and why; ``verify`` reports it too."""
 
 
 def is_s3_url(root: object) -> bool:
@@ -85,8 +80,8 @@ def fetch_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef,
         where = bucket.url(manifest_key(name, version))
         raise ManifestLimitError(
             f"manifest of {name}@{version} at {where} is {length} bytes, over the limit of {limit}; "
-            f"set {MANIFEST_LIMIT_SETTING} to read it", path=where, limit=limit, actual=length,
-            setting=MANIFEST_LIMIT_SETTING)
+            f"set {MANIFEST_BYTES_SETTING} to read it", path=where, limit=limit, actual=length,
+            setting=MANIFEST_BYTES_SETTING)
     actual = hashlib.sha256(body).hexdigest()
     pinned = metadata.get("sha256", actual)
     if pinned != actual:

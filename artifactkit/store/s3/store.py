@@ -6,7 +6,7 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
-from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
+from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnreadableManifestWarning
 from artifactkit.store.gc import GcReport
 from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
@@ -15,7 +15,6 @@ from artifactkit.store.publish import capture_source
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.download import download_manifest
 from artifactkit.store.s3.layout import (
-    UnreadableManifestWarning,
     fetch_version,
     listed_versions,
     manifest_key,

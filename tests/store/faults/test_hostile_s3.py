@@ -143,7 +143,7 @@ def test_s3_ls_lists_every_readable_version_and_names_each_unreadable_manifest(
         s3_demo: tuple[Store, ArtifactRef], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     from artifactkit.cli.main import main
-    from artifactkit.store.s3.layout import UnreadableManifestWarning
+    from artifactkit.errors import UnreadableManifestWarning
 
     store, ref = s3_demo
     body = store.manifest(ref).to_bytes()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
+import tempfile
 from typing import Any
 
 import pytest
@@ -30,3 +32,33 @@ def raw_s3(seaweedfs: Any) -> Any:
 
     return boto3.client("s3", endpoint_url=seaweedfs.url, aws_access_key_id=seaweedfs.access_key,
                         aws_secret_access_key=seaweedfs.secret_key, region_name=seaweedfs.region)
+
+
+@pytest.fixture
+def private_server(monkeypatch: pytest.MonkeyPatch, seaweedfs: Any) -> Any:
+    """A server of this test's own, which it may stop and start again on the same data."""
+    from artifactkit.testing.seaweedfs import running_seaweedfs
+
+    data = tempfile.mkdtemp(prefix="artifactkit-weed-own-")
+    keys = {"access_key": "ak" + secrets.token_hex(8), "secret_key": secrets.token_hex(20)}  # kept across restarts
+
+    class Server:
+        endpoint: Any = None
+
+        def start(self) -> None:
+            self._cm = running_seaweedfs(data, **keys)
+            self.endpoint = self._cm.__enter__()
+            for key, value in aws_env(self.endpoint).items():
+                monkeypatch.setenv(key, value)
+
+        def stop(self) -> None:
+            """A stop as an operator does it (SIGTERM): what it acknowledged is kept."""
+            if self.endpoint is not None:
+                self._cm.__exit__(None, None, None)
+                self.endpoint = None
+
+    server = Server()
+    server.start()
+    yield server
+    server.stop()
+    subprocess.run(["rm", "-rf", data], check=False)

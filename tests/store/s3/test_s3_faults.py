@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,6 @@ from artifactkit.store.s3 import objects
 from artifactkit.store.s3 import publish as s3_publish
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.store.s3.objects import Bucket
-from tests.store.s3.conftest import aws_env
 from tests.support.capability import require_module
 
 
@@ -99,36 +96,6 @@ def test_a_server_that_never_answers_is_a_named_error_within_the_timeout(monkeyp
             monkeypatch.setenv(key, value)
         with pytest.raises(RemoteUnavailableError, match="unreachable or too slow"):
             Bucket("bucket", "", read_timeout_s=0.3, max_attempts=1).head("blobs/x")
-
-
-@pytest.fixture
-def private_server(monkeypatch: pytest.MonkeyPatch, seaweedfs: Any) -> Any:
-    """A server of this test's own, which it may stop and start again on the same data."""
-    from artifactkit.testing.seaweedfs import running_seaweedfs
-
-    data = tempfile.mkdtemp(prefix="artifactkit-weed-own-")
-    keys = {"access_key": "ak" + secrets.token_hex(8), "secret_key": secrets.token_hex(20)}  # kept across restarts
-
-    class Server:
-        endpoint: Any = None
-
-        def start(self) -> None:
-            self._cm = running_seaweedfs(data, **keys)
-            self.endpoint = self._cm.__enter__()
-            for key, value in aws_env(self.endpoint).items():
-                monkeypatch.setenv(key, value)
-
-        def stop(self) -> None:
-            """A stop as an operator does it (SIGTERM): what it acknowledged is kept."""
-            if self.endpoint is not None:
-                self._cm.__exit__(None, None, None)
-                self.endpoint = None
-
-    server = Server()
-    server.start()
-    yield server
-    server.stop()
-    subprocess.run(["rm", "-rf", data], check=False)
 
 
 def test_a_server_stopped_mid_publish_leaves_no_version_and_a_rerun_reuses_the_uploaded_blobs(

@@ -23,7 +23,6 @@ import pytest
 
 from artifactkit import ArtifactkitError, Store, UnsafePathError
 from artifactkit.store.s3 import objects
-from tests.store.s3.test_s3_faults import private_server  # noqa: F401 - a fixture: a server a test may stop
 
 PREFIX = ".artifactkit-s3-blobs-"
 
@@ -225,7 +224,7 @@ def test_a_sigkilled_download_leaves_its_blob_dir_and_the_next_download_there_sw
 
 
 def test_a_server_that_dies_before_the_commit_is_remote_unavailable_naming_the_endpoint_not_a_lost_lease(
-        private_server: Any, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        private_server: Any, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from artifactkit.errors import LeaseLostError, RemoteUnavailableError
     from artifactkit.store.s3 import store as s3_store
     from artifactkit.store.s3.leases import LeasePolicy
@@ -248,7 +247,7 @@ def test_a_server_that_dies_before_the_commit_is_remote_unavailable_naming_the_e
 
 
 def test_a_lease_that_could_not_be_refreshed_because_the_server_died_says_so_naming_the_endpoint(
-        private_server: Any) -> None:  # noqa: F811
+        private_server: Any) -> None:
     from artifactkit.errors import LeaseLostError, RemoteUnavailableError
     from artifactkit.store.s3.leases import LeasePolicy, publish_lease
     from artifactkit.store.s3.objects import Bucket
