@@ -4,6 +4,12 @@ Listing a directory moves its atime unless the fd was opened with ``O_NOATIME``,
 ``readlink`` moves a symlink's atime, so the order here is the guarantee: lstat the entry,
 list the directory through an ``O_NOATIME`` fd, lstat the children, and only after the whole
 tree is captured read link targets (and, in the store, file contents).
+
+A link's target is read through its directory's fd (checked to be the directory the scan listed) and
+the link is ``lstat``-ed again after the ``readlink``: a link is retargeted only by replacing it (``ln
+-sf``, ``rename``), so the same inode, ctime, mtime and size (the target's length) mean the target read
+belongs to the times captured; anything else is :class:`SourceChangedError` naming it. An entry gone
+between the listing and its ``lstat`` is one too. One extra ``lstat`` per link, nothing per file.
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ class _Scan:
     matched: list[str] = attrs.field(factory=list)
     captured_dirs: set[str] = attrs.field(factory=set)  # directories captured in full: their flags are read
     kept: dict[str, os.stat_result] = attrs.field(factory=dict)  # ScannedTree.kept
+    link_stats: dict[str, os.stat_result] = attrs.field(factory=dict)  # captured links: checked after readlink
 
     def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
         """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
@@ -121,6 +128,8 @@ class _Scan:
                 metas.append(meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
                 if stat.S_ISDIR(st.st_mode):
                     self.captured_dirs.add(relpath)
+                elif stat.S_ISLNK(st.st_mode):
+                    self.link_stats[relpath] = st
             else:
                 hits[relpath] = hit
 
@@ -137,19 +146,21 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
     links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
-    for meta in metas:
-        if meta.kind == "symlink" and not read_links:
-            finished.append(meta)
-        elif meta.kind == "symlink":
-            target = os.readlink(os.path.join(root, meta.path))
-            check_symlink_target(meta.path, target, where=f"source {root!r}")
-            finished.append(attrs.evolve(meta, target=target))
-        elif meta.kind == "dir":
-            finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
-        elif meta.path in links:
-            finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
-        else:
-            finished.append(meta)
+    reader = _LinkReader(root, identities)
+    try:
+        for meta in metas:
+            if meta.kind == "symlink" and not read_links:
+                finished.append(meta)
+            elif meta.kind == "symlink":
+                finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path])))
+            elif meta.kind == "dir":
+                finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
+            elif meta.path in links:
+                finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
+            else:
+                finished.append(meta)
+    finally:
+        reader.close()
     return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime,
                        cached=scan.hits, matched=scan.matched, kept=scan.kept)
 
@@ -165,9 +176,7 @@ def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     _same_inode(tree, path, now)
     meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=read_xattrs(full))
     if meta.kind == "symlink":
-        target = os.readlink(full)
-        check_symlink_target(path, target, where=f"source {tree.root!r}")
-        return attrs.evolve(meta, target=target)
+        return attrs.evolve(meta, target=read_target(full, None, tree.kept.get(path, now), path, tree.root))
     if meta.kind == "dir":
         fd, _ = open_noatime(full, os.O_RDONLY | os.O_DIRECTORY)  # opened, never listed: its atime stays
         try:
@@ -182,6 +191,56 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
     if (st.st_dev, st.st_ino) != tree.identities[path]:
         raise SourceChangedError(f"source entry {path!r} under {tree.root!r} was replaced while it was published; "
                                  "publish again once it is stable", path=path)
+
+
+class _LinkReader:
+    """Link targets through their directory's fd, opened once per directory (a directory's entries are
+    consecutive in a scan) and checked to be the directory the scan listed."""
+
+    def __init__(self, root: str, identities: dict[str, tuple[int, int]]) -> None:
+        self.root, self.identities = root, identities
+        self.parent: str | None = None
+        self.fd = -1
+
+    def target(self, path: str, before: os.stat_result) -> str:
+        parent, _, name = path.rpartition("/")
+        if parent != self.parent:
+            self.close()
+            self.fd = os.open(f"{self.root}/{parent}" if parent else self.root,
+                              os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self.parent = parent
+            st = os.fstat(self.fd)
+            if (st.st_dev, st.st_ino) != self.identities[parent or ROOT]:
+                raise SourceChangedError(f"source directory {parent or ROOT!r} under {self.root!r} was replaced while "
+                                         "it was published; publish again once it is stable", path=parent or ROOT)
+        return read_target(name, self.fd, before, path, self.root)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd, self.parent = -1, None
+
+
+def read_target(name: str, dir_fd: int | None, before: os.stat_result, path: str, root: str) -> str:
+    """The target of the link ``name`` (under ``dir_fd``), which must still be the link ``before`` captured.
+
+    A new link in its place (the only way to retarget one) has another inode or ctime; the size is the
+    target's length, so a target read from anything else does not match it either.
+    """
+    try:
+        target = os.readlink(name, dir_fd=dir_fd)
+        now = os.lstat(name, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.EINVAL):  # gone, or no longer a link
+            raise
+        now, target = None, ""
+    if (now is None or (now.st_dev, now.st_ino, now.st_ctime_ns, now.st_mtime_ns, now.st_size)
+            != (before.st_dev, before.st_ino, before.st_ctime_ns, before.st_mtime_ns, before.st_size)
+            or now.st_size != len(os.fsencode(target))):
+        raise SourceChangedError(f"source symlink {path!r} under {root!r} was retargeted or replaced while it was "
+                                 "published; publish again once it is stable", path=path)
+    check_symlink_target(path, target, where=f"source {root!r}")
+    return target
 
 
 def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -209,7 +268,12 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
         names = sorted(os.listdir(fd))
         prefix = f"{rel}/" if rel else ""
         relpaths = [prefix + name for name in names]
-        stats = [os.lstat(name, dir_fd=fd) for name in names]
+        try:
+            stats = [os.lstat(name, dir_fd=fd) for name in names]
+        except FileNotFoundError as err:  # listed, then gone: a race with whoever writes the source
+            gone = prefix + os.fsdecode(err.filename) if err.filename is not None else rel or ROOT
+            raise SourceChangedError(f"source entry {gone!r} under {scan.root!r} vanished while it was scanned; "
+                                     "publish again once it is stable", path=gone) from err
         scan.add(top, names, relpaths, stats)
         subdirs = [relpath for relpath, child in zip(relpaths, stats, strict=True) if stat.S_ISDIR(child.st_mode)]
     finally:
