@@ -45,7 +45,8 @@ SCHEMA = "artifactkit.real-stores/1"
 S3_ADAPTERS = ("rclone-s3-metadata",)
 S3_SERVER_VARIABLE = "ARTIFACTKIT_REAL_STORES_S3_SERVER"  # set here only, to label the server this script started
 #: Programs the adapters run; the recorded command puts any found outside the system dirs on PATH.
-TOOLS = ("restic", "borg", "dvc", "git", "rclone", "zip", "unzip", "tar", "bindfs", "fusermount3", "cp")
+TOOLS = ("restic", "borg", "dvc", "git", "rclone", "zip", "unzip", "tar", "bindfs", "fusermount3", "cp", "bsdtar",
+         "cpio", "pax", "mksquashfs", "unsquashfs", "7zz")
 SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 
 #: What each store's users can do about what the table shows (from the tools' docs; see the modules).
@@ -86,6 +87,18 @@ ADVICE = {
                           "file. Restoring a symlink fails (rclone tries to set that xattr on the link); "
                           "rclone's default `--retries 3` hides it by skipping the link on the 2nd attempt. "
                           "Store a `tar --format=posix` archive as one object instead of a tree.",
+    "bsdtar": "Keeps every time to the ns, xattrs, ACLs and `chattr` flags with `--format=pax --xattrs --acls "
+              "--fflags`; re-apply the extract directory's own times, and archive from a noatime source (bsdtar "
+              "reads without `O_NOATIME`).",
+    "cpio": "newc keeps whole 32-bit unsigned seconds and no atime (a 1966 mtime comes back in 2102); "
+            "`--reset-access-time` rewrites the *source's* atime and mtime in whole seconds: leave it out and "
+            "copy from a noatime source. For exact times use tar --format=posix or bsdtar --format=pax.",
+    "pax": "ustar keeps whole seconds from 1970 and no atime (restored as the mtime); `-t` keeps the source as "
+           "it was. Use a pax-format writer (bsdtar --format=pax) for ns times.",
+    "squashfs": "An image keeps one unsigned 32-bit mtime per inode (1966 comes back in 2102) and no atime; "
+                "fine for content, owners, modes and xattrs, not for times.",
+    "7z": "7-Zip keeps times in 100 ns ticks (`-mta=on -mtc=on` for atime) and loses setuid, setgid and sticky "
+          "bits: keep a tar --format=posix inside the .7z where metadata matters.",
     "bindfs": "Nothing to do: a FUSE passthrough loses nothing `cp -a` keeps (both directions cross the "
               "mount). What remains is cp's: its read moves the source's atime, and inode flags are "
               "not copied.",
@@ -120,6 +133,25 @@ HAND_CHECKED = {
     "`stat -c '%n links=%h inode=%i'`)": [
         "src/first links=2 inode=2252901", "src/second links=2 inode=2252901",
         "dst/first links=1 inode=2253011", "dst/second links=1 inode=2253027",
+    ],
+    "Issue 25, by hand on strictatime tmpfs (TZ=UTC; a shell-built edge-times: `touch -d @S.N`, `chmod`, "
+    "`ln -s`; each tool's adapter commands typed out; `stat -c '%n mode=%a atime=%.9X mtime=%.9Y'`)": [
+        "cpio: src/pre-1970.txt mtime=-100000000.876543211 atime=-1.000000001, after cpio -o "
+        "--reset-access-time: mtime=-100000001.000000000 atime=-2.000000000 (the source rewritten in seconds)",
+        "cpio: dst/pre-1970.txt atime=4194967295.000000000 mtime=4194967295.000000000 (2**32 s wrapped)",
+        "squashfs: dst/pre-1970.txt atime=4194967295.000000000 mtime=4194967295.000000000",
+        "pax: dst/pre-1970.txt atime=0.000000000 mtime=0.000000000; dst/setuid-tool mode=4755 atime=mtime="
+        "1300000000.000000000",
+        "7z: dst/pre-1970.txt atime=-1.000000100 mtime=-100000000.876543300; dst/one-ns.txt "
+        "mtime=1500000000.000000000; dst/setuid-tool mode=755; dst/shared mode=755 (was 1777)",
+        "bsdtar: dst times equal to the ns, `getfattr -d`: user.k=\"v\", `lsattr`: ------d--- kept; every "
+        "src atime moved to the run's time",
+        "zip: src/d atime=1100000000 before, 1796157062 after `zip -r`; unzipped d atime=1796157062 "
+        "(stored after listing)",
+        "rclone -M: src/f atime after = dst/f atime = 2026-12-01 20:31:06.007838071 (recorded after its read); "
+        "dst/l atime past its ctime (the link read back after its times were set)",
+        "cp -r --preserve=mode,timestamps: dst/first atime=1500000000.1 (exact), dst/second (a second name of "
+        "the same inode) atime=1796157638.373641207 = src/first's atime after cp read it",
     ],
     "tar-posix (GNU tar 1.34): holes filled, and kept with `--sparse` (`truncate -s 8M src/disk.img` + 1 byte "
     "at 4 MiB; the adapter's create/extract, then again with `tar --create --sparse`; "
@@ -186,7 +218,9 @@ def invocation(argv: list[str]) -> str:
     prefix = [f"PATH=$PATH:{':'.join(extra)}"] if extra else []
     prefix += [f"{name}={os.environ[name]}" for name in ("ARTIFACTKIT_MLFLOW_PYTHON", rclone_s3.BUCKET_VARIABLE)
                if name in os.environ]
-    return " ".join([*prefix, "python3", "diagnostics/real_stores.py", *argv])
+    # A path argument (--base, --doc) is recorded by its role only: evidence carries no absolute paths.
+    shown = ["DIR" if os.path.isabs(arg) else arg for arg in argv]
+    return " ".join([*prefix, "python3", "diagnostics/real_stores.py", *shown])
 
 
 def summarize(runs: dict[str, Any]) -> dict[str, Any]:
@@ -252,10 +286,16 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
               "`set-to-mtime`: atime was given the mtime value (the store keeps no atime). `clamped`: the value "
               "landed on a range edge (0, 1980-01-01, 2**31-1, borg's 2**31-1 minus 48 h). `omitted`: the value "
               "is the copy's own time, not the source's. `advanced-by-read`: moved forward by a read "
-              "(for `source_atime_untouched`: the store's own read of the source). "
-              "`second-truncated`/`float-rounded`: precision lost on the way. `owner-differs`, `xattr-missing`/"
-              "`xattr-unexpected`, `hardlink-split` (one inode became several), `sparse-filled` (holes written "
-              "as data), `flags-differ` (`chattr` flags): the new checks' findings.", ""]
+              "(for `source_untouched`: the store's own read of the source; in the destination checks: the "
+              "store's own read of its output after setting the time). `read-before-recorded`: the store "
+              "read the source, then recorded the atime that read had moved. `wrapped`: seconds wrapped "
+              "modulo 2**32 (1966 as 2102). `second-truncated`/`100ns-truncated`/`float-rounded`: precision "
+              "lost on the way (one rule per tree: a 100 ns floor that lands on a whole second is still "
+              "100ns-truncated). `kind-differs`/`missing` in a check other than content: the entry changed "
+              "kind or was dropped, and lost what that check covers. `owner-differs`, `xattr-missing`/"
+              "`xattr-unexpected`, `hardlink-split` (one inode became several), `sparse-filled` (no hole "
+              "left) and `sparse-coarsened` (holes kept, fewer or smaller), `flags-differ` (`chattr` flags): "
+              "the extended checks' findings.", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 

@@ -1,9 +1,11 @@
 """Hold any copy step (cp, rsync, tar, shutil, your store) to the exact-metadata rules.
 
 For each corpus tree, :func:`check` materializes the tree as a *source* outside any flagged tree,
-on a filesystem where reads provably move atime (so the copier's own reads show), runs the copier
-into a *destination* inside a verified private noatime tree (so nothing after the copy moves
-anything), and sorts every difference the shared comparison finds into exactly one check:
+on a filesystem where reads provably move atime (so the copier's reads of it show), runs the copier
+into a *destination* where reads move atime the same way (so its reads of its own output show too:
+see :mod:`artifactkit.conformance.destination`), captures the copy ``lstat``-first without moving
+anything, and sorts every difference the shared comparison finds into the checks it breaks (a
+changed kind or a missing entry: every check its source entry carries):
 
 ===========================  ==================================================================
 ``content``                  presence, kind, size, sha256, symlink target; a failed copier run
@@ -12,13 +14,13 @@ anything), and sorts every difference the shared comparison finds into exactly o
 ``mtime_ns`` / ``atime_ns``  the times of regular files
 ``dir_times``                both times of directories (they must be set after their children)
 ``symlink_times``            both times of symlinks (set with ``follow_symlinks=False``)
-``survives_read``            one later read of everything in the destination moves no time
+``survives_read``            one later read of the copy, flagged by the kit, moves no time (FUSE, lazy copies)
 ``source_untouched``         every field of the source after the copy equals the value before it (alias
                              ``source_atime_untouched``); a moved ctime is counted as evidence
 ``owner``                    uid and gid of every entry (a setuid file must keep its owner)
 ``xattrs``                   every xattr: ``user.*``, ``trusted.*``, ACLs, ``security.capability``
 ``hardlinks``                names of one inode stay one inode, and no new links appear
-``sparse``                   a file's holes stay holes (``sparse-filled`` otherwise)
+``sparse``                   a file's holes stay holes (``sparse-filled``, ``sparse-coarsened`` otherwise)
 ``inode_flags``              the compared chattr flags (``S i a d D``; ``A`` is the isolation's own)
 ===========================  ==================================================================
 
@@ -164,6 +166,10 @@ def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:
         "destination_fs": f"{tree.probe.fs_type} ({tree.probe.atime_policy})",
         "isolation": tree.mode,
         "isolation_verified_how": tree.verified_how,
+        # Where the copier wrote: reads there behave as on the filesystem under test (issue 25).
+        "copier_destination": ("no inherited FS_NOATIME_FL, a read there moved a historical atime; the kit "
+                               "sets the flag on the copy itself before survives_read" if tree.mode == "flag"
+                               else "a noatime mount: reads move no atime there, for the copier or the kit"),
     }
 
 
@@ -186,7 +192,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
 
     ``copier`` is ``f(src, dst)``, an argv template with ``{src}``/``{dst}``, or a string
     :func:`artifactkit.conformance.copiers.resolve_copier` accepts; ``dst`` does not exist before the copy.
-    Destinations live in a verified private noatime tree under ``base`` (default: the temp dir);
+    Destinations live in an unflagged directory of a verified private noatime tree under ``base``
+    (default: the temp dir), where reads move atime as on that filesystem;
     sources under ``source_base`` (default: ``base``), which must be a filesystem where reads move
     atime. Raises :class:`IsolationError` when either condition cannot be met. A tree the copier
     refuses (it fails before creating ``dst``: :class:`CopierCannotRunError`, or a named adapter's

@@ -110,7 +110,12 @@ def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, File
     for i, diagnosis in zip(timed, dx.uniform_diagnoses(cases), strict=True):
         if diagnosis is not None:
             items[i] = attrs.evolve(items[i], diagnosis=diagnosis)
-    return items
+    # An entry whose mtime the copier never set had its atime never set either: that a listing of the copier's
+    # own came after its last write (advanced-by-read) or before it is the tool's ordering (rclone's roots).
+    unset = {m.path for m in items if m.field == "mtime_ns" and m.diagnosis == dx.OMITTED}
+    return [attrs.evolve(m, diagnosis=dx.OMITTED)
+            if m.field == "atime_ns" and m.diagnosis == dx.ADVANCED_BY_READ and m.path in unset else m
+            for m in items]
 
 
 def read_first_only_where_consistent(failures: list[Failure]) -> list[Failure]:

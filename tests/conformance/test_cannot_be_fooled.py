@@ -149,3 +149,16 @@ def test_the_copier_writes_where_reads_move_atime_and_the_kits_own_capture_moves
     report = conformance.check(reads_back_a_historical_atime, corpus="basic", base=tmpfs_strict)
     assert seen == [True]  # a read beside the destination moves atime, as on the filesystem under test
     assert report.failed == frozenset()  # and none of the kit's own reads of the copy showed as a finding
+
+
+def test_an_atime_the_copier_never_set_is_omitted_even_where_its_own_listing_moved_it(tmpfs_strict: Path) -> None:
+    def never_sets_dir_times_then_lists(src: str, dst: str) -> None:
+        faulty.forgets_directory_times(src, dst)
+        for _dirpath, _dirs, _files in os.walk(dst):  # a listing after its last write: atime past ctime
+            pass
+
+    report = conformance.check(never_sets_dir_times_then_lists, corpus="basic", base=tmpfs_strict)
+    assert report.failed == {"dir_times"}
+    # "advanced-by-read, during the copy, after the time was set" would be false: no time was set.
+    assert {(f.field, f.diagnosis) for f in report.result("dir_times").failures} == {
+        ("mtime_ns", dx.OMITTED), ("atime_ns", dx.OMITTED)}
