@@ -23,6 +23,7 @@ from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafeStoreError
 from artifactkit.store.store import Store
+from tests.support.capability import require_real_root
 from tests.support.hostile_store import forge_manifest, manifest_doc
 
 
@@ -47,21 +48,38 @@ def test_describe_keeps_a_multi_line_message_on_one_line() -> None:
 
 def test_a_kernel_refused_xattr_from_a_forged_manifest_is_one_line_and_exit_2_without_traceback(
         fast_tmp: Path) -> None:
-    """The real case: ``setxattr`` on the new file's fd refuses a 300-byte name (``ERANGE``), an ``OSError``
-    whose ``filename`` is that fd; the CLI's own handler used to crash on it (exit 1, a traceback)."""
+    """The real case: root's ``setxattr`` on the new file's fd is refused (``EINVAL``: a malformed file
+    capability), an ``OSError`` whose ``filename`` is that fd; the CLI's own handler used to crash on it
+    (exit 1, a traceback)."""
+    require_real_root("set security.capability (a non-root download refuses it up front)")
     store_path = _published(fast_tmp)
     store = Store(store_path)
     ref = store.list()[-1]
     doc = manifest_doc(store, ref)
     entry = next(e for e in doc["entries"] if e["kind"] == "file")
-    entry["xattrs"] = [["user." + "a" * 300, base64.b64encode(b"v").decode()]]
+    entry["xattrs"] = [["security.capability", base64.b64encode(b"xx").decode()]]
     forge_manifest(store, ref.name, ref.version, json.dumps(doc).encode())
-    done = subprocess.run([sys.executable, "-m", "artifactkit.cli", "download", "demo", str(fast_tmp / "out"),
-                           "--store", store_path], capture_output=True, text=True, check=False, timeout=60)
+    done = _cli("download", "demo", str(fast_tmp / "out"), "--store", store_path)
     assert done.returncode == EXIT_SETUP, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("artifactkit: error: ") and os.strerror(errno.ERANGE) in done.stderr
+    assert done.stderr.startswith("artifactkit: error: fd ") and os.strerror(errno.EINVAL) in done.stderr
     assert not (fast_tmp / "out").exists()
+
+
+def test_an_unexpected_exception_is_one_line_from_the_command_itself(fast_tmp: Path) -> None:
+    """The process as a person runs it: a class no handler expects still ends in one line, exit 2."""
+    code = ("import sys\nfrom artifactkit.store.store import Store\n"
+            "def broken(self):\n    raise ZeroDivisionError('a bug')\n"
+            "Store.list = broken\nfrom artifactkit.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
+    done = subprocess.run([sys.executable, "-c", code, "ls", "--store", str(fast_tmp)], capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == EXIT_SETUP, done.stderr
+    assert done.stderr == "artifactkit: error: internal error (ZeroDivisionError): a bug\n"
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "artifactkit.cli", *argv], capture_output=True, text=True,
+                          check=False, timeout=60)
 
 
 def test_an_unsafe_store_is_exit_2_naming_the_directory(
