@@ -102,10 +102,13 @@ def _download(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ReownedWarning)
             ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers)
-        reowned = [str(w.message) for w in caught if issubclass(w.category, ReownedWarning)]
+        warned = [w.message for w in caught if issubclass(w.category, ReownedWarning)]
+        reowned = [str(message) for message in warned]
         if a.json:
+            # Every changed entry as data ("path (what changed)"), beside the short messages.
+            entries = [entry for message in warned for entry in vars(message).get("entries", [])]
             emit_json({"schema": "artifactkit.download/1", "dest_verified": True, "reowned": reowned,
-                       **_ref_doc(ref)})
+                       "reowned_entries": entries, **_ref_doc(ref)})
         else:
             print(f"downloaded {ref} into {a.dest}: every entry verified exact (mode, owner, xattrs, links, "
                   "holes, flags, mtime_ns, atime_ns)")

@@ -9,6 +9,8 @@ import pytest
 
 from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
+from artifactkit.store.store import Store
+from tests.support.hostile_store import forge_manifest, manifest_doc
 
 
 def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,3 +61,23 @@ def test_the_workers_help_says_how_the_number_is_capped(capsys: pytest.CaptureFi
         assert main([command, "--help"]) == 0
         text = " ".join(capsys.readouterr().out.split())
         assert "at most the CPUs this process may use and one per 200 files" in text, text
+
+
+def test_download_owners_current_json_lists_every_reowned_entry(fast_tmp: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A format-1 manifest (no owners) with a setuid file: its bit is cleared, and --json says so as data."""
+    (fast_tmp / "src").mkdir()
+    (fast_tmp / "src" / "tool").write_bytes(b"#!/bin/sh\n")
+    (fast_tmp / "src" / "tool").chmod(0o4755)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "demo")
+    doc = manifest_doc(store, ref)
+    doc["format"] = "artifactkit.manifest/1"
+    for entry in doc["entries"]:
+        for key in ("uid", "gid", "xattrs", "flags"):
+            entry.pop(key, None)
+    forge_manifest(store, ref.name, ref.version, json.dumps(doc).encode())
+    argv = ["download", "demo", str(fast_tmp / "out"), "--store", str(fast_tmp / "store"), "--owners", "current"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reowned_entries"] == ["tool (setuid with no recorded owner cleared)"]
+    assert (fast_tmp / "out" / "tool").stat().st_mode & 0o7777 == 0o755
