@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from artifactkit.cli.main import main
 from artifactkit.conformance import checks as conformance
+from artifactkit.conformance import destination
+from artifactkit.isolation.tree import NoatimeTree
 from artifactkit.metadata import drift as dx
+from artifactkit.metadata.model import FileMeta
 from tests.support import faulty_copiers as faulty
 
 LINKS_AS_FILES = "tests.support.faulty_copiers:links_become_files"
@@ -162,3 +166,25 @@ def test_an_atime_the_copier_never_set_is_omitted_even_where_its_own_listing_mov
     # "advanced-by-read, during the copy, after the time was set" would be false: no time was set.
     assert {(f.field, f.diagnosis) for f in report.result("dir_times").failures} == {
         ("mtime_ns", dx.OMITTED), ("atime_ns", dx.OMITTED)}
+
+
+def test_survives_read_fails_when_a_read_moves_a_time_that_the_flag_did_not_hold(
+        tmpfs_strict: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A copy that changes when read, stood in for by a flag that is never set (as FUSE may ignore it).
+    monkeypatch.setattr(conformance, "flag_for_reading", lambda tree, root, entries: {})
+    report = conformance.check(faulty.exact, corpus="basic", base=tmpfs_strict)
+    assert report.failed == {"survives_read"}
+    assert report.result("survives_read").diagnosis == "atime: advanced-by-read, moved by a read after the copy"
+
+
+def test_entries_the_kit_cannot_flag_leave_survives_read_not_run_with_why(
+        tmpfs_strict: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuses_one(tree: NoatimeTree, root: str, entries: Iterable[FileMeta]) -> dict[str, str]:
+        # As an immutable inode would: every other entry flagged, "data" not (and its listing then moves it).
+        refused = destination.flag_for_reading(tree, root, [e for e in entries if e.path != "data"])
+        return {**refused, "data": "FS_NOATIME_FL could not be set (forbidden, errno 1)"}
+
+    monkeypatch.setattr(conformance, "flag_for_reading", refuses_one)
+    row = conformance.check(faulty.exact, corpus="basic", base=tmpfs_strict).result("survives_read")
+    assert row.passed is None
+    assert row.reason == "not run on 1 entry of basic (data: FS_NOATIME_FL could not be set (forbidden, errno 1))"
