@@ -79,8 +79,9 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
     if problems:
         raise NotRestorableError(
             "download refused: this user cannot restore everything the manifest records, and nothing is "
-            "ever dropped silently; run as root, or pass owners=\"current\" (CLI --owners current) to take "
-            "the downloader's ownership without setuid/setgid or capabilities:\n  " + "\n  ".join(problems),
+            f"ever dropped silently; {'' if root else 'run as root, or '}pass owners=\"current\" (CLI --owners "
+            "current) to take the downloader's ownership without setuid/setgid or capabilities:\n  "
+            + "\n  ".join(problems),
             entries=problems)
     if reowned:
         warning = ReownedWarning(
