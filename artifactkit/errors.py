@@ -7,6 +7,7 @@ diagnostic and the fault suite move them across ``multiprocessing`` boundaries.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -122,7 +123,15 @@ class TreeTooDeepError(ArtifactkitError, OSError):
 
 class ReownedWarning(UserWarning):
     """A download with ``owners="current"`` gave entries the downloader's ownership (and cleared their
-    setuid/setgid bits and privileged xattrs): the message lists them."""
+    setuid/setgid bits and privileged xattrs): ``entries`` lists every one and what changed, the message the
+    first few."""
+
+    def __init__(self, message: str, entries: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.entries = list(entries)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.entries))
 
 
 class UnreadableManifestWarning(UserWarning):

@@ -86,10 +86,8 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
     if reowned:
         warning = ReownedWarning(
             f"{len(reowned)} entr(y/ies) given the downloader's ownership without setuid/setgid or privileged "
-            "xattrs: " + "; ".join(reowned[:20]) + (f"; and {len(reowned) - 20} more" if len(reowned) > 20 else ""))
-        # The whole list as data, beside the short message. Through vars(): the class (errors.py) does
-        # not declare the attribute, and a warning is a plain object that takes any.
-        vars(warning)["entries"] = reowned
+            "xattrs: " + "; ".join(reowned[:20]) + (f"; and {len(reowned) - 20} more" if len(reowned) > 20 else ""),
+            entries=reowned)  # the whole list as data, beside the short message
         warnings.warn(warning, stacklevel=3)
     return result
 

@@ -12,6 +12,7 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.store import layout
+from artifactkit.store import workers as workers_module
 
 
 def _tree(root: Path, changed: bool = False) -> Path:
@@ -34,6 +35,8 @@ def test_a_republish_stages_only_content_the_store_lacks(
     # per_lookup reaches the parent only (a worker imports layout afresh); a blobs dir much larger than the
     # lookups makes a worker stat each name too, a small one makes it list.
     monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_lookup)
+    # One file a batch: the tree is small, and a process beyond its batches is never started (workers.py).
+    monkeypatch.setattr(workers_module, "BATCH_FILES", 1)
     store = Store(fast_tmp / "store")
     store.publish(_tree(fast_tmp / "src"), "demo", workers=workers)
     for n in range(junk):
