@@ -166,8 +166,8 @@ class Bucket:
                 # botocore retried (a timeout after the server applied our write): the 412 may be ours.
                 # Same bytes are not proof (two publishers of one tree write equal manifests): the
                 # caller's metadata (a nonce) is.
-                info, stored = self.head(key), self.get_with_metadata(key)
-                if info is not None and stored == (body, metadata or {}):
+                info, stored = self.head(key), self.get_bounded(key, len(body))
+                if info is not None and stored is not None and stored[:2] == (body, metadata or {}):
                     return info.etag
             return None
         except self._botocore_error as err:
@@ -215,21 +215,6 @@ class Bucket:
     def get_bytes(self, key: str) -> bytes:
         with self.stream(key) as body:
             return bytes(body.read())
-
-    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]] | None:
-        """Body and user metadata of a small object, or None if the key does not exist."""
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-            try:
-                return bytes(response["Body"].read()), dict(response.get("Metadata", {}))
-            finally:
-                response["Body"].close()
-        except self._client_error as err:
-            if _code(err) in ("NoSuchKey", "404"):
-                return None
-            raise self.translate(err, key) from err
-        except self._botocore_error as err:
-            raise self.translate(err, key) from err
 
     def get_bounded(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int] | None:
         """(body, user metadata, Content-Length) of ``key``, or None if absent; at most ``max_bytes + 1``

@@ -7,6 +7,7 @@ directory beside DEST cannot be swapped for anything that would then land at DES
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -110,7 +111,6 @@ def test_a_version_written_in_other_digits_is_not_a_version(published: tuple[Sto
 
 
 def json_bytes(doc: object) -> bytes:
-    import json
     return json.dumps(doc).encode()
 
 
