@@ -123,6 +123,17 @@ def error(message: str) -> None:
     sys.stderr.write(f"artifactkit: error: {message}\n")
 
 
+def human_bytes(count: int) -> str:
+    """A byte count for people, in binary units: ``1.1 MiB`` (below 1 KiB the exact count)."""
+    if count < 1024:
+        return f"{count} B"
+    size, units = count / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while size >= 1024 and len(units) > 1:
+        size /= 1024
+        units.pop(0)
+    return f"{size:.1f} {units[0]}"
+
+
 def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
     """A plain aligned table (no terminal codes), for summaries that also land in logs."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]

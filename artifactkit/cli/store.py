@@ -1,4 +1,4 @@
-"""``publish``, ``download``, ``verify`` and ``ls``: thin shells over :class:`Store`."""
+"""``publish``, ``download``, ``verify``, ``gc`` and ``ls``: thin shells over :class:`Store`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from typing import Any
 
 import attrs
 
-from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, emit_json, report_error, table
+from artifactkit.cli.common import (
+    EXIT_CODES_HELP,
+    EXIT_FAILED,
+    EXIT_OK,
+    emit_json,
+    human_bytes,
+    report_error,
+    table,
+)
 from artifactkit.errors import ArtifactkitError, ReownedWarning
 from artifactkit.store.store import Store
 
@@ -46,6 +54,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="skip reading files whose inode, size, mtime and ctime match the store's stat cache "
                         "(entries changed within 2 s of the publish that recorded them are hashed again); "
                         "default: hash every byte")
+    p.add_argument("--links", choices=("as-is", "contained"), default="as-is",
+                   help="as-is (default): record every symlink with its target as it is, also one leaving the "
+                        "tree (a download recreates the link and never follows it); contained: refuse (exit 2) "
+                        "a tree with links that may resolve outside it, listing all of them")
     _workers_option(p, "read and stage files")
     p.set_defaults(func=_publish)
 
@@ -66,6 +78,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "orphaned items; nothing is changed.")
     p.set_defaults(func=_verify)
 
+    p = _parser(subparsers, "gc", "remove what no version needs: unreferenced blobs, abandoned staging",
+                "Under the store's exclusive lock (publishers wait), remove every blob no readable manifest "
+                "references and every staging leftover of an interrupted publish, and report the bytes freed "
+                "(blocks allocated to what was removed). An unreadable manifest stops the sweep (exit 1).")
+    p.add_argument("--dry-run", action="store_true", help="report what would be removed and freed; remove nothing")
+    p.set_defaults(func=_gc)
+
     p = _parser(subparsers, "ls", "list published versions",
                 "List every visible version: name, version and manifest sha256 (no manifest is read).")
     p.set_defaults(func=_ls)
@@ -78,7 +97,7 @@ def _ref_doc(ref: Any) -> dict[str, Any]:
 def _guarded(action: Any, args: argparse.Namespace) -> int:
     try:
         return int(action(args))
-    except (ArtifactkitError, OSError, LookupError, ValueError) as err:
+    except (ArtifactkitError, OSError, LookupError, ValueError, NotImplementedError) as err:
         # A failed check (integrity, mismatch) is exit 1; bad input or environment is exit 2. Anything
         # else goes on to main, the last line of defence.
         return report_error(err, json_output=bool(getattr(args, "json", False)),
@@ -88,7 +107,7 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers)
+        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links)
         if a.json:
             emit_json({"schema": "artifactkit.publish/1", **_ref_doc(ref)})
         else:
@@ -129,9 +148,29 @@ def _verify(args: argparse.Namespace) -> int:
                                         ("unreadable", report.unreadable), ("orphaned", report.orphaned),
                                         ("in progress", report.in_progress))]
             print(table(rows, ("finding", "count", "items")))
-            verdict = "clean" if report.clean else ("ok, with leftovers for gc" if report.ok else "NOT OK")
+            leftovers = f"ok, with leftovers: `artifactkit gc --store {a.store}` removes them"
+            verdict = "clean" if report.clean else (leftovers if report.ok else "NOT OK")
             print(f"\n{report.versions} version(s), {report.blobs_checked} blob(s) hashed: {verdict}")
         return EXIT_OK if report.clean else EXIT_FAILED
+    return _guarded(run, args)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    def run(a: argparse.Namespace) -> int:
+        report = Store(a.store).gc(dry_run=a.dry_run)
+        if a.json:
+            emit_json({"schema": "artifactkit.gc/1", **attrs.asdict(report)})
+            return EXIT_OK
+        blobs, staging = len(report.removed_blobs), len(report.removed_staging)
+        if not (blobs or staging):
+            print(f"{'would remove' if a.dry_run else 'removed'} nothing: no leftovers in {a.store}")
+        elif a.dry_run:
+            print(f"would remove {blobs} blob(s) and {staging} staging leftover(s), "
+                  f"freeing {human_bytes(report.freed_bytes)} (dry run: nothing removed)")
+        else:
+            print(f"removed {blobs} blob(s) and {staging} staging leftover(s), "
+                  f"freed {human_bytes(report.freed_bytes)}")
+        return EXIT_OK
     return _guarded(run, args)
 
 

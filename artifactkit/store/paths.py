@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal
 
 from artifactkit.errors import UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -60,32 +60,66 @@ def parent_of(path: str) -> str:
     return head or ROOT
 
 
-def check_symlink_target(path: str, target: object, *, where: str) -> str:
-    """Refuse link targets that can resolve outside the tree, by a rule that is provably enough.
+#: What a publish does with a symlink whose target leaves the tree: ``"as-is"`` (the default) records it, as
+#: ``cp -a``, tar, restic and borg do; ``"contained"`` refuses the publish, naming every such link.
+LinkPolicy = Literal["as-is", "contained"]
+LINK_POLICIES: Final = ("as-is", "contained")
 
-    Targets must be relative, with ``..`` only as leading components and no more of them than the
-    link's own depth. A ``..`` after a name is refused because that name may itself be a link
-    (``L/..`` is not ``.`` when ``L`` points elsewhere); with that rule every inside link resolves
-    inside, by induction. Dangling targets are fine: they are data, never followed here.
+
+def check_symlink_target(path: str, target: object, *, where: str) -> str:
+    """A link target is data, kept as it is (relative, absolute, dangling, leaving the tree): only a target
+    ``symlink(2)`` could not have made (empty, NUL, not text) is refused.
+
+    That is safe because nothing follows a link: the scan reads it with ``readlink`` through its directory's
+    fd, and the restore creates every entry fd-relative with ``O_NOFOLLOW`` (an entry *under* a link is
+    refused by :func:`check_tree_shape`), so a target is only ever written, never resolved.
     """
     if not isinstance(target, str) or not target or "\x00" in target:
         raise UnsafePathError(f"{where}: symlink {path!r} has an empty or NUL-bearing target {target!r}",
                               path=path)
+    return target
+
+
+def link_leaves_tree(path: str, target: str) -> bool:
+    """Whether a link at ``path`` may resolve outside the tree, by a rule that is provably enough.
+
+    Inside means: relative, with ``..`` only as leading components and no more of them than the link's
+    own depth. A ``..`` after a name counts as leaving because that name may itself be a link (``L/..`` is
+    not ``.`` when ``L`` points elsewhere); with that rule every inside link resolves inside, by induction.
+    """
     if target.startswith("/"):
-        raise UnsafePathError(
-            f"{where}: symlink {path!r} -> {target!r} is absolute and would point outside the tree",
-            path=path, target=target)
+        return True
     depth = 0 if path == ROOT else path.count("/")
     parts = [part for part in target.split("/") if part not in ("", ".")]
     ups = 0
     while ups < len(parts) and parts[ups] == "..":
         ups += 1
-    if ".." in parts[ups:] or ups > depth:
+    return ".." in parts[ups:] or ups > depth
+
+
+def check_link_policy(links: object) -> LinkPolicy:
+    """``links`` if it names a policy (:data:`LinkPolicy`); ``ValueError`` otherwise, before any work."""
+    if links not in LINK_POLICIES:
+        raise ValueError(f"links={links!r}: must be one of {', '.join(map(repr, LINK_POLICIES))}")
+    return links  # narrowed by the membership test above
+
+
+def check_links_contained(entries: Iterable[FileMeta], *, where: str) -> None:
+    """The ``links="contained"`` policy: refuse a tree with any link that may leave it, naming all of them
+    at once (``links``: their paths), so one attempt shows everything to fix."""
+    leaving = [(e.path, e.target) for e in entries
+               if e.kind == "symlink" and e.target is not None and link_leaves_tree(e.path, e.target)]
+    if leaving:
+        shown = "; ".join(f"{path!r} -> {target!r}" for path, target in leaving[:_SHOWN_LINKS])
+        more = f"; and {len(leaving) - _SHOWN_LINKS} more" if len(leaving) > _SHOWN_LINKS else ""
         raise UnsafePathError(
-            f"{where}: symlink {path!r} -> {target!r} can resolve outside the tree "
-            "('..' only as leading components, no deeper than the link's own directory)",
-            path=path, target=target)
-    return target
+            f"{where}: {len(leaving)} symlink(s) may resolve outside the tree, refused by links='contained' "
+            f"(publish with links='as-is' to keep them as they are): {shown}{more}",
+            path=leaving[0][0], links=[path for path, _ in leaving])
+
+
+#: How many offending links the message names; the ``links`` field holds every one.
+_SHOWN_LINKS: Final = 10
 
 
 def check_artifact_name(name: object) -> str:

@@ -29,7 +29,7 @@ from artifactkit.store.manifest import (
     file_line,
     manifest_bytes,
 )
-from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.store.scan import CacheHits, ScannedTree, capture_again, scan_tree
 from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, staged_path, to_wire
 from artifactkit.store.stat_cache import StatCache
@@ -50,12 +50,20 @@ def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents 
 
 
 def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
-                   cached: CacheHits | None = None) -> ScannedTree:
+                   cached: CacheHits | None = None, links: LinkPolicy = "as-is") -> ScannedTree:
     """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
     ``on_progress(entries so far)`` is called as the scan goes (a worker pool starts on it); ``cached``
-    is the stat cache (:class:`~artifactkit.store.stat_cache.StatCache`)."""
+    is the stat cache (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a
+    tree with links that may leave it (:func:`~artifactkit.store.paths.check_links_contained`)."""
+    if check_link_policy(links) == "contained":
+        # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
+        # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
+        cached = None
     tree = scan_tree(src, on_progress=on_progress, cached=cached)
-    check_representable(tree.entries, where=f"publish of {os.fspath(src)!r}")
+    where = f"publish of {os.fspath(src)!r}"
+    if links == "contained":
+        check_links_contained(tree.entries, where=where)
+    check_representable(tree.entries, where=where)
     return tree
 
 

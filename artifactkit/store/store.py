@@ -19,7 +19,7 @@ from artifactkit.store.layout import ArtifactRef, StoreLayout, parse_ref
 from artifactkit.store.locks import store_lock
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.manifest_file import read_manifest
-from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
 from artifactkit.store.publish import Staging, capture_source, commit_manifest, publish_tree
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import StatCache, inode_clock_ns
@@ -62,7 +62,7 @@ class Store:
         return commit_manifest(dirs, name, staged, digest)
 
     def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
-                workers: int | None = None) -> ArtifactRef:
+                workers: int | None = None, links: LinkPolicy = "as-is") -> ArtifactRef:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete.
 
         By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
@@ -70,14 +70,17 @@ class Store:
         :mod:`artifactkit.store.stat_cache` for exactly what that trusts), and refreshes the cache.
         ``workers``: how many processes read and stage files (``None``: one for small trees, else the
         cores available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
+        ``links``: every symlink is data, recorded with its target as it is (``"as-is"``, the default);
+        ``"contained"`` refuses a tree with links that may leave it, naming them all (``UnsafePathError``).
         """
         check_artifact_name(name)
+        check_link_policy(links)
         # Sampled before the scan: the racy rule's reference for what this publish records.
         cache = StatCache.load(self.layout, inode_clock_ns()) if stat_cache else None
         with LazyPool(workers, "publish") as pool:
             # The workers start during the scan once enough entries need reading: their start-up overlaps it.
             # A source that cannot be published creates no store.
-            tree = capture_source(src, on_progress=pool.expect, cached=cache)
+            tree = capture_source(src, on_progress=pool.expect, cached=cache, links=links)
             self._ensure_layout()
             with opened_store(self.layout, create=True) as dirs:  # a layout dir removed meanwhile is made again
                 ref = publish_tree(dirs, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
@@ -146,9 +149,10 @@ class Store:
         with opened_store(self.layout) as dirs:
             return verify_store(dirs)
 
-    def gc(self) -> GcReport:
-        """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile."""
+    def gc(self, *, dry_run: bool = False) -> GcReport:
+        """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile; ``dry_run``:
+        report what would go (and the bytes it would free) and remove nothing."""
         # create: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
         with (opened_store(self.layout, create=True) as dirs,
               store_lock(dirs.locks, exclusive=True, where=dirs.layout.locks_dir)):
-            return collect_garbage(dirs)
+            return collect_garbage(dirs, dry_run=dry_run)

@@ -23,7 +23,7 @@ def test_version_exits_0_and_names_the_package(capsys: pytest.CaptureFixture[str
 
 def test_every_subcommand_is_registered() -> None:
     assert len(SUBCOMMAND_MODULES) == 4
-    assert _subcommands() == ["conformance", "diagnose", "download", "ls", "probe", "publish", "verify"]
+    assert _subcommands() == ["conformance", "diagnose", "download", "gc", "ls", "probe", "publish", "verify"]
 
 
 @pytest.mark.parametrize("command", _subcommands())

@@ -10,7 +10,7 @@ from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitEr
 from artifactkit.store.gc import GcReport
 from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
-from artifactkit.store.paths import check_artifact_name
+from artifactkit.store.paths import LinkPolicy, check_artifact_name
 from artifactkit.store.publish import capture_source
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.download import download_manifest
@@ -43,14 +43,14 @@ class S3Store(Store):
         return f"Store({self.root!r})"
 
     def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
-                workers: int | None = None) -> ArtifactRef:
+                workers: int | None = None, links: LinkPolicy = "as-is") -> ArtifactRef:
         """Upload the tree at ``src`` and claim the next version of ``name`` with one conditional PUT.
-        ``workers`` is accepted for the local store's signature: an S3 publish reads in this process (its
-        uploads are the cost, and run concurrently already)."""
+        ``links`` as the local store's. ``workers`` is accepted for its signature: an S3 publish reads in this
+        process (its uploads are the cost, and run concurrently already)."""
         if stat_cache:
             raise NotImplementedError("the stat cache is for local stores; an S3 publish hashes every byte")
         check_artifact_name(name)
-        tree = capture_source(src)
+        tree = capture_source(src, links=links)
         self.bucket.check_bucket()  # a missing bucket or bad credentials fail before any read
         with publish_lease(self.bucket, self.policy) as lease:
             manifest = upload_tree(self.bucket, tree, name)
@@ -114,7 +114,9 @@ class S3Store(Store):
         self.bucket.check_bucket()
         return verify_bucket(self.bucket, self.policy)
 
-    def gc(self) -> GcReport:
+    def gc(self, *, dry_run: bool = False) -> GcReport:
         """Delete unreferenced blobs older than the grace period, under the gc lease (see docs/s3.md)."""
+        if dry_run:
+            raise NotImplementedError("gc --dry-run is for local stores; a bucket's gc deletes under its lease")
         self.bucket.check_bucket()
         return gc_bucket(self.bucket, self.policy)
