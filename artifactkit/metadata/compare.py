@@ -15,7 +15,7 @@ from artifactkit.metadata.model import FileMeta
 
 #: Every field :func:`compare` checks, in report order. The fields after the times are compared only
 #: where both sides recorded them (``None`` means "not recorded", e.g. a version-1 manifest).
-FIELDS: Final = ("kind", "mode", "size", "sha256", "target", "mtime_ns", "atime_ns",
+FIELDS: Final = ("kind", "mode", "size", "sha256", "target", "rdev", "mtime_ns", "atime_ns",
                  "uid", "gid", "xattrs", "hardlink", "extents", "flags")
 MetaTree = Iterable[FileMeta] | Mapping[str, FileMeta] | FileMeta
 
@@ -61,6 +61,8 @@ def _compare_entry(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> lis
             found.append(Mismatch(exp.path, "sha256", exp.sha256, act.sha256, dx.CONTENT_DIFFERS))
     if exp.kind == "symlink" and "target" in fields and exp.target != act.target and act.target is not None:
         found.append(Mismatch(exp.path, "target", exp.target, act.target, dx.CONTENT_DIFFERS))
+    if "rdev" in fields and exp.rdev != act.rdev and None not in (exp.rdev, act.rdev):
+        found.append(Mismatch(exp.path, "rdev", _rdev_text(exp.rdev), _rdev_text(act.rdev), dx.RDEV_DIFFERS))
     for field in TIME_FIELDS:
         if field not in fields:
             continue
@@ -71,6 +73,11 @@ def _compare_entry(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> lis
             found.append(Mismatch(exp.path, field, want, got, verdict, delta_ns=got - want))
     found.extend(compare_extended(exp, act, fields))
     return found
+
+
+def _rdev_text(rdev: tuple[int, int] | None) -> str:
+    """A device number as ``ls -l`` and ``mknod`` write it."""
+    return "none" if rdev is None else f"{rdev[0]},{rdev[1]}"
 
 
 def format_mismatches(mismatches: Iterable[Mismatch], *, stage: str) -> str:

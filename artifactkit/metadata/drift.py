@@ -38,6 +38,8 @@ SPARSE_COARSENED: Final = "sparse-coarsened"
 DIFFERS: Final = "differs"
 MODE_DIFFERS: Final = "mode-differs"
 KIND_DIFFERS: Final = "kind-differs"
+#: A device node of the right kind that names another device (major/minor): a copier that re-made it wrong.
+RDEV_DIFFERS: Final = "rdev-differs"
 CONTENT_DIFFERS: Final = "content-differs"
 MISSING: Final = "missing"
 UNEXPECTED: Final = "unexpected"

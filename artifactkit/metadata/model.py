@@ -13,8 +13,19 @@ import attrs
 
 from artifactkit.errors import UnsupportedFileType
 
-Kind = Literal["file", "dir", "symlink"]
-KINDS: tuple[Kind, ...] = ("file", "dir", "symlink")
+Kind = Literal["file", "dir", "symlink", "fifo", "char", "block"]
+KINDS: tuple[Kind, ...] = ("file", "dir", "symlink", "fifo", "char", "block")
+#: Kinds whose whole being is their inode: no content, no target, created by ``mkfifo``/``mknod``.
+SPECIAL_KINDS: Final = frozenset({"fifo", "char", "block"})
+#: Kinds that carry a device number (``rdev``, as major/minor).
+DEVICE_KINDS: Final = frozenset({"char", "block"})
+#: Kinds a hard link may join within a tree (a directory cannot have one; a symlink's is not kept).
+LINKABLE_KINDS: Final = frozenset({"file", "fifo", "char", "block"})
+#: The file type bits (``S_IFMT``) of each kind.
+KIND_IFMT: Final[dict[str, int]] = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK,
+                                    "fifo": stat.S_IFIFO, "char": stat.S_IFCHR, "block": stat.S_IFBLK}
+_KIND_OF_IFMT: Final[dict[int, Kind]] = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink",
+                                         stat.S_IFIFO: "fifo", stat.S_IFCHR: "char", stat.S_IFBLK: "block"}
 
 #: The path of a tree's root directory in every manifest and capture.
 ROOT: Final = "."
@@ -26,6 +37,8 @@ MODE_MASK = 0o7777
 Xattrs = tuple[tuple[str, bytes], ...]
 #: Where a file holds data: ``(offset, length)`` runs; everything else up to ``size`` is a hole.
 Extents = tuple[tuple[int, int], ...]
+#: A device number as ``(major, minor)``: what ``ls -l`` shows and ``mknod`` takes, not the packed ``dev_t``.
+Rdev = tuple[int, int]
 
 
 @attrs.frozen
@@ -40,8 +53,10 @@ class FileMeta:
     including ``security.capability``, and the POSIX ACLs ``system.posix_acl_access/default``);
     ``hardlink`` (for the second and later names of one inode within the tree, the first name, in
     path order) and ``nlink``; ``extents`` (a file's data runs when it has holes; ``None`` when it is
-    dense); ``flags`` (``FS_IOC_GETFLAGS``; ``None`` where none could be read, e.g. symlinks). A value
-    of ``None`` means "not recorded" (a version-1 manifest, a corpus tree) and is never compared.
+    dense); ``flags`` (``FS_IOC_GETFLAGS``; ``None`` where none could be read, e.g. symlinks, FIFOs and
+    devices, which are never opened); ``rdev`` (``(major, minor)`` of a ``char`` or ``block`` device,
+    ``None`` for every other kind). A value of ``None`` means "not recorded" (a version-1 manifest, a
+    corpus tree) and is never compared.
     """
 
     path: str
@@ -60,28 +75,29 @@ class FileMeta:
     nlink: int | None = attrs.field(default=None, eq=False, repr=False)
     extents: Extents | None = None
     flags: int | None = None
+    rdev: Rdev | None = None
 
 
 #: FileMeta's fields in declaration order: the hot paths construct it positionally (a test pins this).
 FIELD_ORDER: Final = ("path", "kind", "mode", "mtime_ns", "atime_ns", "size", "sha256", "target", "ctime_ns", "uid",
-                      "gid", "xattrs", "hardlink", "nlink", "extents", "flags")
+                      "gid", "xattrs", "hardlink", "nlink", "extents", "flags", "rdev")
 
 
 def kind_of(st_mode: int, path: str) -> Kind:
-    """Map an ``st_mode`` to our kind, refusing FIFOs, sockets and devices."""
-    if stat.S_ISREG(st_mode):
-        return "file"
-    if stat.S_ISDIR(st_mode):
-        return "dir"
-    if stat.S_ISLNK(st_mode):
-        return "symlink"
-    what = stat.filemode(st_mode)[0]
-    names = {"p": "a FIFO", "s": "a socket", "c": "a character device", "b": "a block device"}
+    """Map an ``st_mode`` to our kind, refusing sockets (a socket is a live endpoint, not data: no
+    tool that copies trees can make one that works)."""
+    kind = _KIND_OF_IFMT.get(stat.S_IFMT(st_mode))
+    if kind is not None:
+        return kind
+    what = "a socket" if stat.S_ISSOCK(st_mode) else "a special file"
     raise UnsupportedFileType(
-        f"{path!r} is {names.get(what, 'a special file')}; artifacts hold only files, directories "
-        "and symlinks",
-        path=path,
-    )
+        f"{path!r} is {what}; artifacts hold files, directories, symlinks, FIFOs and device nodes",
+        path=path, paths=[path])
+
+
+def rdev_of(st: os.stat_result) -> Rdev:
+    """The device number of a device inode, as ``(major, minor)``."""
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
 
 
 def meta_from_stat(relpath: str, st: os.stat_result, *, sha256: str | None = None,
@@ -95,7 +111,8 @@ def meta_from_stat(relpath: str, st: os.stat_result, *, sha256: str | None = Non
     # this runs once per entry of every publish.
     return FileMeta(relpath, kind, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_atime_ns,
                     st.st_size if kind == "file" else 0, sha256, target, st.st_ctime_ns,
-                    st.st_uid if owners else None, st.st_gid if owners else None, xattrs, None, st.st_nlink)
+                    st.st_uid if owners else None, st.st_gid if owners else None, xattrs, None, st.st_nlink, None,
+                    None, rdev_of(st) if kind in DEVICE_KINDS else None)
 
 
 def capture(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> FileMeta:

@@ -24,15 +24,15 @@ from artifactkit.metadata.drift import (
     classify_time,
 )
 from artifactkit.metadata.mismatch import TIME_FIELDS
-from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
+from artifactkit.metadata.model import KIND_IFMT, ROOT, FileMeta, meta_from_stat
 
 #: Diagnoses that mean the filesystem itself cannot hold a value (granularity or range).
 UNREPRESENTABLE: Final = frozenset({SECOND_TRUNCATED, MILLISECOND_TRUNCATED, MICROSECOND_TRUNCATED, CLAMPED})
 
 #: Fields :func:`verify_stored` compares by default: all that a restore sets and ``lstat`` shows.
-STORED_FIELDS: Final = ("kind", "mode", "size", "mtime_ns", "atime_ns", "uid", "gid")
+STORED_FIELDS: Final = ("kind", "mode", "size", "mtime_ns", "atime_ns", "uid", "gid", "rdev")
 
-_IFMT: Final = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
+_IFMT: Final = KIND_IFMT
 
 
 def set_times_exact(path: str, *, atime_ns: int, mtime_ns: int, dir_fd: int | None = None,
@@ -72,7 +72,8 @@ def _exact(entry: FileMeta, st: os.stat_result) -> bool:
     return (stat.S_IFMT(st.st_mode) == _IFMT[entry.kind] and stat.S_IMODE(st.st_mode) == entry.mode
             and st.st_mtime_ns == entry.mtime_ns and st.st_atime_ns == entry.atime_ns
             and (entry.kind != "file" or st.st_size == entry.size)
-            and (entry.uid is None or (st.st_uid, st.st_gid) == (entry.uid, entry.gid)))
+            and (entry.uid is None or (st.st_uid, st.st_gid) == (entry.uid, entry.gid))
+            and (entry.rdev is None or (os.major(st.st_rdev), os.minor(st.st_rdev)) == entry.rdev))
 
 
 def _times_exact(entry: FileMeta, st: os.stat_result) -> bool:

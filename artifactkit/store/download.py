@@ -33,7 +33,7 @@ from artifactkit.store.content import (
 )
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
-from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, plan
+from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan
 
 if TYPE_CHECKING:
     from artifactkit.store.workers import LazyPool, WorkerPool
@@ -206,6 +206,8 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
             os.close(out)
     elif kind == "dir":
         os.mkdir(name, 0o700, dir_fd=dir_fd)
+    elif kind != "symlink":
+        create_special(dir_fd, name, entry)  # a FIFO or a device: made by name, never opened
     else:
         assert entry.target is not None
         os.symlink(entry.target, name, dir_fd=dir_fd)
@@ -233,14 +235,14 @@ WireItem = tuple[str, list[WireEntry]]
 
 def _to_wire(entry: FileMeta) -> WireEntry:
     return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
-            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags)
+            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
 
 
 def _from_wire(wire: WireEntry) -> FileMeta:
-    path, kind, mode, mtime_ns, atime_ns, size, sha256, target, uid, gid, xattrs, extents, flags = wire
+    path, kind, mode, mtime_ns, atime_ns, size, sha256, target, uid, gid, xattrs, extents, flags, rdev = wire
     # Positional (model.FIELD_ORDER): the keywords cost as much as the object, once per file of a batch.
     return FileMeta(path, kind, mode, mtime_ns, atime_ns, size, sha256, target, None, uid, gid, xattrs, None, None,
-                    extents, flags)
+                    extents, flags, rdev)
 
 
 def _items_to_wire(batch: Sequence[CreateItem]) -> list[WireItem]:

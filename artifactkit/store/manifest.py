@@ -13,7 +13,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TimestampNotRepresentable, UnsafePathError
 from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
-from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields
+from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields, rdev_field
 from artifactkit.store.manifest_limits import (
     MANIFEST_BYTES_SETTING,
     SIZE_LIMIT,
@@ -28,6 +28,10 @@ from artifactkit.store.manifest_limits import manifest_size_limit as manifest_si
 from artifactkit.store.paths import check_artifact_name, check_tree_shape
 
 FORMAT: Final = "artifactkit.manifest/2"
+# FIFOs and devices (kinds "fifo", "char", "block"; a device's "rdev": [major, minor]) were added to format 2
+# without a new version: every reader before them refuses an entry of an unknown kind (IntegrityError naming
+# it) before writing anything, so an older kit can never mis-restore one, and every other manifest stays
+# readable by it.
 #: Formats still read: version 1 records no owners, xattrs, links, holes or flags (never compared then).
 READABLE_FORMATS: Final = frozenset({"artifactkit.manifest/1", FORMAT})
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
@@ -280,7 +284,7 @@ def parse_entry_in_full(raw: object, *, where: str) -> FileMeta:
     uid, gid, xattrs, hardlink, extents, flags = extended_fields(raw, path, kind, size, where=where)
     return FileMeta(path=path, kind=kind, mode=mode, size=size, mtime_ns=mtime_ns, atime_ns=atime_ns,
                     sha256=sha256, target=target, ctime_ns=ctime_ns, uid=uid, gid=gid, xattrs=xattrs,
-                    hardlink=hardlink, extents=extents, flags=flags)
+                    hardlink=hardlink, extents=extents, flags=flags, rdev=rdev_field(raw, path, kind, where=where))
 
 
 def _check_target(path: str, target: str, *, where: str) -> None:

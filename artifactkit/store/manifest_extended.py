@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
-from artifactkit.metadata.model import Extents, FileMeta, Xattrs
+from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, SPECIAL_KINDS, Extents, FileMeta, Rdev, Xattrs
 from artifactkit.store.manifest_limits import (
     MAX_EXTENTS,
+    RDEV_MAJOR_LIMIT,
+    RDEV_MINOR_LIMIT,
     XATTR_LIST_MAX,
     XATTR_NAME_MAX,
     XATTR_SIZE_MAX,
@@ -48,6 +50,8 @@ def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
         doc["extents"] = [list(run) for run in entry.extents]
     if entry.flags is not None:
         doc["flags"] = entry.flags
+    if entry.rdev is not None:
+        doc["rdev"] = list(entry.rdev)
     return doc
 
 
@@ -78,12 +82,29 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     if "xattrs" in raw or uid is not None:
         xattrs = _xattrs(raw.get("xattrs", []), path, where)
     hardlink = raw.get("hardlink")
-    if hardlink is not None and (kind != "file" or not isinstance(hardlink, str)):
+    if hardlink is not None and (kind not in LINKABLE_KINDS or not isinstance(hardlink, str)):
         raise _bad(where, path, f"invalid hardlink {show(hardlink)}")
     extents = None
     if raw.get("extents") is not None:
         extents = _extents(raw["extents"], size, path, where)
+    if kind in SPECIAL_KINDS and (flags is not None or extents is not None):
+        # Never opened, so no flags were read; no content, so no data runs: a forged line, not a capture.
+        raise _bad(where, path, f"inode flags or data runs, which a {kind} (never opened, no content) cannot")
     return uid, gid, xattrs, hardlink, extents, flags
+
+
+def rdev_field(raw: dict[str, Any], path: str, kind: str, *, where: str) -> Rdev | None:
+    """The ``[major, minor]`` of a device entry (required), ``None`` for every other kind (which has none)."""
+    value = raw.get("rdev")
+    if kind not in DEVICE_KINDS:
+        if value is not None:
+            raise _bad(where, path, f"a device number {show(value)}, which a {kind} does not have")
+        return None
+    if not (type(value) is list and len(value) == 2 and type(major := value[0]) is int
+            and type(minor := value[1]) is int and 0 <= major < RDEV_MAJOR_LIMIT and 0 <= minor < RDEV_MINOR_LIMIT):
+        raise _bad(where, path, f"an invalid device number {show(value)} (want [major < {RDEV_MAJOR_LIMIT}, "
+                                f"minor < {RDEV_MINOR_LIMIT}])")
+    return major, minor
 
 
 def _xattrs(value: object, path: str, where: str) -> tuple[tuple[str, bytes], ...]:
@@ -146,13 +167,14 @@ def _extents(value: object, size: int, path: str, where: str) -> tuple[tuple[int
 
 
 def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
-    """Every second name of a hard link names a first name that is a file with the same content."""
+    """Every second name of a hard link names an earlier first name of the same kind with the same content
+    (and, for a device, the same device number): one inode cannot be two things."""
     by_path = {entry.path: entry for entry in entries}
     for entry in by_path.values():
         if entry.hardlink is None:
             continue
         first = by_path.get(entry.hardlink)
-        if (first is None or first.kind != "file" or first.hardlink is not None or first.path >= entry.path
-                or (first.sha256, first.size) != (entry.sha256, entry.size)):
+        if (first is None or first.kind != entry.kind or first.hardlink is not None or first.path >= entry.path
+                or (first.sha256, first.size, first.rdev) != (entry.sha256, entry.size, entry.rdev)):
             raise IntegrityError(f"{where}: entry {show(entry.path)} is a hard link to {show(entry.hardlink)}, which "
-                                 "is not an earlier file of this manifest with the same content", path=where)
+                                 f"is not an earlier {entry.kind} of this manifest with the same content", path=where)

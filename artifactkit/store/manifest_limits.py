@@ -15,6 +15,8 @@ file size                  2**63 - 1 (MAX_LFS_FILESIZE)    :class:`IntegrityErro
 xattr name / value / list  255 / 65,536 / 65,536 bytes     :class:`IntegrityError` (``linux/limits.h``:
                                                            the kernel stores no more)
 symlink target             4,095 bytes (PATH_MAX - 1)      :class:`IntegrityError` (``symlink(2)``)
+device number (rdev)       major < 2**12, minor < 2**20    :class:`IntegrityError` (``linux/kdev_t.h``: what
+                                                           ``mknod(2)`` can store in an inode)
 integers                   4,300 digits (Python's          :class:`IntegrityError`
                            ``int_max_str_digits``)
 =========================  ==============================  =============================================
@@ -63,6 +65,9 @@ XATTR_SIZE_MAX: Final = 65536
 XATTR_LIST_MAX: Final = 65536
 #: symlink(2) refuses a target of PATH_MAX (4096) bytes or more with ENAMETOOLONG.
 TARGET_MAX: Final = 4095
+# linux/kdev_t.h (new_encode_dev): an inode holds a 12-bit major and a 20-bit minor; mknod(2) keeps no more.
+RDEV_MAJOR_LIMIT: Final = 1 << 12
+RDEV_MINOR_LIMIT: Final = 1 << 20
 
 #: The longest quotation of a hostile value in a message.
 _SHOWN: Final = 80

@@ -22,6 +22,20 @@ may own its setuid/setgid bits, and the file would otherwise become the download
 root download. So with ``owners="exact"`` such an entry is refused up front (:class:`NotRestorableError`
 naming it: nothing is dropped silently), and with ``owners="current"`` its bits are cleared and it is
 listed in the warning.
+
+FIFOs and device nodes are made by name (``mkfifo``/``mknod`` beneath the private staging directory's fd)
+and never opened: opening a FIFO blocks, opening a device talks to hardware. So their owner, xattrs and
+mode are set by name through that directory's fd (nothing but this process writes there), they have no
+inode flags, and the same read-back covers their kind, device number, owner and times.
+
+A device node other than overlayfs's whiteout (char 0,0, which the kernel lets anyone make since Linux
+5.8 and which opens nothing) needs ``CAP_MKNOD`` in the initial user namespace. Without it an exact
+download refuses up front, naming every device, like an owner it cannot restore. ``owners="current"``
+*refuses* such a tree too, for root as for anyone, rather than dropping the devices and listing them in
+the warning: a device node is access to whatever it names (``/dev/sda``'s 8,0 is the whole disk), whoever
+owns it, so it cannot be made "the downloader's without privilege" the way a setuid file can; and a
+download that silently has fewer entries than its manifest is a tree no one published. The whiteout is
+kept in both modes: it grants nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +53,7 @@ import attrs
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
 from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
-from artifactkit.metadata.model import FileMeta, Xattrs
+from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, FileMeta, Xattrs
 
 Owners = Literal["exact", "current"]
 OWNER_POLICIES: Final = ("exact", "current")
@@ -47,6 +61,10 @@ _PRIVILEGED_PREFIXES: Final = ("trusted.", "security.")
 _NEVER_SET: Final = int(InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL)
 _SETID: Final = stat.S_ISUID | stat.S_ISGID
 _COMPARED_INT: Final = int(COMPARED_FLAGS)
+#: linux/capability.h: CAP_MKNOD, bit 27 of the effective set in /proc/self/status.
+_CAP_MKNOD: Final = 27
+#: What overlayfs writes for a deleted name: the one device any user may make (vfs_mknod, Linux >= 5.8).
+WHITEOUT: Final = (0, 0)
 
 
 def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
@@ -55,6 +73,7 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
     if owners not in OWNER_POLICIES:
         raise ValueError(f"owners must be one of {OWNER_POLICIES}, not {owners!r}")
     root = os.geteuid() == 0
+    mknod = _can_make_devices()
     me, my_gid, groups = os.geteuid(), os.getegid(), {os.getegid(), *os.getgroups()}
     result: dict[str, FileMeta] = {}
     problems: list[str] = []
@@ -63,6 +82,10 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
         if entry.flags is not None and entry.flags & _NEVER_SET:
             problems.append(f"{entry.path}: inode flag(s) {flag_letters(entry.flags & _NEVER_SET)} "
                             "(immutable/append are never set by a download)")
+        if entry.kind in DEVICE_KINDS and entry.rdev != WHITEOUT and (owners == "current" or not mknod):
+            why_device = "owners=\"current\" never creates a device node" if owners == "current" else \
+                "creating a device node needs CAP_MKNOD"
+            problems.append(f"{entry.path}: {entry.kind} device {_rdev(entry)} ({why_device})")
         if owners == "current":
             changes = _changes_for_current(entry, me, groups)
             if changes:
@@ -76,6 +99,11 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
             if why:
                 problems.append(f"{entry.path}: {', '.join(why)}")
         result[entry.path] = entry
+    if problems and owners == "current":
+        raise NotRestorableError(
+            "download refused: owners=\"current\" never creates a device node (whoever owns one has the device "
+            "it names) and never sets immutable/append; download these as root with owners=\"exact\":\n  "
+            + "\n  ".join(problems), entries=problems)
     if problems:
         raise NotRestorableError(
             "download refused: this user cannot restore everything the manifest records, and nothing is "
@@ -90,6 +118,23 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
             entries=reowned)  # the whole list as data, beside the short message
         warnings.warn(warning, stacklevel=3)
     return result
+
+
+def _rdev(entry: FileMeta) -> str:
+    assert entry.rdev is not None
+    return f"{entry.rdev[0]},{entry.rdev[1]}"
+
+
+def _can_make_devices() -> bool:
+    """CAP_MKNOD, effective, in the initial user namespace: the kernel refuses devices to any other."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            caps = next((int(line.split()[1], 16) for line in status if line.startswith("CapEff:")), 0)
+        with open("/proc/self/uid_map", encoding="ascii") as uid_map:
+            initial = uid_map.read().split() == ["0", "0", "4294967295"]
+    except OSError:  # no procfs: the mknod itself decides, and its EPERM is refused the same way
+        return os.geteuid() == 0
+    return bool(caps >> _CAP_MKNOD & 1) and initial
 
 
 def _why_not(entry: FileMeta, root: bool, me: int, groups: set[int]) -> list[str]:
@@ -171,20 +216,45 @@ def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
             os.setxattr(path, xname, value, follow_symlinks=False)
 
 
+def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
+    """Make a FIFO or device node ``name`` under ``dir_fd`` with ``entry``'s owner, xattrs (read back), mode
+    and times; kind, device number, owner and times are read back with its siblings (``verify_stored``)."""
+    private = KIND_IFMT[entry.kind] | 0o600  # nobody else may open it before its mode is set
+    try:
+        if entry.kind in DEVICE_KINDS:
+            assert entry.rdev is not None
+            os.mknod(name, private, os.makedev(*entry.rdev), dir_fd=dir_fd)
+        else:
+            os.mkfifo(name, 0o600, dir_fd=dir_fd)
+    except PermissionError as err:  # what plan could not see (a seccomp filter, a nodev-like policy)
+        raise NotRestorableError(f"download refused: cannot create {entry.kind} {entry.path!r} here "
+                                 f"({err.strerror}); nothing was made visible", entries=[entry.path]) from err
+    if entry.uid is not None and entry.gid is not None:
+        os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
+    # By path through the directory's fd: an O_PATH fd takes no xattr or mode calls, and opening it blocks.
+    path = f"{_proc(dir_fd)}/{name}"
+    xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
+    os.chmod(name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
+    os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+    _read_back(entry, xattrs=xattrs, flags=None)
+
+
 def _proc(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
-def _set_xattrs_exactly(fd: int, wanted: Xattrs, where: str) -> Xattrs:
-    """Make the inode's xattrs exactly ``wanted``; return what it holds afterwards, read back."""
+def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
+    """Make the inode's xattrs exactly ``wanted``; return what it holds afterwards, read back. ``fd`` is an
+    open fd or the path of a FIFO or device (never followed: os refuses ``follow_symlinks=False`` with an fd)."""
+    by_path = {} if isinstance(fd, int) else {"follow_symlinks": False}
     try:
-        present = set(os.listxattr(fd))
+        present = set(os.listxattr(fd, **by_path))
         if not present and not wanted:
             return ()  # the common case: that listing was the read-back
         for name, value in wanted:
-            os.setxattr(fd, name, value)
+            os.setxattr(fd, name, value, **by_path)
         for name in sorted(present - {name for name, _ in wanted}):
-            os.removexattr(fd, name)  # e.g. an ACL inherited from the destination's default ACL
+            os.removexattr(fd, name, **by_path)  # e.g. an ACL inherited from the destination's default ACL
         return read_xattrs(fd)
     except OSError as err:
         if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):

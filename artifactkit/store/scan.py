@@ -25,9 +25,9 @@ from typing import Protocol
 import attrs
 
 from artifactkit._syscalls import open_noatime
-from artifactkit.errors import SourceChangedError, TreeTooDeepError
+from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
-from artifactkit.metadata.model import ROOT, FileMeta, meta_from_stat
+from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
 from artifactkit.store.paths import check_symlink_target
 
@@ -109,6 +109,7 @@ class _Scan:
     captured_dirs: set[str] = attrs.field(factory=set)  # directories captured in full: their flags are read
     kept: dict[str, os.stat_result] = attrs.field(factory=dict)  # ScannedTree.kept
     link_stats: dict[str, os.stat_result] = attrs.field(factory=dict)  # captured links: checked after readlink
+    refused: list[str] = attrs.field(factory=list)  # sockets: named all at once when the scan is done
 
     def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
         """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
@@ -127,7 +128,12 @@ class _Scan:
         for name, relpath, st in zip(names, relpaths, stats, strict=True):
             hit = entry_line(relpath, st)
             if hit is None:
-                metas.append(meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(f"{top}/{name}")))
+                try:
+                    meta = meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(f"{top}/{name}"))
+                except UnsupportedFileType:
+                    self.refused.append(relpath)  # the rest is scanned so that the error names every one
+                    continue
+                metas.append(meta)
                 if stat.S_ISDIR(st.st_mode):
                     self.captured_dirs.add(relpath)
                 elif stat.S_ISLNK(st.st_mode):
@@ -144,6 +150,13 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
     scan = _Scan(root, on_progress, cached)
     scan.add(root, [ROOT], [ROOT], [st])  # its xattrs from "root/.": a directory, whatever the form of root
     all_noatime = _scan_dir(scan, "")
+    if scan.refused:
+        shown = ", ".join(repr(path) for path in scan.refused[:20])
+        more = f" and {len(scan.refused) - 20} more" if len(scan.refused) > 20 else ""
+        raise UnsupportedFileType(
+            f"source {root!r} holds {len(scan.refused)} socket(s) or other special file(s) an artifact cannot "
+            f"hold (artifacts hold files, directories, symlinks, FIFOs and device nodes): {shown}{more}",
+            path=scan.refused[0], paths=scan.refused)
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
@@ -249,7 +262,7 @@ def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]
     """Second and later names of one inode within the tree -> its first name in path order."""
     groups: dict[tuple[int, int], list[str]] = {}
     for meta in metas:
-        if meta.kind == "file" and meta.nlink is not None and meta.nlink > 1:
+        if meta.kind in LINKABLE_KINDS and meta.nlink is not None and meta.nlink > 1:
             groups.setdefault(identities[meta.path], []).append(meta.path)
     return {path: min(names) for names in groups.values() if len(names) > 1 for path in names if path != min(names)}
 
