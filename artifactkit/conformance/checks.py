@@ -22,6 +22,8 @@ changed kind or a missing entry: every check its source entry carries):
 ``hardlinks``                names of one inode stay one inode, and no new links appear
 ``sparse``                   a file's holes stay holes (``sparse-filled``, ``sparse-coarsened`` otherwise)
 ``inode_flags``              the compared chattr flags (``S i a d D``; ``A`` is the isolation's own)
+``special_files``            kind, rdev, mode, owner and times of FIFOs and device nodes (devices only
+                             where this process may make them: "not run: needs root" otherwise)
 ===========================  ==================================================================
 
 Symlink atimes of the *source* are outside ``source_untouched``: ``readlink`` moves a link's
@@ -58,7 +60,7 @@ from artifactkit.conformance.classify import destination_failures as _destinatio
 from artifactkit.conformance.classify import read_first_only_where_consistent, with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.classify import tagged as _tagged
 from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
-from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
+from artifactkit.conformance.corpus import corpus_names, devices_left_out, materialize, needs_root
 from artifactkit.conformance.destination import flag_for_reading, read_moves, unflagged_parent
 from artifactkit.conformance.failure import Failure
 from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
@@ -223,6 +225,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     not_run = {name: reason for name in names if (reason := needs_root(name))}
     refusals: list[CopierSetupError] = []
     withheld: list[str] = []
+    devices_withheld: list[str] = []
     with private_noatime_tree(dst_base, probe=source_probe) as tree:
         dst_parent = unflagged_parent(tree)
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
@@ -246,6 +249,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     ctimes_moved += ctimes
                     if partial is not None:
                         withheld.append(partial)
+                    if (no_devices := devices_left_out(name)) is not None:
+                        devices_withheld.append(no_devices)
                 remove_tree(src, ignore_errors=True)
                 remove_tree(dst, ignore_errors=True)
         finally:
@@ -255,6 +260,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
     failures = read_first_only_where_consistent(failures)
     partly = {"survives_read": "; ".join(withheld)} if withheld else {}
+    if devices_withheld:
+        partly["special_files"] = "; ".join(devices_withheld)
     rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran or partly.get(name))
                  for name in CHECKS)
     report = Report(named.label, tuple(names), rows, environment, links_moved, ctimes_moved, ordered,

@@ -11,13 +11,21 @@ from artifactkit.conformance.failure import Failure
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.flags import COMPARED_FLAGS
 from artifactkit.metadata.mismatch import PRESENCE, TIME_FIELDS, Mismatch
-from artifactkit.metadata.model import FileMeta
+from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
 from artifactkit.store.scan import capture_tree
 
 _SPECIAL_BITS: Final = 0o7000
 #: The check each field beyond modes, times and content belongs to (an xattr field is ``xattr NAME``).
 _EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "extents": "sparse",
-                    "flags": "inode_flags"}
+                    "flags": "inode_flags", "rdev": "special_files"}
+#: What ``special_files`` holds for a FIFO or device node: its kind (presence), rdev, mode, owner and times.
+#: Its xattrs and hard links stay with their own checks, as for any entry.
+_SPECIAL_FILE_CHECKS: Final = frozenset({"content", "mode", "special_bits", "mtime_ns", "atime_ns", "owner"})
+
+
+def _home(check: str, kind: str | None) -> str:
+    """``special_files`` for what a FIFO or device carries, else ``check``."""
+    return "special_files" if kind in SPECIAL_KINDS and check in _SPECIAL_FILE_CHECKS else check
 
 
 def with_source_facts(supplied: Iterable[FileMeta], src: str) -> dict[str, FileMeta]:
@@ -45,6 +53,12 @@ def time_check(kind: str, field: str) -> str:
 
 def check_of(item: Mismatch, expected: dict[str, FileMeta]) -> list[str]:
     """The check (or, for a mode, the checks) ``item`` counts against."""
+    exp = expected.get(item.path)
+    kind = None if exp is None else exp.kind
+    return list(dict.fromkeys(_home(check, kind) for check in _check_of(item, expected)))
+
+
+def _check_of(item: Mismatch, expected: dict[str, FileMeta]) -> list[str]:
     if item.field == "mode":
         assert isinstance(item.expected, int) and isinstance(item.actual, int)
         changed = item.expected ^ item.actual
@@ -75,7 +89,9 @@ def carried(meta: FileMeta) -> list[tuple[str, str]]:
         found.append(("sparse", "extents"))
     if meta.flags is not None and meta.flags & COMPARED_FLAGS:
         found.append(("inode_flags", "flags"))
-    return found
+    if meta.rdev is not None:
+        found.append(("special_files", "rdev"))
+    return list(dict.fromkeys((_home(check, meta.kind), field) for check, field in found))
 
 
 #: Fields whose value means the same whatever the kind: a link turned into a file by the same owner kept

@@ -3,6 +3,12 @@
 Every copier becomes one shape, ``run(src, dst)``, where ``dst`` does not exist yet and must hold a
 copy of the tree at ``src`` when ``run`` returns. Templates are split shell-free (:func:`shlex.split`)
 and run without a shell, so a path with spaces or a leading dash is one argument, never code.
+
+A command gets :data:`DEFAULT_TIMEOUT_S` (``ARTIFACTKIT_COPIER_TIMEOUT_S`` changes it) to finish: a copier
+that opens a FIFO of the corpus as if it were a file (``cp -r --copy-contents``) blocks in ``open`` until a
+writer comes, which is never. It runs in a session of its own, and on the timeout that whole process group
+is killed (a wrapper script's children too) and the run is a copier failure naming the timeout, never a
+hang. A ``module:function`` copier runs in this process and cannot be stopped so: it must not block.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import importlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +34,9 @@ DST: Final = "{dst}"
 ARTIFACTKIT: Final = "artifactkit"
 
 CopyFunction = Callable[[str, str], object]
+#: How long one run of a command copier may take by default; a corpus tree copies in well under a second.
+DEFAULT_TIMEOUT_S: Final = 300.0
+TIMEOUT_SETTING: Final = "ARTIFACTKIT_COPIER_TIMEOUT_S"
 _CALLABLE_SPEC: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -98,11 +108,17 @@ def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCo
     def run(src: str, dst: str) -> None:
         actual = [arg.replace(SRC, src).replace(DST, dst) for arg in argv]
         try:
-            done = subprocess.run(actual, capture_output=True, text=True, errors="replace",
-                                  stdin=subprocess.DEVNULL, check=False)
+            done = run_with_timeout(actual, timeout_s=copier_timeout_s())
         except OSError as err:  # no such program, or not executable: it never ran
             raise CopyFailedError(f"cannot run {argv[0]!r}: {err.strerror}", command=shlex.join(argv),
                                   stderr=str(err.strerror)) from err
+        except subprocess.TimeoutExpired as err:
+            said = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else (err.stderr or "")
+            stderr = said.replace(dst, DST).replace(src, SRC)
+            raise CopyFailedError(
+                f"timed out after {err.timeout:g} s and was killed (a FIFO opened as a file blocks until a writer "
+                f"comes; {TIMEOUT_SETTING} sets the limit): {excerpt(stderr)}", command=shlex.join(argv),
+                stderr=stderr) from err
         if done.returncode != 0:
             # Evidence is sanitized: the temporary paths become the placeholders they came from.
             stderr = done.stderr.replace(dst, DST).replace(src, SRC)
@@ -110,6 +126,34 @@ def argv_copier(template: Sequence[str], *, label: str | None = None) -> NamedCo
                                   command=shlex.join(argv), stderr=stderr)
 
     return NamedCopier(label or shlex.join(argv), run)
+
+
+def copier_timeout_s() -> float:
+    """:data:`DEFAULT_TIMEOUT_S`, or ``ARTIFACTKIT_COPIER_TIMEOUT_S`` when set (read at each run)."""
+    text = os.environ.get(TIMEOUT_SETTING, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise CopierError(f"{TIMEOUT_SETTING}={text!r} is not a positive number of seconds")
+    return value
+
+
+def run_with_timeout(argv: Sequence[str], *, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (stdin closed, output captured); past ``timeout_s`` kill its whole process group and
+    raise :class:`subprocess.TimeoutExpired` with what it wrote to stderr so far."""
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired as expired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: nothing else is in this group
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(argv, timeout_s, output=out, stderr=err) from expired
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def store_copy(src: str, dst: str) -> None:

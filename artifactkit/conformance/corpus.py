@@ -1,9 +1,14 @@
 """The declarative tree corpus: TOML trees with historical ns timestamps, materialized exactly.
 
 A tree file (``fixtures/<name>.toml``) lists ``[[entry]]`` tables (path, kind, mode, mtime_ns,
-atime_ns; files add ``size`` and ``seed``, symlinks ``target``) and optional ``[[generate]]``
+atime_ns; files add ``size`` and ``seed``, symlinks ``target``, devices (``char``/``block``) ``rdev = [major,
+minor]``; ``fifo`` is a kind too) and optional ``[[generate]]``
 tables for many similar files. :func:`materialize` builds it and returns the :class:`FileMeta`
 values *as supplied* — the ground truth every later stage is checked against.
+
+A device node other than the whiteout (0,0) needs CAP_MKNOD to be made: where this process lacks it,
+:func:`materialize` builds the tree without them and :func:`devices_left_out` says so, so the rest of the
+tree (FIFOs, the whiteout) is still checked and the devices are "not run", never a failure.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import attrs
 
 from artifactkit.metadata.flags import FLAG_LETTERS, restore_flags_fd
-from artifactkit.metadata.model import ROOT, Extents, FileMeta, Xattrs
+from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, ROOT, SPECIAL_KINDS, Extents, FileMeta, Xattrs
 from artifactkit.metadata.render import ACL_NAMES, acl_bytes, acl_text
 from artifactkit.metadata.times import deepest_first, set_times_exact
 from artifactkit.store.paths import check_tree_shape
@@ -84,11 +89,12 @@ def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
         size = int(raw.get("size", 0))
         seeds[raw["path"]] = int(raw.get("seed", 0))
         sha256 = hashlib.sha256(logical_content(seeds[raw["path"]], size, extents)).hexdigest()
+    rdev = (int(raw["rdev"][0]), int(raw["rdev"][1])) if kind in DEVICE_KINDS else None
     return FileMeta(path=raw["path"], kind=kind, mode=int(raw["mode"]), size=size,
                     mtime_ns=int(raw["mtime_ns"]), atime_ns=int(raw["atime_ns"]),
                     sha256=sha256, target=raw.get("target"), uid=raw.get("uid"), gid=raw.get("gid"),
                     xattrs=_xattrs(raw["xattrs"]) if "xattrs" in raw else None, hardlink=raw.get("hardlink"),
-                    extents=extents, flags=_flags(raw["flags"]) if "flags" in raw else None)
+                    extents=extents, flags=_flags(raw["flags"]) if "flags" in raw else None, rdev=rdev)
 
 
 def logical_content(seed: int, size: int, extents: Extents | None) -> bytes:
@@ -160,6 +166,42 @@ def _names_other_ids(name: str, value: bytes) -> bool:
     return text is not None and any(part.split(":")[1] for part in text.split(","))
 
 
+#: overlayfs's whiteout: the one device node any user may make (vfs_mknod, Linux >= 5.8).
+_WHITEOUT = (0, 0)
+
+
+def _needs_mknod(entry: FileMeta) -> bool:
+    return entry.kind in DEVICE_KINDS and entry.rdev != _WHITEOUT
+
+
+@functools.cache
+def can_make_devices() -> bool:
+    """Whether this process can make a device node (CAP_MKNOD in the initial namespace), found by trying one
+    in a scratch directory (char 240,0: the kernel's experimental range, which no driver answers)."""
+    with tempfile.TemporaryDirectory(prefix="artifactkit-probe-") as scratch:
+        try:
+            os.mknod(os.path.join(scratch, "device"), KIND_IFMT["char"] | 0o600, os.makedev(240, 0))
+        except OSError:  # EPERM for a user or inside a user namespace
+            return False
+        return True
+
+
+def devices_left_out(spec: TreeSpec | str) -> str | None:
+    """Why :func:`materialize` leaves ``spec``'s device nodes out here, or ``None`` when it builds them all."""
+    tree = load_tree(spec) if isinstance(spec, str) else spec
+    if can_make_devices() or not any(_needs_mknod(e) for e in tree.entries):
+        return None
+    return f"not run on the device nodes of {tree.name}: needs root"
+
+
+def buildable(spec: TreeSpec | str) -> TreeSpec:
+    """``spec`` as this process can build it: without device nodes (except the whiteout) if it cannot make them."""
+    tree = load_tree(spec) if isinstance(spec, str) else spec
+    if devices_left_out(tree) is None:
+        return tree
+    return attrs.evolve(tree, entries=tuple(e for e in tree.entries if not _needs_mknod(e)))
+
+
 @functools.cache
 def can_name_other_ids_in_acls() -> bool:
     """Whether an ACL entry may name uid 1234 here: any owner may, except in a user namespace that maps
@@ -178,9 +220,10 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[File
     """Build ``spec`` at ``dest`` (must not exist) and return the metadata originally supplied.
 
     Times are set last — files and links first, then directories deepest first, each read back
-    (a filesystem that cannot hold a value raises :class:`TimestampNotRepresentable`).
+    (a filesystem that cannot hold a value raises :class:`TimestampNotRepresentable`). Device nodes this
+    process cannot make are left out of the tree and of the result (:func:`devices_left_out`).
     """
-    tree = load_tree(spec) if isinstance(spec, str) else spec
+    tree = buildable(spec)
     root = os.fspath(dest)
     os.mkdir(root, 0o700)
     ordered = sorted(tree.entries, key=lambda e: e.path)
@@ -193,6 +236,9 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[File
         elif entry.kind == "symlink":
             assert entry.target is not None
             os.symlink(entry.target, full)
+        elif entry.kind in SPECIAL_KINDS and entry.hardlink is None:
+            # mknod makes FIFOs too; never opened, here or anywhere in the kit
+            os.mknod(full, KIND_IFMT[entry.kind] | 0o600, os.makedev(*entry.rdev) if entry.rdev else 0)
     for entry in ordered:
         if entry.hardlink is not None:
             os.link(os.path.join(root, entry.hardlink), os.path.join(root, entry.path))

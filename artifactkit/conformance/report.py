@@ -14,7 +14,8 @@ from artifactkit.metadata.compare import format_mismatches
 
 SCHEMA: Final = "artifactkit.conformance/1"
 CHECKS: Final = ("content", "mode", "special_bits", "mtime_ns", "atime_ns", "dir_times", "symlink_times",
-                 "survives_read", "source_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags")
+                 "survives_read", "source_untouched", "owner", "xattrs", "hardlinks", "sparse", "inode_flags",
+                 "special_files")
 #: Former names still accepted wherever checks are required (``--require``, :meth:`Report.holds`): the source
 #: check watched atime only until issue 25, and scripts name it so.
 ALIASES: Final = {"source_atime_untouched": "source_untouched"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable
 from typing import Final
 
@@ -45,10 +46,15 @@ def read_tree(root: str, *, stop: Callable[[], bool] = lambda: False,
                 return True
             path = os.path.join(dirpath, name)
             with contextlib.suppress(*SKIPPED):
-                if os.path.islink(path):
+                # One lstat, as islink took: FIFOs and device nodes are not read, as ``grep -r`` reads
+                # none (a device may be a disk; a FIFO only waits), so they are walked past like sockets.
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):
                     os.readlink(path)
-                else:
+                elif stat.S_ISREG(mode):
                     read_file(path)
+                else:
+                    continue
                 on_read()
                 did_read = True
     return did_read

@@ -43,6 +43,7 @@ class Bugs:
     noatime_reads: bool = True
     mode_mask: int = 0o7777
     umask: int = 0
+    drop_devices: bool = False
 
 
 def _open_source(path: str, flags: int, bugs: Bugs) -> int:
@@ -97,8 +98,22 @@ def _link_as_file(link: str, dst: str, st: os.stat_result, bugs: Bugs) -> None:
     _set_times(st, dst, bugs, follow=True)
 
 
-def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
+def _copy_special(dst: str, st: os.stat_result, bugs: Bugs, made: dict[tuple[int, int], str]) -> None:
+    """A FIFO or device node made again with ``mknod`` (never opened); a second name of one is linked."""
+    if (st.st_dev, st.st_ino) in made:
+        os.link(made[st.st_dev, st.st_ino], dst)
+        return
+    if bugs.drop_devices and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        return  # what a copier without CAP_MKNOD, or without rsync's -D, leaves behind
+    os.mknod(dst, stat.S_IFMT(st.st_mode) | 0o600, st.st_rdev)
+    os.chmod(dst, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
+    _set_times(st, dst, bugs, follow=False)
+    made[st.st_dev, st.st_ino] = dst
+
+
+def copy_tree(src: str, dst: str, bugs: Bugs = Bugs(), made: dict[tuple[int, int], str] | None = None) -> None:
     """Copy ``src`` to ``dst`` (absent): every ``stat`` before the read it could be moved by."""
+    made = {} if made is None else made
     st = os.lstat(src)  # taken before the listing below could move the directory's atime
     os.mkdir(dst, 0o700)
     if bugs.dir_times_first:
@@ -116,7 +131,7 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
                 continue  # like shutil.copytree(ignore_dangling_symlinks=True)
             child_st = os.stat(child)
         if stat.S_ISDIR(child_st.st_mode):
-            copy_tree(os.path.realpath(child) if bugs.follow_symlinks else child, target, bugs)
+            copy_tree(os.path.realpath(child) if bugs.follow_symlinks else child, target, bugs, made)
         elif stat.S_ISREG(child_st.st_mode):
             _copy_file(os.path.realpath(child) if bugs.follow_symlinks else child, target, child_st, bugs)
         elif stat.S_ISLNK(child_st.st_mode) and bugs.links_as_files:
@@ -125,6 +140,8 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
             os.symlink(os.readlink(child), target)
             if bugs.link_times:
                 _set_times(child_st, target, bugs, follow=False)
+        elif not stat.S_ISSOCK(child_st.st_mode):
+            _copy_special(target, child_st, bugs, made)
     # Mode and times last: children are in, so nothing later changes this directory's mtime.
     os.chmod(dst, stat.S_IMODE(st.st_mode) & bugs.mode_mask & ~bugs.umask)
     if bugs.dir_times and not bugs.dir_times_first:
@@ -134,6 +151,11 @@ def copy_tree(src: str, dst: str, bugs: Bugs = Bugs()) -> None:
 def exact(src: str, dst: str) -> None:
     """The control: passes every check."""
     copy_tree(src, dst)
+
+
+def drops_devices(src: str, dst: str) -> None:
+    """Copies FIFOs but leaves device nodes out (rsync ``-a --no-devices``, a copier without CAP_MKNOD)."""
+    copy_tree(src, dst, Bugs(drop_devices=True))
 
 
 def drops_atime(src: str, dst: str) -> None:
