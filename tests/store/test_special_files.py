@@ -22,6 +22,7 @@ import pytest
 from artifactkit import Store, assert_metadata_equal, capture_tree
 from artifactkit.errors import IntegrityError, NotRestorableError, UnsupportedFileType
 from artifactkit.metadata.model import FileMeta, capture
+from artifactkit.store import download
 from artifactkit.store.manifest import parse_manifest
 from tests.support.capability import require_real_root, require_tool
 
@@ -244,3 +245,26 @@ def test_owners_current_never_creates_a_device_and_says_which(fs: Path) -> None:
         "null: char device 1,3 (owners=\"current\" never creates a device node)"]
     assert not os.path.lexists(fs / "out")
     assert [p.name for p in fs.iterdir() if p.name.startswith(".out.")] == []
+
+
+def test_a_device_entry_crosses_to_a_download_worker_with_its_rdev() -> None:
+    # Workers create entries from tuples rebuilt positionally: a lost rdev would make the wrong device.
+    entry = FileMeta("d/n", "char", 0o620, 11, 12, uid=15, gid=16, xattrs=(), rdev=(240, 7))
+    assert download._from_wire(download._to_wire(entry)) == entry
+
+
+def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Path) -> None:
+    src = fast_tmp / "src"
+    for group in range(3):
+        (src / f"d{group}").mkdir(parents=True)
+        for index in range(100):
+            path = src / f"d{group}" / f"p{index}"
+            if index % 10:
+                os.mkfifo(path, 0o600 | index)
+            else:
+                os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(0, 0))
+            _old(path, index)
+    expected = capture_tree(src)
+    store = Store(fast_tmp / "store")
+    store.download(store.publish(src, "many"), fast_tmp / "out", workers=2)
+    assert_metadata_equal(expected, capture_tree(fast_tmp / "out"), stage="download")
