@@ -5,12 +5,14 @@ The public face only: every name is imported from its module on first use (PEP 5
 plugin — loads no store, tracing, multiprocessing or inotify machinery.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# No import at run time here, not even ``from __future__``: the console script imports this package before it
+# can turn a Ctrl-C into one line (artifactkit/cli/entry.py), and __future__, typing (with re and enum), even
+# importlib, are files to load when the interpreter has not loaded them already. Type checkers take a
+# module-level ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below imports on use
+    from typing import Any
+
     from artifactkit import conformance
     from artifactkit.conformance.corpus import materialize
     from artifactkit.errors import (
@@ -118,7 +120,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
+    import importlib  # noqa: PLC0415 - see TYPE_CHECKING above
+
     if name == "conformance":
         return importlib.import_module("artifactkit.conformance")
     home = _HOME.get(name)

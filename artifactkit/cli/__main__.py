@@ -1,5 +1,5 @@
 """``python -m artifactkit.cli``: the same as the ``artifactkit`` console script."""
 
-from artifactkit.cli.main import main
+from artifactkit.cli.entry import run
 
-raise SystemExit(main())
+raise SystemExit(run())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from artifactkit.cli.common import EXIT_INTERRUPTED, error, report_error
@@ -62,12 +62,14 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return argv[0] if argv and argv[0] in COMMAND_MODULES else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     Never a traceback: a command maps the errors it expects (naming the argument at fault); whatever
     gets past it, or out of its own handler, still becomes one line on stderr (and with ``--json`` one
     ``artifactkit.error/1`` document) and the exit code of its class (:func:`~artifactkit.cli.common.exit_code_of`).
+    ``on_parsed`` runs once the arguments are parsed (and the command's module imported), before the command:
+    the console script gives Python's SIGINT handler back there (:mod:`artifactkit.cli.entry`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     json_output = "--json" in argv
@@ -77,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
             return int(exit_.code or 0)
+        if on_parsed is not None:
+            on_parsed()
         return int(args.func(args))
     except KeyboardInterrupt:
         error("interrupted")
