@@ -85,6 +85,23 @@ def _where(name: object) -> str | None:
     return repr(name)
 
 
+#: How many entries of a refusal stderr shows: 2,029 lines (103 KB) for one download was no message to read.
+SUMMARY_ENTRIES: Final = 10
+
+
+def summarize(message: str) -> str:
+    """``message`` for a person: on one line (:func:`one_line`) unless it lists more entries (one per line after
+    its first) than :data:`SUMMARY_ENTRIES`; then its first line, the first few entries, and how many there are
+    in all, within one screen. ``--json`` carries every entry in the error's fields."""
+    parts = [part.strip() for part in message.splitlines() if part.strip()]
+    if len(parts) <= SUMMARY_ENTRIES + 1:
+        return one_line(message)
+    head, entries = parts[0], parts[1:]
+    shown = "".join(f"\n  {entry}" for entry in entries[:SUMMARY_ENTRIES])
+    return (f"{head}{shown}\n  ... and {len(entries) - SUMMARY_ENTRIES} more: {len(entries)} entries in all "
+            "(--json lists every one)")
+
+
 def one_line(text: str) -> str:
     """``text`` on one line: a multi-line message (every refused entry, one per line) joined with "; "."""
     return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or text.strip()
@@ -99,7 +116,9 @@ def report_error(err: BaseException, *, json_output: bool = False, expected: boo
     message = describe(err, **arguments)
     if not expected and not isinstance(err, (ArtifactkitError, OSError)):
         message = f"internal error ({type(err).__name__}){': ' + message if message else ''}"
-    error(message)
+    # Many entries: a summary for the person (JSON's message and fields keep them all); else describe's line.
+    many = isinstance(err, ArtifactkitError) and len(str(err).splitlines()) > SUMMARY_ENTRIES + 1
+    error(summarize(str(err)) if many else message)
     if json_output:
         fields = err.context if isinstance(err, ArtifactkitError) else {}
         if isinstance(err, OSError) and not isinstance(err, ArtifactkitError):

@@ -17,6 +17,7 @@ from artifactkit.cli.common import (
     report_error,
     table,
 )
+from artifactkit.cli.progress import activity
 from artifactkit.errors import ArtifactkitError, ReownedWarning
 from artifactkit.store.store import Store
 
@@ -24,8 +25,9 @@ from artifactkit.store.store import Store
 def _parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
             description: str) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(name, help=summary, description=description, epilog=EXIT_CODES_HELP)
-    parser.add_argument("--store", required=True, metavar="PATH",
-                        help="the store: a local directory (publish creates it and its parents)")
+    parser.add_argument("--store", required=True, metavar="STORE",
+                        help="the store: a local path or s3://bucket/prefix; publish creates a local store "
+                             "(and its parents) only where nothing is, or in an empty directory")
     parser.add_argument("--json", action="store_true", help=f"print one artifactkit.{name}/1 JSON document")
     return parser
 
@@ -107,7 +109,8 @@ def _guarded(action: Any, args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links)
+        with activity(f"publishing {a.src} as {a.name}", json_output=a.json):
+            ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links)
         if a.json:
             emit_json({"schema": "artifactkit.publish/1", **_ref_doc(ref)})
         else:
@@ -120,7 +123,8 @@ def _download(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ReownedWarning)
-            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers)
+            with activity(f"downloading {a.ref} into {a.dest}", json_output=a.json):
+                ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers)
         warned = [w.message for w in caught if issubclass(w.category, ReownedWarning)]
         reowned = [str(message) for message in warned]
         if a.json:
@@ -139,7 +143,8 @@ def _download(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        report = Store(a.store).verify()
+        with activity(f"verify: hashing every manifest and blob in {a.store}", json_output=a.json):
+            report = Store(a.store).verify()
         if a.json:
             emit_json({"schema": "artifactkit.verify/1", "clean": report.clean, **attrs.asdict(report)})
         else:
@@ -157,7 +162,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     def run(a: argparse.Namespace) -> int:
-        report = Store(a.store).gc(dry_run=a.dry_run)
+        with activity(f"gc: sweeping {a.store}", json_output=a.json):
+            report = Store(a.store).gc(dry_run=a.dry_run)
         if a.json:
             emit_json({"schema": "artifactkit.gc/1", **attrs.asdict(report)})
             return EXIT_OK

@@ -88,28 +88,56 @@ class StoreLayout:
         """Where the manifest of ``ref`` lives."""
         return os.path.join(self.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
 
+    def check_site(self) -> None:
+        """Refuse to make a store where something else is: :class:`NotAStoreError` unless the root is missing
+        (under a directory), an empty directory, or a store (it has ``manifests/``, or holds nothing but layout
+        names: a store another publisher is creating, or one a kill interrupted).
+
+        A typo'd ``--store`` used to grow a new store, and a folder of the user's own files got ``blobs/``,
+        ``manifests/``, ``locks/`` and ``staging/`` added beside them: nothing is created in either case now.
+        """
+        top = self.root
+        while not os.path.lexists(top):
+            top = os.path.dirname(top)
+        if top != self.root:
+            if not os.path.isdir(top):
+                raise NotAStoreError(f"cannot make an artifactkit store at {self.root}: {top} is a file, "
+                                     "not a directory", path=self.root)
+            return
+        try:
+            names = set(os.listdir(self.root))
+        except NotADirectoryError:
+            raise NotAStoreError(f"cannot make an artifactkit store at {self.root}: it is a file, not a directory; "
+                                 "artifactkit changed nothing", path=self.root) from None
+        others = sorted(names - STORE_NAMES)
+        if others and "manifests" not in names:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise NotAStoreError(f"{self.root} is not an artifactkit store (it holds {shown}) and is not empty: "
+                                 "artifactkit changed nothing; give a missing path, an empty directory or a store",
+                                 path=self.root)
+
     def create(self) -> None:
         """Create the store, its missing parents and layout dirs, and make each durable in its parent.
 
+        Only where :meth:`check_site` allows (checked again here: the caller's check came before its scan).
         The path up to the root is the user's (followed as given); the layout dirs are made through the
-        root's fd, and :func:`~artifactkit.store.store_dirs.opened_store` checks them before any use.
+        root's fd, ``manifests/`` first, so that whoever looks meanwhile sees a store;
+        :func:`~artifactkit.store.store_dirs.opened_store` checks them before any use.
         A visible manifest is only as durable as every directory above it: without these fsyncs a
         power cut after the first publish returned could lose ``blobs/`` or the whole store.
         """
+        self.check_site()
         missing = []
         top = self.root
         while not os.path.lexists(top):
             missing.append(top)
             top = os.path.dirname(top)
-        if not os.path.isdir(top) or (os.path.exists(self.root) and not os.path.isdir(self.root)):
-            raise NotAStoreError(f"cannot make an artifactkit store at {self.root}: {top} is a file, "
-                                 "not a directory", path=self.root)
         for path in reversed(missing):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
         root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            for sub in ("blobs", "manifests", "staging", "locks"):
+            for sub in _CREATED:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(sub, 0o755, dir_fd=root_fd)
             # Whoever created them: a publisher killed between its mkdir and its fsync would otherwise
@@ -120,6 +148,13 @@ class StoreLayout:
         for path in missing[1:]:
             fsync_dir(path)
         fsync_dir(os.path.dirname(missing[-1] if missing else self.root) or "/")
+
+
+#: A store's layout dirs in the order they are made: ``manifests`` first, the one that makes it a store.
+_CREATED: Final = ("manifests", "blobs", "staging", "locks")
+#: Every name a store's root holds: its layout dirs and the stat cache's file (``stat_cache_file.CACHE_NAME``,
+#: which imports this module).
+STORE_NAMES: Final = frozenset((*_CREATED, "stat-cache.json"))
 
 
 def commit_name(src_fd: int, src: str, dst_fd: int, dst: str) -> None:

@@ -75,6 +75,7 @@ class Store:
         """
         check_artifact_name(name)
         check_link_policy(links)
+        self.layout.check_site()  # before the scan: a path that is no store fails at once
         # Sampled before the scan: the racy rule's reference for what this publish records.
         cache = StatCache.load(self.layout, inode_clock_ns()) if stat_cache else None
         with LazyPool(workers, "publish") as pool:
