@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Final
 
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
+from artifactkit.cli.progress import activity
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import CopierError, resolve_copier
 from artifactkit.conformance.corpus import corpus_names
@@ -89,13 +89,6 @@ def _parse_corpus(names: list[str] | None) -> list[str] | None:
     return names
 
 
-def _progress(name: str) -> None:
-    # Progress for people only: a pipe or a log gets the result and nothing else.
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\rconformance: {name:<16}")
-        sys.stderr.flush()
-
-
 def error_document(err: BaseException, exit_code: int) -> dict[str, Any]:
     """``artifactkit.error/1``: type, message, exit code and the error's structured fields that JSON holds."""
     fields = {key: value for key, value in getattr(err, "context", {}).items()
@@ -117,12 +110,11 @@ def run(args: argparse.Namespace) -> int:
         require = _parse_require(args.require)
         copier = resolve_copier(args.copier)
         corpus = _parse_corpus(args.corpus)
-        report = check(copier, corpus=corpus, base=args.base, progress=_progress, raise_if_none_ran=False)
+        with activity(f"conformance of {args.copier}", json_output=args.json) as update:
+            report = check(copier, corpus=corpus, base=args.base, progress=lambda name: update(detail=name),
+                           raise_if_none_ran=False)
     except (CopierError, ValueError, OSError, ArtifactkitError) as err:
         return _setup_error(err, args)
-    finally:
-        if sys.stderr.isatty():
-            sys.stderr.write("\r\033[K")
     if report.refusals and not report.checked:
         # The copier refused every tree it was given: nothing was checked, which is no verdict at all.
         return _setup_error(report.refusals[0], args, report)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
+from artifactkit.cli.progress import activity
 from artifactkit.errors import ArtifactkitError
 from artifactkit.metadata.compare import FIELDS
 from artifactkit.trace.attribution import ARROW, Accesses, AccessGroup
@@ -48,29 +49,6 @@ def register(subparsers: Any) -> None:
                         help="write the sanitized artifactkit.diagnose/1 evidence to FILE")
     parser.add_argument("--json", action="store_true", help="print the artifactkit.diagnose/1 document")
     parser.set_defaults(func=run)
-
-
-class _Progress:
-    """One line on a terminal's stderr, rewritten in place; nothing at all in a pipe."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self.shown = False
-
-    def __call__(self, step: CycleProgress) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = width * step.cycle // step.cycles
-        sys.stderr.write(f"\rdiagnose [{'#' * filled}{'.' * (width - filled)}] cycle {step.cycle}/{step.cycles}"
-                         f"  mismatches {step.mismatches}  reads {step.reads}")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-            self.shown = False
 
 
 #: The summary fits a 100-column terminal; the long texts are whole in --json.
@@ -189,16 +167,16 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         error(str(err))
         return EXIT_SETUP
-    progress = _Progress()
     previous = _exit_on_sigterm()
     try:
-        result = run_diagnose(config, progress=progress)
+        with activity("diagnose", json_output=args.json, total=args.cycles, unit="cycles") as update:
+            def progress(step: CycleProgress) -> None:
+                update(completed=step.cycle, detail=f"mismatches {step.mismatches}  reads {step.reads}")
+            result = run_diagnose(config, progress=progress)
     except (OSError, ArtifactkitError) as err:
-        progress.close()
         error(f"diagnose cannot run: {describe(err, **{'--base': args.base})}")
         return EXIT_SETUP
     finally:
-        progress.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     doc = to_evidence(result)

@@ -73,3 +73,17 @@ def test_json_on_a_terminal_shows_no_progress(site: Path) -> None:
     code, out, err = _run(["publish", str(site / "src"), "--store", str(site / "store"), "--name", "demo",
                            "--json"], stderr_tty=True)
     assert code == 0 and err == b"" and out.startswith("{")
+
+
+@pytest.mark.parametrize(("argv", "what"), [
+    (["diagnose", "--cycles", "3", "--isolation", "none", "--copier", "shutil"], b"cycles"),
+    (["conformance", "--copier", "artifactkit", "--corpus", "basic"], b"conformance of artifactkit"),
+], ids=["diagnose", "conformance"])
+def test_diagnose_and_conformance_show_the_same_progress_on_a_terminal_only(
+        site: Path, argv: list[str], what: bytes) -> None:
+    argv = [*argv, "--base", str(site)]
+    code, out, err = _run(argv, stderr_tty=True)
+    assert code in (0, 1), err  # 1: mismatches found (shutil drops atimes), not a setup error
+    assert b"\x1b[" in err and what in err, err
+    code, out, err = _run(argv, stderr_tty=False)
+    assert code in (0, 1) and err == b"", "a pipe gets no progress"
