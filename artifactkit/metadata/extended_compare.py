@@ -6,7 +6,7 @@ from __future__ import annotations
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.flags import COMPARED_FLAGS
 from artifactkit.metadata.mismatch import Mismatch
-from artifactkit.metadata.model import FileMeta
+from artifactkit.metadata.model import LINKABLE_KINDS, FileMeta
 from artifactkit.metadata.render import extents_text, flags_text, xattr_text
 
 
@@ -27,7 +27,8 @@ def compare_extended(exp: FileMeta, act: FileMeta, fields: tuple[str, ...]) -> l
                        else dx.XATTR_DIFFERS)
             found.append(Mismatch(exp.path, f"xattr {name}", xattr_text(name, before), xattr_text(name, after),
                                   verdict))
-    if "hardlink" in fields and exp.kind == "file" and exp.hardlink != act.hardlink and _recorded(exp, act):
+    # FIFOs and devices have hard links too (a kind differs before this is reached).
+    if "hardlink" in fields and exp.kind in LINKABLE_KINDS and exp.hardlink != act.hardlink and _recorded(exp, act):
         verdict = dx.HARDLINK_JOINED if exp.hardlink is None else dx.HARDLINK_SPLIT
         found.append(Mismatch(exp.path, "hardlink", exp.hardlink, act.hardlink, verdict))
     if ("extents" in fields and exp.kind == "file" and exp.extents != act.extents and _recorded(exp, act)

@@ -77,7 +77,7 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import IntegrityError
-from artifactkit.metadata.model import Extents, FileMeta
+from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout
 from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
 from artifactkit.store.manifest_file import read_manifest_bytes
@@ -104,7 +104,7 @@ RACY_WINDOW_NS: Final = 2_000_000_000
 # (``current_time()``); the fine clock may run ahead of it by up to a tick.
 CLOCK_REALTIME_COARSE: Final = 5
 _NS_LIMIT: Final = 2**63
-_TYPE_BITS: Final = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
+_TYPE_BITS: Final = KIND_IFMT  # every kind a manifest holds, FIFOs and devices included
 _S_IFMT: Final = 0o170000
 _S_IFREG: Final = stat.S_IFREG
 

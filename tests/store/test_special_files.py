@@ -17,9 +17,10 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
-from artifactkit import Store, assert_metadata_equal, capture_tree
+from artifactkit import Store, assert_metadata_equal, capture_tree, compare
 from artifactkit.errors import IntegrityError, NotRestorableError, UnsupportedFileType
 from artifactkit.metadata.model import FileMeta, capture
 from artifactkit.store import download
@@ -268,3 +269,26 @@ def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Pat
     store = Store(fast_tmp / "store")
     store.download(store.publish(src, "many"), fast_tmp / "out", workers=2)
     assert_metadata_equal(expected, capture_tree(fast_tmp / "out"), stage="download")
+
+
+def test_a_split_hard_link_of_a_fifo_is_a_hardlink_split() -> None:
+    first = FileMeta("a", "fifo", 0o600, 1, 1, uid=0, gid=0, xattrs=())
+    second = FileMeta("b", "fifo", 0o600, 1, 1, uid=0, gid=0, xattrs=(), hardlink="a")
+    found = compare([first, second], [first, attrs.evolve(second, hardlink=None)])
+    assert [(m.path, m.field, m.diagnosis) for m in found] == [("b", "hardlink", "hardlink-split")]
+
+
+def test_a_stat_cached_republish_of_fifos_and_the_whiteout_records_the_same_manifest(fast_tmp: Path) -> None:
+    src = fast_tmp / "src"
+    src.mkdir()
+    os.mkfifo(src / "pipe")
+    os.link(src / "pipe", src / "pipe2")
+    os.mknod(src / "whiteout", stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    for path in (src / "pipe", src / "whiteout", src):
+        _old(path)
+    store = Store(fast_tmp / "store")
+    first = store.publish(src, "c", stat_cache=True)
+    second = store.publish(src, "c", stat_cache=True)
+    assert store.manifest(first).entries == store.manifest(second).entries
+    store.download(second, fast_tmp / "out")
+    assert_metadata_equal(capture_tree(src), capture_tree(fast_tmp / "out"), stage="download")
