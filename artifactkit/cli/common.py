@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -98,8 +99,17 @@ def summarize(message: str) -> str:
         return one_line(message)
     head, entries = parts[0], parts[1:]
     shown = "".join(f"\n  {entry}" for entry in entries[:SUMMARY_ENTRIES])
+    # Entries read "path: what": the kinds are the whats, most common first (a path holding ": " only
+    # splits its kind wrongly, and the kinds are a summary; --json has the entries themselves).
+    kinds = collections.Counter(entry.partition(": ")[2] for entry in entries if ": " in entry)
+    by_kind = "; ".join(f"{count} {kind}" for kind, count in kinds.most_common(_SUMMARY_KINDS))
+    more = f" ({len(kinds) - _SUMMARY_KINDS} other kinds)" if len(kinds) > _SUMMARY_KINDS else ""
     return (f"{head}{shown}\n  ... and {len(entries) - SUMMARY_ENTRIES} more: {len(entries)} entries in all "
-            "(--json lists every one)")
+            f"(--json lists every one){chr(10) + '  by kind: ' + by_kind + more if kinds else ''}")
+
+
+#: How many kinds of entry the summary counts.
+_SUMMARY_KINDS: Final = 3
 
 
 def one_line(text: str) -> str:

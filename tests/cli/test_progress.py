@@ -82,8 +82,8 @@ def test_json_on_a_terminal_shows_no_progress(site: Path) -> None:
 def test_diagnose_and_conformance_show_the_same_progress_on_a_terminal_only(
         site: Path, argv: list[str], what: bytes) -> None:
     argv = [*argv, "--base", str(site)]
-    code, out, err = _run(argv, stderr_tty=True)
+    code, _, err = _run(argv, stderr_tty=True)
     assert code in (0, 1), err  # 1: mismatches found (shutil drops atimes), not a setup error
     assert b"\x1b[" in err and what in err, err
-    code, out, err = _run(argv, stderr_tty=False)
+    code, _, err = _run(argv, stderr_tty=False)
     assert code in (0, 1) and err == b"", "a pipe gets no progress"

@@ -9,7 +9,8 @@ import pytest
 from artifactkit.cli.common import SUMMARY_ENTRIES, report_error
 from artifactkit.errors import NotRestorableError, UnsafePathError
 
-PROBLEMS = [f"usr/share/doc/pkg{i}/copyright: owner 0:0 (this user is 1000)" for i in range(2029)]
+PROBLEMS = [f"usr/share/doc/pkg{i}/copyright: owner 0:0 (this user is 1000)" for i in range(2000)] + [
+    f"usr/bin/tool{i}: owner 0:0 (this user is 1000), xattr security.capability" for i in range(29)]
 
 
 def _refusal() -> NotRestorableError:
@@ -25,6 +26,7 @@ def test_a_refusal_of_2029_entries_is_one_screen_on_stderr(capsys: pytest.Captur
     assert "2029 entries" in err and "--json" in err
     assert all(problem in err for problem in PROBLEMS[:SUMMARY_ENTRIES])
     assert PROBLEMS[SUMMARY_ENTRIES] not in err
+    assert "by kind: 2000 owner 0:0 (this user is 1000); 29 owner 0:0 (this user is 1000), xattr" in err
 
 
 def test_the_same_refusal_under_json_lists_every_entry(capsys: pytest.CaptureFixture[str]) -> None:
