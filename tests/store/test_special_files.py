@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,34 +147,35 @@ def test_capture_of_a_fifo_never_opens_it(fast_tmp: Path) -> None:
     assert (meta.kind, meta.mode, meta.rdev, meta.size) == ("fifo", 0o600, None, 0)
 
 
-_AS_USER = textwrap.dedent("""
-    import json, os, sys, warnings
-    from artifactkit import Store, capture_tree, compare
-    from artifactkit.errors import NotRestorableError
-    work, owners = sys.argv[1], sys.argv[2]
+def publish_and_download(work: str, owners: str) -> dict[str, object]:
+    """Publish ``work/src`` and download it to ``work/out`` as this process: what was refused, or what differs."""
     store = Store(f"{work}/store")
     ref = store.publish(f"{work}/src", "t")
     try:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            store.download(ref, f"{work}/out", owners=owners)
+            store.download(ref, f"{work}/out", owners=owners)  # type: ignore[arg-type]
     except NotRestorableError as err:
-        print(json.dumps({"refused": err.entries, "out": os.path.lexists(f"{work}/out")}))
-    else:
-        found = compare(capture_tree(f"{work}/src"), capture_tree(f"{work}/out"))
-        print(json.dumps({"mismatches": [str(m) for m in found], "warned": [str(w.message) for w in seen]}))
-""")
+        return {"refused": err.entries, "out": os.path.lexists(f"{work}/out")}  # type: ignore[attr-defined]
+    found = compare(capture_tree(f"{work}/src"), capture_tree(f"{work}/out"))
+    return {"mismatches": [str(m) for m in found], "warned": [str(w.message) for w in seen]}
+
+
+_AS_USER = ("import json, sys; from tests.store.test_special_files import publish_and_download; "
+            "print(json.dumps(publish_and_download(sys.argv[1], sys.argv[2])))")
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def _as_normal_user(work: Path, owners: str = "exact") -> dict[str, object]:
-    """Publish ``work/src`` and download it as a user without CAP_MKNOD (``nobody`` when we are root)."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        require_tool("setpriv", "util-linux")
-        os.chmod(work, 0o777)  # noqa: S103 - the unprivileged downloader writes its store and output here
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
+    """Publish ``work/src`` and download it as a user without CAP_MKNOD: ``nobody`` in a child when we are
+    root, else this process itself."""
+    if os.geteuid() != 0:
+        return publish_and_download(str(work), owners)
+    require_tool("setpriv", "util-linux")
+    os.chmod(work, 0o777)  # noqa: S103 - the unprivileged downloader writes its store and output here
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
     done = subprocess.run([*prefix, sys.executable, "-c", _AS_USER, str(work), owners], capture_output=True,
-                          text=True, check=False, cwd="/")
+                          text=True, check=False, cwd=_REPO)
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
