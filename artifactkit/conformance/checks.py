@@ -59,10 +59,19 @@ from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.classify import destination_failures as _destination_failures
 from artifactkit.conformance.classify import read_first_only_where_consistent, with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.classify import tagged as _tagged
-from artifactkit.conformance.copiers import CopyFailedError, CopyFunction, NamedCopier, excerpt, resolve_copier
+from artifactkit.conformance.copiers import (
+    TIMEOUT_SETTING,
+    CopyFailedError,
+    CopyFunction,
+    NamedCopier,
+    copier_timeout_s,
+    excerpt,
+    resolve_copier,
+)
 from artifactkit.conformance.corpus import corpus_names, devices_left_out, materialize, needs_root
 from artifactkit.conformance.destination import flag_for_reading, read_moves, unflagged_parent
 from artifactkit.conformance.failure import Failure
+from artifactkit.conformance.fifo_watch import release_blocked_fifos
 from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
@@ -86,8 +95,11 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     dst = os.path.join(dst_parent, corpus)
     expected = with_source_facts(materialize(corpus, src), src)
     failures: list[Failure] = []
+    timeout_s = copier_timeout_s()
+    fifos = [path for path, meta in expected.items() if meta.kind == "fifo" and meta.hardlink is None]
     try:
-        copier(src, dst)
+        with release_blocked_fifos(src, fifos, timeout_s=timeout_s) as watch:
+            copier(src, dst)
     except CopierSetupError:
         raise  # a named adapter that cannot run on this tree: no verdict for it, never a row of passes
     except Exception as err:
@@ -96,6 +108,8 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
             text = err.detail if isinstance(err, CopyFailedError) else f"{type(err).__name__}: {err}"
             if isinstance(err, subprocess.CalledProcessError) and isinstance(err.stderr, str) and err.stderr.strip():
                 text += "\n" + err.stderr.rstrip()  # what the tool said is the reason, not its exit status
+            if watch.released:  # first: it is why the run took the limit, and what the copier did before failing
+                text = f"{_blocked(watch.released, timeout_s)}; then {text}"
             detail = text.replace(dst, "{dst}").replace(src, "{src}")
             raise CopierCannotRunError(
                 f"copier {copier.label} cannot run: it failed before creating {{dst}} (corpus tree "
@@ -103,6 +117,8 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
             ) from err
         # Not a setup error: record it, then inspect whatever the copier left behind.
         failures.append(_copier_failed(err, corpus, src, dst))
+    if watch.released:
+        failures.append(_copier_failed(CopyFailedError(_blocked(watch.released, timeout_s)), corpus, src, dst))
     source_failures, source_after, links_moved, ctimes_moved = _source_untouched(corpus, src, expected)
     failures += source_failures
     if not os.path.lexists(dst):
@@ -127,6 +143,11 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
         shown = ", ".join(f"{path}: {why}" for path, why in sorted(refused.items())[:3])
         withheld = f"not run on {len(refused)} entr{'y' if len(refused) == 1 else 'ies'} of {corpus} ({shown})"
     return failures, links_moved, ctimes_moved, withheld
+
+
+def _blocked(released: list[str], timeout_s: float) -> str:
+    return (f"timed out after {timeout_s:g} s blocked opening FIFO(s) {', '.join(released)} as files; the kit "
+            f"released each by opening it for writing once ({TIMEOUT_SETTING} sets the limit)")
 
 
 def _source_untouched(corpus: str, src: str,

@@ -86,3 +86,22 @@ def test_a_copier_that_opens_a_fifo_is_stopped_by_the_timeout_and_reported_as_a_
     assert len(failures) == 1
     assert "timed out after 2 s" in str(failures[0].actual) and "killed" in str(failures[0].actual)
     assert failures[0].command == "cp -r --copy-contents '{src}' '{dst}'"
+
+
+def test_an_in_process_copier_blocked_opening_a_fifo_is_released_and_reported(
+        tmpfs_strict: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ZipFile.write opens the FIFO it is given and blocked for good: it cannot be killed, so it is released.
+    # Released, it goes on to the whiteout, whose open fails (ENXIO) before {dst}: the tree is "not run".
+    monkeypatch.setenv(TIMEOUT_SETTING, "1")
+    done: list[conformance.Report] = []
+    worker = threading.Thread(target=lambda: done.append(conformance.check(
+        "zipfile", corpus=TREE, base=tmpfs_strict, raise_if_none_ran=False)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "the conformance run hung on the zipfile adapter"
+    ((tree, reason),) = done[0].not_run
+    assert tree == TREE
+    assert reason.startswith(
+        "not run: the copier failed before creating {dst}: timed out after 1 s blocked opening FIFO(s) "
+        "run/control as files; the kit released each by opening it for writing once"), reason  # via 'status'
+    assert "No such device or address" in reason
