@@ -55,6 +55,7 @@ def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs
     os.mkfifo(src / "pipe", 0o640)
     os.link(src / "pipe", src / "dev" / "pipe-too")
     _devices(src / "dev")
+    os.link(src / "dev" / "loop9", src / "loop9-too")  # a device's second name, in another directory
     os.chown(src / "dev" / "loop9", 0, 6)
     os.chown(src / "pipe", 1234, 5678)
     os.setxattr(src / "dev" / "null", "trusted.note", b"kept")
@@ -64,7 +65,7 @@ def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs
     expected = capture_tree(src)
     assert {e.path: e.kind for e in expected if e.path != "."} == {
         "dev": "dir", "dev/big": "char", "dev/loop9": "block", "dev/null": "char", "dev/pipe-too": "fifo",
-        "dev/whiteout": "char", "pipe": "fifo"}
+        "dev/whiteout": "char", "loop9-too": "block", "pipe": "fifo"}
     by_path = {e.path: e for e in expected}
     assert by_path["dev/null"].rdev == (1, 3) and by_path["dev/big"].rdev == (4095, (1 << 20) - 1)
     assert by_path["dev/whiteout"].rdev == (0, 0) and by_path["pipe"].rdev is None
@@ -78,6 +79,7 @@ def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs
     assert {e.path: e.rdev for e in got} == {e.path: e.rdev for e in expected}
     assert os.lstat(fs / "out" / "pipe").st_ino == os.lstat(fs / "out" / "dev" / "pipe-too").st_ino
     assert os.lstat(fs / "out" / "dev" / "loop9").st_rdev == os.makedev(7, 9)
+    assert os.lstat(fs / "out" / "dev" / "loop9").st_ino == os.lstat(fs / "out" / "loop9-too").st_ino
     assert capture_tree(src) == expected, "publishing opened nothing: the source is as it was"
 
 
