@@ -222,8 +222,11 @@ class Bucket:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
             try:
-                length = int(response.get("ContentLength", 0))
-                body = b"" if length > max_bytes else bytes(response["Body"].read(max_bytes + 1))
+                length = int(response.get("ContentLength", -1))
+                # Never read(max_bytes + 1) at once: http.client allocates that many bytes first (128 MiB a
+                # manifest). The length the server gave + 1, or chunks up to the limit when it gave none.
+                body = b"" if length > max_bytes else _read_at_most(response["Body"],
+                                                                    (length if length >= 0 else max_bytes) + 1)
                 return body, dict(response.get("Metadata", {})), max(length, len(body))
             finally:
                 response["Body"].close()  # unread bytes are dropped with the connection, never buffered
@@ -295,3 +298,12 @@ class Bucket:
                                                            UploadId=upload["UploadId"])
                         aborted.append(str(upload["Key"])[len(self.prefix):])
         return aborted
+
+
+def _read_at_most(body: Any, count: int) -> bytes:
+    """Up to ``count`` bytes of a response body, in chunks of at most 1 MiB (memory grows with what arrives)."""
+    chunks, total = [], 0
+    while total < count and (chunk := body.read(min(1 << 20, count - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
