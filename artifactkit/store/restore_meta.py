@@ -226,9 +226,15 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
             os.mknod(name, private, os.makedev(*entry.rdev), dir_fd=dir_fd)
         else:
             os.mkfifo(name, 0o600, dir_fd=dir_fd)
-    except PermissionError as err:  # what plan could not see (a seccomp filter, a nodev-like policy)
-        raise NotRestorableError(f"download refused: cannot create {entry.kind} {entry.path!r} here "
-                                 f"({err.strerror}); nothing was made visible", entries=[entry.path]) from err
+    except OSError as err:
+        # What plan could not see: EPERM (a seccomp filter, overlayfs's own whiteout 0,0), EINVAL (a device
+        # number the filesystem cannot hold: xfs keeps a minor below 2**18).
+        if err.errno not in (errno.EPERM, errno.EINVAL):
+            raise
+        what = f" {entry.rdev[0]},{entry.rdev[1]}" if entry.rdev is not None else ""
+        raise NotRestorableError(f"download refused: cannot create {entry.kind}{what} {entry.path!r} on this "
+                                 f"filesystem ({err.strerror}); nothing was made visible",
+                                 entries=[entry.path]) from err
     if entry.uid is not None and entry.gid is not None:
         os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
     # By path through the directory's fd: an O_PATH fd takes no xattr or mode calls, and opening it blocks.
