@@ -57,7 +57,11 @@ def test_a_corrupt_blob_is_refused_although_the_download_would_only_clone_it(clo
     blob.chmod(0o644)
     with open(blob, "r+b") as handle:  # one byte, in place: the rest of the blob stays as it was
         handle.seek(SIZE // 2)
-        handle.write(b"\x00" if handle.read(1) != b"\x00" else b"\x01")
+        flipped = b"\x00" if handle.read(1) != b"\x00" else b"\x01"
+        # Back to that byte: read(1) moved on, and writing the next one left the blob intact 1 run in 256
+        # (random content: the next byte already held the value), so the download rightly did not raise.
+        handle.seek(SIZE // 2)
+        handle.write(flipped)
     with pytest.raises(IntegrityError, match="corrupt"):
         store.download(ref, cloning_fs / "out")
     assert not (cloning_fs / "out").exists()
