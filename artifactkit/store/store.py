@@ -98,9 +98,15 @@ class Store:
         """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
         if isinstance(name_or_ref, ArtifactRef):
             return name_or_ref
-        name, version = parse_ref(name_or_ref, version)
         with opened_store(self.layout) as dirs:
-            versions = dirs.versions(name)
+            return self._resolve_in(dirs, name_or_ref, version)
+
+    def _resolve_in(self, dirs: StoreDirs, name_or_ref: str | ArtifactRef, version: int | None) -> ArtifactRef:
+        # The look-up of resolve in a store already opened: manifest and download check the store once.
+        if isinstance(name_or_ref, ArtifactRef):
+            return name_or_ref
+        name, version = parse_ref(name_or_ref, version)
+        versions = dirs.versions(name)
         if not versions:
             raise LookupError(f"no artifact named {name!r} in {self.root}")
         if version is None:
@@ -113,9 +119,8 @@ class Store:
 
     def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
-        resolved = self.resolve(ref, version)
         with opened_store(self.layout) as dirs:
-            return read_manifest(dirs, resolved)
+            return read_manifest(dirs, self._resolve_in(dirs, ref, version))
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
@@ -127,11 +132,11 @@ class Store:
         ``workers``: how many processes create the files (``None``: one for small trees, else the cores
         available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
         """
-        ref = self.resolve(name_or_ref, version)
         target = os.path.abspath(os.fspath(dest))
-        if os.path.lexists(target):
-            raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-        with LazyPool(workers, "download") as pool, opened_store(self.layout) as dirs:
+        with opened_store(self.layout) as dirs, LazyPool(workers, "download") as pool:
+            ref = self._resolve_in(dirs, name_or_ref, version)
+            if os.path.lexists(target):
+                raise FileExistsError(errno.EEXIST, "download destination already exists", target)
             # Workers start before the manifest is parsed (sized from its bytes), so their start-up overlaps it.
             name_fd = dirs.name_dir(ref.name)
             if name_fd is not None:
