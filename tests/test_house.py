@@ -11,6 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 400
+#: A string that names a module (``pkg.mod``), or an attribute of one (``pkg.mod:Class``).
+_NAMED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:\w+)?")
 
 
 def authored_python_files(root: Path = ROOT) -> list[Path]:
@@ -27,7 +29,9 @@ def oversized(files: list[Path], limit: int = LIMIT) -> dict[str, int]:
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports: every import counts (function level, TYPE_CHECKING)."""
+    """Module -> the package modules it imports: every import counts (function level, TYPE_CHECKING), and so
+    does a string naming one of its modules (``importlib.import_module("pkg.mod")``, a ``"pkg.mod:Class"``
+    registry entry): an import by name is still a dependency."""
     base = package.parent
     modules = {".".join(p.relative_to(base).with_suffix("").parts).removesuffix(".__init__"): p
                for p in package.rglob("*.py")}
@@ -38,6 +42,9 @@ def import_graph(package: Path) -> dict[str, set[str]]:
                 names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAMED.fullmatch(node.value) \
+                    and node.value.split(".")[0] == package.name:
+                names = [node.value.partition(":")[0]]
             else:
                 continue
             for imported in names:
@@ -106,6 +113,15 @@ def test_the_cycle_guard_sees_a_function_level_cycle(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from pkg.b import x\ny = 1\n")
     (pkg / "b.py").write_text("x = 1\ndef f():\n    from pkg.a import y\n    return y\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_cycle_guard_sees_a_cycle_through_a_module_named_in_a_string(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import importlib\nB = importlib.import_module('pkg.b')\n")
+    (pkg / "b.py").write_text("REGISTRY = {'a': 'pkg.a:Thing'}\n")
     assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
 
 

@@ -13,92 +13,42 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
-
-import attrs
+from typing import Any, Final
 
 from artifactkit._fsutil import open_same_dir
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
+from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import (
     IN_MEMORY_LIMIT,
     check_blob_fd,
     copy_sparse,
     hash_while_copying,
-    open_blob,
     read_small,
     write_all,
 )
+from artifactkit.store.executor import CreateItem, CreateJob, Executor
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan
 
-if TYPE_CHECKING:
-    from artifactkit.store.workers import LazyPool, WorkerPool
-
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_BLOB_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
 
 def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                 shape_checked: bool = False, owners: Owners = "exact", workers: int | None = None) -> None:
-    """Restore ``entries`` at ``dest`` (absent): files, links, then directories in post-order.
+                 shape_checked: bool = False, owners: Owners = "exact", executor: Executor | None = None) -> None:
+    """Restore ``entries`` at ``dest`` (absent): directories, then files and links, then hard links, then
+    directory times in post-order, every entry read back and compared exactly before the tree is renamed
+    into place.
 
     ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
     ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
-    is written). When ``blob_path`` is a :class:`BlobSource` (a directory worker processes can open too),
-    files may be created by workers: its pool if it has one (started by the caller while it read the
-    manifest, closed by it), else ``workers`` (:func:`~artifactkit.store.workers.choose_workers`).
+    is written). The files are created by ``executor`` (the *execute* stage; ``None``: in this process, by
+    :func:`create_items` itself), which gets them in batches of whole directories.
     """
-    # The parent's only: a worker child imports this module and starts faster without the pool's.
-    from artifactkit.store.workers import LazyPool  # noqa: PLC0415
-    with contextlib.ExitStack() as stack:
-        blobs_dir, pool = None, None
-        if isinstance(blob_path, BlobSource):
-            blobs_dir, pool = blob_path.directory, blob_path.pool
-        if pool is None:
-            pool = stack.enter_context(LazyPool(workers, "download"))
-        _restore_tree(entries, dest, blob_path=blob_path, shape_checked=shape_checked, owners=owners,
-                      parallel=_Parallel(blobs_dir, pool))
-
-
-@attrs.frozen
-class BlobSource:
-    """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``), which worker
-    processes can open too, and optionally the pool to use for them. With ``dir_fd`` (the directory as this
-    process opened and checked it), this process reads each blob through that fd, never by the path a
-    writer of the store could have swapped since; a worker opens by path, and every byte it reads is
-    digest-checked, so a swap there can only fail the download."""
-
-    directory: str
-    pool: LazyPool | None = None
-    dir_fd: int | None = None
-
-    def __call__(self, sha: str) -> str:
-        # os.path.join cost a tenth of the per-file Python work
-        return f"/proc/self/fd/{self.dir_fd}/{sha}" if self.dir_fd is not None else f"{self.directory}/{sha}"
-
-    def open(self, sha: str, *, path: str) -> int:
-        """The blob opened for reading, through ``dir_fd`` where there is one (an ``openat`` on it costs half an
-        open by path: 1.4 against 2.8 us on tmpfs); :class:`IntegrityError` if it is missing or a link."""
-        try:
-            return os.open(sha, _BLOB_FLAGS, dir_fd=self.dir_fd) if self.dir_fd is not None else \
-                os.open(f"{self.directory}/{sha}", _BLOB_FLAGS)
-        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
-            where = f"for {path!r}"  # built only here: a download formats nothing per file that succeeds
-            return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
-                if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
-
-
-#: The tree's name inside a download's private directory; only what this process made is ever inside.
-_TREE: Final = "tree"
-
-
-def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                  shape_checked: bool, owners: Owners, parallel: _Parallel) -> None:
     checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
     by_path = plan(checked.values(), owners)
     parent, name = os.path.split(dest)
@@ -110,13 +60,16 @@ def _restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable
     private = PrivateDir(parent, _staging_prefix(name))
     try:
         os.mkdir(_TREE, 0o700, dir_fd=private.fd)
-        # Workers open it by path and check it is this inode (open_same_dir).
-        parallel.staging = (os.path.join(private.where, _TREE), os.stat(_TREE, dir_fd=private.fd))
-        _materialize(by_path, private.fd, _TREE, blob_path, parallel)
+        source = blob_path if isinstance(blob_path, BlobSource) else BlobSource("", opener=blob_path)
+        _materialize(by_path, private, source, executor)
         # Every entry, the root included, was verified exact above; the rename moves no time.
         _rename_into_place(private.fd, private.parent_fd, name, dest)
     finally:
         private.close()
+
+
+#: The tree's name inside a download's private directory; only what this process made is ever inside.
+_TREE: Final = "tree"
 
 
 def _staging_prefix(name: str) -> str:
@@ -126,58 +79,61 @@ def _staging_prefix(name: str) -> str:
     return f".{name}.artifactkit-"
 
 
-def _materialize(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
-                 blob_path: Callable[[str], str], parallel: _Parallel) -> None:
+def _materialize(by_path: dict[str, FileMeta], private: PrivateDir, blobs: BlobSource,
+                 executor: Executor | None) -> None:
     try:
-        _materialize_unguarded(by_path, parent_fd, staging, blob_path, parallel)
+        root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
+        try:
+            _materialize_unguarded(by_path, CreateJob.at(root_fd, os.path.join(private.where, _TREE), blobs),
+                                   executor)
+        finally:
+            os.close(root_fd)
     except OSError as err:
         # Only we write in the private staging dir: a link or entry found there was planted.
         if err.errno not in (errno.ELOOP, errno.EXDEV, errno.EEXIST, errno.ENOTDIR):
             raise
         raise UnsafePathError(
-            f"download refused: {err.filename!r} in the staging directory {staging!r} was replaced by a "
+            f"download refused: {err.filename!r} in the staging directory {private.where!r} was replaced by a "
             f"symlink or another entry while restoring ({err.strerror}); nothing was written outside it",
             path=str(err.filename)) from err
 
 
-def _materialize_unguarded(by_path: dict[str, FileMeta], parent_fd: int, staging: str,
-                           blob_path: Callable[[str], str], parallel: _Parallel) -> None:
-    root_fd = os.open(staging, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=parent_fd)
-    try:
-        children: dict[str, list[FileMeta]] = {}
-        for path, entry in by_path.items():
-            if path != ROOT:
-                children.setdefault(parent_of(path), []).append(entry)
-        # Shallowest first, so every parent exists before its children.
-        dirs = shallowest_first(p for p, e in by_path.items() if e.kind == "dir")
-        files = sum(1 for e in by_path.values() if e.kind != "dir" and e.hardlink is None)
-        workers = parallel.pool.get(files) if parallel.blobs_dir is not None else None
-        for path in dirs:
-            with _dir_fd(root_fd, path) as dir_fd:
-                for entry in children.get(path, ()):
-                    if entry.hardlink is None and (workers is None or entry.kind == "dir"):
-                        _create(entry, dir_fd, blob_path)
-        if workers is not None:
-            # Every directory exists: the files and links of each go to the workers in batches; each
-            # batch reads its entries back once it has made them all, so the parent checks only its own.
-            _create_in_workers(parallel, workers, root_fd, [(path, children.get(path, [])) for path in dirs],
-                               blob_path)
-            children = {path: [e for e in entries if e.kind == "dir" or e.hardlink is not None]
-                        for path, entries in children.items()}
-        # The other names of each hard link, once every first name exists (it may sort deeper).
-        for entry in by_path.values():
-            if entry.hardlink is not None:
-                _link(root_fd, entry)
-        # Directory times last, deepest first: creating a child would move its parent's mtime.
-        for path in deepest_first(dirs):
-            with _dir_fd(root_fd, path) as dir_fd:
-                _verify_children(children.get(path, ()), dir_fd)
-                entry = by_path[path]
-                apply_fd(dir_fd, entry, path)
-                os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
-                verify_entries([(entry, os.fstat(dir_fd))])
-    finally:
-        os.close(root_fd)
+def _materialize_unguarded(by_path: dict[str, FileMeta], job: CreateJob, executor: Executor | None) -> None:
+    root_fd = job.root_fd
+    children: dict[str, list[FileMeta]] = {}
+    for path, entry in by_path.items():
+        if path != ROOT:
+            children.setdefault(parent_of(path), []).append(entry)
+    # Shallowest first, so every parent exists before its children.
+    dirs = shallowest_first(p for p, e in by_path.items() if e.kind == "dir")
+    for path in dirs:
+        with _dir_fd(root_fd, path) as dir_fd:
+            for entry in children.get(path, ()):
+                if entry.kind == "dir":
+                    _create(entry, dir_fd, job.blobs)
+    # Every directory exists: the files and links of each are the executor's, in batches of directories;
+    # each batch reads its entries back once it has made them all, so the parent checks only its own.
+    items: list[CreateItem] = [
+        (path, todo) for path in dirs
+        if (todo := [e for e in children.get(path, ()) if e.kind != "dir" and e.hardlink is None])]
+    if executor is None:
+        create_items(root_fd, items, job.blobs)
+    else:
+        executor.expect(sum(len(entries) for _, entries in items))
+        executor.create(job, items)
+    # The other names of each hard link, once every first name exists (it may sort deeper).
+    for entry in by_path.values():
+        if entry.hardlink is not None:
+            _link(root_fd, entry)
+    # Directory times last, deepest first: creating a child would move its parent's mtime.
+    for path in deepest_first(dirs):
+        with _dir_fd(root_fd, path) as dir_fd:
+            _verify_children([e for e in children.get(path, ()) if e.kind == "dir" or e.hardlink is not None],
+                             dir_fd)
+            entry = by_path[path]
+            apply_fd(dir_fd, entry, path)
+            os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
+            verify_entries([(entry, os.fstat(dir_fd))])
 
 
 @contextlib.contextmanager
@@ -192,7 +148,7 @@ def _dir_fd(root_fd: int, path: str) -> Iterator[int]:
         os.close(fd)
 
 
-def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> None:
+def _create(entry: FileMeta, dir_fd: int, blob_path: BlobSource) -> None:
     name = entry.path.rpartition("/")[2]
     kind = entry.kind
     if kind == "file":  # first: nearly every entry is one
@@ -215,25 +171,13 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: Callable[[str], str]) -> No
         os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
 
 
-@attrs.define
-class _Parallel:
-    """Where workers find the blobs and the staging dir (by path, checked against the parent's inode)."""
-
-    blobs_dir: str | None
-    pool: LazyPool
-    staging: tuple[str, os.stat_result] | None = None
-
-
-#: What every batch of one download shares: ``(staging path, its (st_dev, st_ino), blobs dir)``.
-CreateShared = tuple[str, tuple[int, int], str]
-#: One batch item: a directory (relative to the staging root) and files or links to create in it.
-CreateItem = tuple[str, list[FileMeta]]
-#: A file or link of a batch as it crosses the pipe: a tuple pickles in a fraction of a FileMeta's time.
+#: A file or link of a batch as it crosses a worker's pipe: a tuple pickles in a fraction of a FileMeta's time.
 WireEntry = tuple[Any, ...]
 WireItem = tuple[str, list[WireEntry]]
 
 
-def _to_wire(entry: FileMeta) -> WireEntry:
+def to_wire(entry: FileMeta) -> WireEntry:
+    """What creating ``entry`` needs, as a plain tuple (the native core takes the same)."""
     return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
             entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
 
@@ -245,53 +189,27 @@ def _from_wire(wire: WireEntry) -> FileMeta:
                     extents, flags, rdev)
 
 
-def _items_to_wire(batch: Sequence[CreateItem]) -> list[WireItem]:
-    return [(path, [_to_wire(entry) for entry in entries]) for path, entries in batch]
-
-
-def _items_from_wire(batch: Sequence[WireItem]) -> list[CreateItem]:
-    return [(path, [_from_wire(entry) for entry in entries]) for path, entries in batch]
-
-
-def _create_in_workers(parallel: _Parallel, workers: WorkerPool, root_fd: int, by_dir: list[CreateItem],
-                       blob_path: Callable[[str], str]) -> None:
-    from artifactkit.store.workers import BATCH_FILES  # noqa: PLC0415 - the parent's only (see restore_tree)
-    items: list[CreateItem] = []
-    for path, entries in by_dir:
-        todo = [entry for entry in entries if entry.kind != "dir" and entry.hardlink is None]
-        items += [(path, todo[start:start + BATCH_FILES]) for start in range(0, len(todo), BATCH_FILES)]
-    assert parallel.blobs_dir is not None and parallel.staging is not None
-    path, st = parallel.staging
-    shared: CreateShared = (path, (st.st_dev, st.st_ino), parallel.blobs_dir)
-    work: list[list[CreateItem]] = [[]]
-    filled = 0
-    for item in items:  # consecutive directories together, about BATCH_FILES files a batch
-        if filled >= BATCH_FILES:
-            work.append([])
-            filled = 0
-        work[-1].append(item)
-        filled += len(item[1])
-    workers.run(shared, work, lambda batch: _create_items(root_fd, batch, blob_path), wire=_items_to_wire)
-
-
-def _create_items(root_fd: int, batch: Sequence[CreateItem], blob_path: Callable[[str], str]) -> list[None]:
+def create_items(root_fd: int, batch: Sequence[CreateItem], blobs: BlobSource) -> list[None]:
+    """The reference *execute* stage of a download: create every entry of ``batch`` in its directory beneath
+    ``root_fd``, then read them back."""
     for path, entries in batch:
         with _dir_fd(root_fd, path) as dir_fd:
             for entry in entries:
-                _create(entry, dir_fd, blob_path)
-            # Read back once all are made, as _verify_children does: nothing after this touches these
-            # entries' own times, mode or size (linking another name moves only ctime and nlink).
+                _create(entry, dir_fd, blobs)
+            # Read back once all are made: nothing after this touches these entries' own times, mode or
+            # size (linking another name moves only ctime and nlink).
             _verify_children(entries, dir_fd)
     return []
 
 
-def create_batch(shared: CreateShared, batch: Sequence[WireItem]) -> list[None]:
-    """A worker's share of a download: the staging root is opened by path and must be the parent's
-    inode (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
-    staging, identity, blobs_dir = shared
-    root_fd = open_same_dir(staging, identity, "download staging directory")
+def create_batch(shared: tuple[str, tuple[int, int], str], batch: Sequence[WireItem]) -> list[None]:
+    """A worker's share of a download: the tree's root is opened by path and must be the parent's inode
+    (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
+    root, identity, blobs_dir = shared
+    root_fd = open_same_dir(root, identity, "download staging directory")
     try:
-        return _create_items(root_fd, _items_from_wire(batch), BlobSource(blobs_dir))
+        return create_items(root_fd, [(path, [_from_wire(e) for e in entries]) for path, entries in batch],
+                            BlobSource(blobs_dir))
     finally:
         os.close(root_fd)
 
@@ -307,17 +225,11 @@ def _link(root_fd: int, entry: FileMeta) -> None:
                                   "after linking it", path=entry.path)
 
 
-def _copy_blob(entry: FileMeta, blob_path: Callable[[str], str], out: int) -> None:
+def _copy_blob(entry: FileMeta, blob_path: BlobSource, out: int) -> None:
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
     named, size = entry.sha256, entry.size
     assert named is not None
-    if isinstance(blob_path, BlobSource):
-        blob = blob_path.open(named, path=entry.path)
-    else:  # another restore seam's paths (tests' faulty steps)
-        try:
-            blob = os.open(blob_path(named), _BLOB_FLAGS)
-        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
-            blob = open_blob(blob_path(named), named, where=f"for {entry.path!r}", check_regular=False)
+    blob = blob_path.open(named, path=entry.path)
     try:
         st = os.fstat(blob)  # kind and size before a byte is read; the message only when it is wrong
         if st.st_size != size or not stat.S_ISREG(st.st_mode):

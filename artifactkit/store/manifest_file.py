@@ -1,4 +1,5 @@
-"""Reading a version's manifest file out of a local store: checked open, bounded read, digest, parse."""
+"""A version's manifest: read out of a local store (checked open, bounded read, digest), and verified from
+its bytes for every backend."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit,
 from artifactkit.store.store_dirs import StoreDirs
 
 
-def read_manifest(dirs: StoreDirs, ref: ArtifactRef) -> Manifest:
-    """The verified manifest of a version: its bytes must hash to the digest that names it."""
-    body = read_manifest_bytes(dirs, ref)
+def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
+    """The manifest of ``ref`` from its bytes, read by any backend from ``where``: they must hash to the digest
+    that names the version, parse as a manifest and name this artifact."""
+    if digest_of(body) != ref.digest:
+        raise IntegrityError(
+            f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
+            path=where, expected=ref.digest, actual=digest_of(body), failed=IntegrityFailure.CORRUPT)
     manifest = parse_manifest(body, where=f"manifest of {ref}")
     if manifest.name != ref.name:
         # A manifest copied (and renamed by its digest) from another artifact is not this one.
-        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}",
-                             path=dirs.layout.manifest_path(ref), expected=ref.name, actual=manifest.name,
-                             failed=IntegrityFailure.CORRUPT)
+        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}", path=where,
+                             expected=ref.name, actual=manifest.name, failed=IntegrityFailure.CORRUPT)
     return manifest
 
 

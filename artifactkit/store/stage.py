@@ -9,23 +9,32 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from artifactkit._fsutil import open_same_dir
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
 from artifactkit.store.layout import HasBlob, blob_lookup
 
-#: One file's read, as a worker reports it: ``(position in the tree, sha256, read with O_NOATIME, inode
-#: flags, data extents, staged, stage dir)``. ``staged``: its bytes are in staging at :func:`staged_path`
-#: (new to the store, and the first of its content in this process); ``stage dir``: a worker's own
-#: directory in staging ("" for the parent's). A plain tuple: it is built once per file (a NamedTuple's
-#: constructor cost a publish of 10,000 files 10 ms) and crosses a pipe.
-Staged = tuple[int, str, bool, int | None, Extents | None, bool, str]
 
+class Staged(NamedTuple):
+    """One file's read, as the executor reports it (a tuple underneath: it is built once per file and
+    crosses a worker's pipe). ``staged``: its bytes are new to the store and the first of their content
+    in this executor, kept in staging at :meth:`path` (or, for a transaction ``in_memory``, in ``data``);
+    ``stage_dir``: a worker's own directory in staging ("" for the parent's)."""
 
-def staged_path(found: Staged) -> str:
-    """Where a staged file's bytes are, relative to the staging dir."""
-    return f"{found[6]}/blob-{found[0]}" if found[6] else f"blob-{found[0]}"
+    position: int
+    sha256: str
+    noatime: bool
+    flags: int | None
+    extents: Extents | None
+    staged: bool
+    stage_dir: str
+    data: bytes | None = None
+
+    def path(self) -> str:
+        """Where a staged file's bytes are, relative to the staging dir."""
+        return f"{self.stage_dir}/blob-{self.position}" if self.stage_dir else f"blob-{self.position}"
 
 
 #: What every batch of one publish shares: ``(source root, staging dir, its (st_dev, st_ino), blobs dir, its
@@ -52,21 +61,25 @@ def from_wire(item: WireItem) -> StageItem:
 
 
 def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen: set[str], *,
-               read: Reader = read_source, stage_dir: str = "") -> Staged:
+               read: Reader | None = None, stage_dir: str = "", in_memory: bool = False) -> Staged:
     """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
     ``has_blob``: :func:`~artifactkit.store.layout.blob_lookup`'s answer; ``seen``: digests this process
-    staged in this publish."""
+    staged in this publish; ``in_memory``: a small file's new bytes are returned, not written to staging."""
     index, entry, identity = item
     stage_name = f"blob-{index}"
-    found = read(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
+    # read_source looked up at each call, not bound as a default: the tests count reads by wrapping it.
+    found = (read or read_source)(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
     is_new = found.sha256 not in seen and not has_blob(found.sha256, entry.size)
+    data = None
     if is_new:
-        if found.data is not None:
+        if found.data is not None and in_memory:
+            data = found.data
+        elif found.data is not None:
             write_staged(txn_fd, stage_name, found.data)
         seen.add(found.sha256)
     elif found.data is None:
         os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
-    return index, found.sha256, found.noatime, found.flags, found.extents, is_new, stage_dir
+    return Staged(index, found.sha256, found.noatime, found.flags, found.extents, is_new, stage_dir, data)
 
 
 def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:

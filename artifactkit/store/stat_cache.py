@@ -80,7 +80,6 @@ from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout
 from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
-from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,
@@ -281,8 +280,8 @@ class StatCache:
             hits[path] = (f"{ATIME_PREFIX}{atime}{rest}", None if sha == NONE else sha)
         return hits, lost
 
-    def unchanged_manifest(self, dirs: StoreDirs, name: str, entries: int, source_read_noatime: bool,
-                           has_blob: HasBlob) -> tuple[bytes, str] | None:
+    def unchanged_manifest(self, read_manifest: Callable[[ArtifactRef], bytes], name: str, entries: int,
+                           source_read_noatime: bool, has_blob: HasBlob) -> tuple[bytes, str] | None:
         """The recorded version's manifest and digest if it is this publish's, byte for byte: every one of the
         tree's ``entries`` matched whole, the cache names a version of ``name`` holding exactly its rows, every
         blob is still there, and the manifest's bytes hash to its digest and say ``source_read_noatime``."""
@@ -293,7 +292,7 @@ class StatCache:
                 or not all(has_blob(sha, None) for sha in file.digests if sha != NONE)):
             return None
         try:  # as every read of a manifest: a regular file, not followed, hashing to its name
-            body = read_manifest_bytes(dirs, ArtifactRef(*file.version))
+            body = read_manifest(ArtifactRef(*file.version))
         except (OSError, ValueError, IntegrityError):
             return None
         if not body.startswith(manifest_head(name, source_read_noatime)):

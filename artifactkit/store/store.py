@@ -1,65 +1,76 @@
-"""The public face of a store: :class:`Store` ties layout, publish, download, verify and gc together.
+"""The public face of a store: one :class:`Store` over a :class:`~artifactkit.store.backend.Backend`.
 
-How each step works lives in its own module (:mod:`~artifactkit.store.publish`,
-:mod:`~artifactkit.store.download`, :mod:`~artifactkit.store.verify`, :mod:`~artifactkit.store.gc`);
-this class only resolves names to versions and holds the store-wide lock where a step needs it.
+The backend is chosen from the URL scheme through :data:`BACKENDS` (dotted names imported on first use, as
+fsspec's registry: the local store never imports a bucket client). Everything a store does is written once
+here and in the modules it composes: resolve and list below, publish's stages
+(:mod:`~artifactkit.store.publish`), the restore (:mod:`~artifactkit.store.download`), verify's mark
+(:mod:`~artifactkit.store.verify`) and gc's sweep (:mod:`~artifactkit.store.gc`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import importlib
 import os
+import warnings
+from contextlib import AbstractContextManager, closing
 from typing import Any, Final
 
-from artifactkit.store.download import BlobSource, restore_tree
+from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
+from artifactkit.store.backend import Backend, Opened
+from artifactkit.store.download import restore_tree
+from artifactkit.store.engines import executor_for
 from artifactkit.store.gc import GcReport, collect_garbage
-from artifactkit.store.layout import ArtifactRef, StoreLayout, parse_ref
-from artifactkit.store.locks import store_lock
+from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
-from artifactkit.store.manifest_file import read_manifest
+from artifactkit.store.manifest_file import verified_manifest
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
-from artifactkit.store.publish import Staging, capture_source, commit_manifest, publish_tree
+from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.restore_meta import Owners
-from artifactkit.store.stat_cache import StatCache, inode_clock_ns
-from artifactkit.store.store_dirs import StoreDirs, opened_store
-from artifactkit.store.verify import VerifyReport, verify_store
-from artifactkit.store.workers import LazyPool
+from artifactkit.store.stat_cache import inode_clock_ns
+from artifactkit.store.verify import VerifyReport, each, verify_store
 
-#: A manifest entry of a plain file takes ~250 bytes of JSON; a lower guess would start workers for
-#: trees too small to need them.
-_MANIFEST_BYTES_PER_ENTRY: Final = 250
+#: URL scheme -> ``module:class`` of its backend. A path (no scheme) and ``file://`` are local directories.
+BACKENDS: Final = {
+    "": "artifactkit.store.local_backend:LocalBackend",
+    "file": "artifactkit.store.local_backend:LocalBackend",
+    "s3": "artifactkit.store.s3.backend:S3Backend",
+}
+
+
+def backend_for(root: str | os.PathLike[str], **options: Any) -> Backend:
+    """The backend of the store at ``root``, its module imported now (``options`` go to its constructor)."""
+    text = os.fspath(root)
+    scheme = text.partition("://")[0] if "://" in text else ""
+    if scheme not in BACKENDS:
+        raise ValueError(f"{text!r}: no store backend for {scheme}:// (known: a path, "
+                         f"{', '.join(s + '://' for s in BACKENDS if s)})")
+    module, _, name = BACKENDS[scheme].partition(":")
+    backend: Backend = getattr(importlib.import_module(module), name)(text, **options)
+    return backend
 
 
 class Store:
-    """Publish trees into, and download them out of, a store rooted at ``root``."""
+    """Publish trees into, and download them out of, the store at ``root``: a local path or
+    ``s3://bucket/prefix`` (``options``: the backend's, e.g. a bucket's lease ``policy``), or a
+    :class:`~artifactkit.store.backend.Backend` built by the caller (a fault test's broken one)."""
 
-    def __new__(cls, root: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Store:
-        # ``Store("s3://bucket/prefix")`` is a bucket store (a subclass). It is looked up by name, like
-        # an entry point, so the local store never imports boto3's world (nor its own subclass).
-        if cls is Store and isinstance(root, str) and root.startswith("s3://"):
-            backend: type[Store] = importlib.import_module("artifactkit.store.s3.store").S3Store
-            return super().__new__(backend)
-        return super().__new__(cls)
-
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.layout = StoreLayout.at(root)
-        self.root = self.layout.root
-        self._layout_durable = False
+    def __init__(self, root: str | os.PathLike[str] | Backend, **options: Any) -> None:
+        self.backend = backend_for(root, **options) if isinstance(root, str | os.PathLike) else root
+        self.root = self.backend.root
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
 
-    def _ensure_layout(self) -> None:
-        # Once per Store: creating and flushing the layout dirs costs four fsyncs.
-        if not self._layout_durable:
-            self.layout.create()
-            self._layout_durable = True
+    def __getattr__(self, name: str) -> Any:
+        # What only one backend has (a local store's ``layout``, a bucket's ``bucket`` and ``policy``) is read
+        # through the store, as before there was one class; anything else is still an AttributeError.
+        if name == "backend":
+            raise AttributeError(name)
+        return getattr(self.backend, name)
 
-    def _commit_manifest(self, dirs: StoreDirs, name: str, staged: Staging, digest: str) -> ArtifactRef:
-        # A method, not a plain call, so a fault test can subclass the commit step.
-        return commit_manifest(dirs, name, staged, digest)
+    def _open(self, *, create: bool = False, writes: bool = False) -> AbstractContextManager[Opened]:
+        return self.backend.open(create=create, writes=writes)
 
     def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
                 workers: int | None = None, links: LinkPolicy = "as-is") -> ArtifactRef:
@@ -68,59 +79,50 @@ class Store:
         By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
         mtime and ctime are as the store's stat cache recorded them, long enough ago (see
         :mod:`artifactkit.store.stat_cache` for exactly what that trusts), and refreshes the cache.
-        ``workers``: how many processes read and stage files (``None``: one for small trees, else the
-        cores available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
-        ``links``: every symlink is data, recorded with its target as it is (``"as-is"``, the default);
-        ``"contained"`` refuses a tree with links that may leave it, naming them all (``UnsafePathError``).
+        ``workers``: how many processes (or the native core's threads) read and stage files (``None``: one for
+        small trees, else the cores available; :func:`artifactkit.store.workers.choose_workers`). Every
+        guarantee is the same. ``links``: every symlink is data, recorded with its target as it is
+        (``"as-is"``, the default); ``"contained"`` refuses a tree with links that may leave it, naming them
+        all (``UnsafePathError``).
         """
         check_artifact_name(name)
         check_link_policy(links)
-        self.layout.check_site()  # before the scan: a path that is no store fails at once
+        self.backend.check_site()  # before the scan: a path that is no store fails at once
         # Sampled before the scan: the racy rule's reference for what this publish records.
-        cache = StatCache.load(self.layout, inode_clock_ns()) if stat_cache else None
-        with LazyPool(workers, "publish") as pool:
-            # The workers start during the scan once enough entries need reading: their start-up overlaps it.
+        cache = self.backend.stat_cache(inode_clock_ns()) if stat_cache else None
+        with closing(executor_for(workers, "publish")) as executor:
+            # Workers start during the scan once enough entries need reading: their start-up overlaps it.
             # A source that cannot be published creates no store.
-            tree = capture_source(src, on_progress=pool.expect, cached=cache, links=links)
-            self._ensure_layout()
-            with opened_store(self.layout, create=True) as dirs:  # a layout dir removed meanwhile is made again
-                ref = publish_tree(dirs, tree, name, commit=self._commit_manifest, cache=cache, pool=pool)
+            tree = capture_source(src, on_progress=executor.expect, cached=cache, links=links)
+            with self._open(create=True) as opened:
+                ref = publish_tree(opened, tree, name, executor=executor, cache=cache)
                 if cache is not None:
-                    cache.save(dirs, ref, list(tree.identities))
+                    opened.save_stat_cache(cache, ref, list(tree.identities))
         return ref
 
     def list(self) -> list[ArtifactRef]:
-        """Every visible version, sorted by name then version (:class:`NotAStoreError` if no store)."""
-        with opened_store(self.layout) as dirs:
-            return dirs.refs()
+        """Every visible version, sorted by name then version (:class:`NotAStoreError` if no store).
+
+        A version whose manifest cannot be read (a bucket's object whose bytes do not match its pin, or over
+        the size limit) is left out with an :class:`UnreadableManifestWarning` naming it: one bad object
+        written by anyone must not hide every other version. ``verify`` reports it as corrupt or unreadable.
+        """
+        with self._open() as opened:
+            found = list(each(opened, lambda pair: _readable_ref(opened, *pair), opened.versions()))
+        return sorted(ref for ref in found if ref is not None)
 
     def resolve(self, name_or_ref: str | ArtifactRef, version: int | None = None) -> ArtifactRef:
         """Find a version: an :class:`ArtifactRef`, ``name`` (latest), ``name@V``, or ``name`` + ``version``."""
         if isinstance(name_or_ref, ArtifactRef):
             return name_or_ref
-        with opened_store(self.layout) as dirs:
-            return self._resolve_in(dirs, name_or_ref, version)
-
-    def _resolve_in(self, dirs: StoreDirs, name_or_ref: str | ArtifactRef, version: int | None) -> ArtifactRef:
-        # The look-up of resolve in a store already opened: manifest and download check the store once.
-        if isinstance(name_or_ref, ArtifactRef):
-            return name_or_ref
-        name, version = parse_ref(name_or_ref, version)
-        versions = dirs.versions(name)
-        if not versions:
-            raise LookupError(f"no artifact named {name!r} in {self.root}")
-        if version is None:
-            found_version, digest = versions[-1]
-            return ArtifactRef(name, found_version, digest)
-        for found_version, digest in versions:
-            if found_version == version:
-                return ArtifactRef(name, version, digest)
-        raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1][0]})")
+        with self._open() as opened:
+            return _resolve_in(opened, name_or_ref, version)
 
     def manifest(self, ref: str | ArtifactRef, version: int | None = None) -> Manifest:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
-        with opened_store(self.layout) as dirs:
-            return read_manifest(dirs, self._resolve_in(dirs, ref, version))
+        with self._open() as opened:
+            resolved = _resolve_in(opened, ref, version)
+            return verified_manifest(resolved, *opened.manifest_bytes(resolved))
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
@@ -129,36 +131,65 @@ class Store:
         ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
         where this user cannot; ``owners="current"`` takes the downloader's ownership and clears
         setuid/setgid and privileged xattrs of the re-owned entries (a :class:`ReownedWarning` lists them).
-        ``workers``: how many processes create the files (``None``: one for small trees, else the cores
-        available; see :func:`artifactkit.store.workers.choose_workers`). Every guarantee is the same.
+        ``workers`` as :meth:`publish`'s. Every guarantee is the same.
         """
         target = os.path.abspath(os.fspath(dest))
-        with opened_store(self.layout) as dirs, LazyPool(workers, "download") as pool:
-            ref = self._resolve_in(dirs, name_or_ref, version)
+        with self._open() as opened, closing(executor_for(workers, "download")) as executor:
+            ref = _resolve_in(opened, name_or_ref, version)
             if os.path.lexists(target):
                 raise FileExistsError(errno.EEXIST, "download destination already exists", target)
+            body, where = opened.manifest_bytes(ref)
             # Workers start before the manifest is parsed (sized from its bytes), so their start-up overlaps it.
-            name_fd = dirs.name_dir(ref.name)
-            if name_fd is not None:
-                with contextlib.suppress(OSError):
-                    pool.expect(os.stat(f"{ref.version}.{ref.digest}.json", dir_fd=name_fd).st_size
-                                // _MANIFEST_BYTES_PER_ENTRY)
-                os.close(name_fd)
-            # This process reads blobs through the checked fd of blobs/; workers by path (digest-checked).
-            restore_tree(read_manifest(dirs, ref).entries, target,
-                         blob_path=BlobSource(self.layout.blobs_dir, pool, dir_fd=dirs.blobs),
-                         shape_checked=True, owners=owners)
+            executor.expect(len(body) // _MANIFEST_BYTES_PER_ENTRY)
+            manifest = verified_manifest(ref, body, where)
+            needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
+            with opened.blob_source(needed, target) as blobs:
+                restore_tree(manifest.entries, target, blob_path=blobs, shape_checked=True, owners=owners,
+                             executor=executor)
         return ref
 
     def verify(self) -> VerifyReport:
         """Check every manifest and blob without changing anything (:class:`NotAStoreError` if no store)."""
-        with opened_store(self.layout) as dirs:
-            return verify_store(dirs)
+        with self._open() as opened:
+            return verify_store(opened)
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile; ``dry_run``:
         report what would go (and the bytes it would free) and remove nothing."""
-        # create: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
-        with (opened_store(self.layout, create=True) as dirs,
-              store_lock(dirs.locks, exclusive=True, where=dirs.layout.locks_dir)):
-            return collect_garbage(dirs, dry_run=dry_run)
+        # writes: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
+        with self._open(writes=True) as opened:
+            return collect_garbage(opened, dry_run=dry_run)
+
+
+#: A manifest entry of a plain file takes ~250 bytes of JSON; a lower guess would start workers for
+#: trees too small to need them.
+_MANIFEST_BYTES_PER_ENTRY: Final = 250
+
+
+def _resolve_in(opened: Opened, name_or_ref: str | ArtifactRef, version: int | None) -> ArtifactRef:
+    """The look-up of :meth:`Store.resolve` in a store already opened (manifest and download open it once)."""
+    if isinstance(name_or_ref, ArtifactRef):
+        return name_or_ref
+    name, version = parse_ref(name_or_ref, version)
+    versions = [found for _, found in opened.versions(name)]
+    if not versions:
+        raise LookupError(f"no artifact named {name!r} in {opened.where}")
+    if version is not None and version not in versions:
+        raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1]})")
+    ref = opened.ref(name, versions[-1] if version is None else version)
+    if ref is None:
+        raise LookupError(f"{name!r} version {version or versions[-1]} vanished from {opened.where}")
+    return ref
+
+
+def _readable_ref(opened: Opened, name: str, version: int) -> ArtifactRef | None:
+    try:
+        return opened.ref(name, version)
+    except (IntegrityError, ManifestLimitError) as err:
+        where = getattr(err, "path", None) or f"in {opened.where}"  # the errors name the object they read
+        warnings.warn(UnreadableManifestWarning(
+            f"left out {name}@{version}: its manifest {where} cannot be read: {err}"), stacklevel=3)
+        return None
+
+
+__all__ = ["BACKENDS", "Store", "backend_for"]

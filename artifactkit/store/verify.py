@@ -1,17 +1,25 @@
-"""``verify``: check every manifest digest and every referenced blob's bytes, changing nothing."""
+"""``verify``, written once for every backend: read every manifest (the *mark*), check every referenced blob's
+size and bytes, and report leftovers; change nothing."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import attrs
 
 from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailure
-from artifactkit.store.content import open_blob, sha256_of_fd
+from artifactkit.store.backend import Opened
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.locks import store_lock_if_free
-from artifactkit.store.manifest_file import read_manifest
-from artifactkit.store.store_dirs import StoreDirs, listdir_fd
+from artifactkit.store.manifest import Manifest
+from artifactkit.store.manifest_file import verified_manifest
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: blob digest -> ``(name@version:path, size recorded)`` of every entry that needs it.
+Needed = dict[str, list[tuple[str, int]]]
 
 
 @attrs.frozen
@@ -37,70 +45,86 @@ class VerifyReport:
         return self.ok and not self.orphaned
 
 
-def _check_blob(dirs: StoreDirs, sha: str, users: list[tuple[str, int]], corrupt: list[str]) -> None:
-    """Hash one stored blob (a symlink, FIFO or directory there is an IntegrityError) once its size is the one
-    every manifest that needs it records: a forged size is reported with its version, not hashed for."""
-    fd = open_blob(sha, sha, where="in the store", dir_fd=dirs.blobs)
-    try:
-        size = os.fstat(fd).st_size
-        wrong = [f"{user} (manifest says {claimed} bytes)" for user, claimed in users if claimed != size]
-        if wrong:
-            corrupt.append(f"blob {sha}: {size} bytes, not the size recorded by {', '.join(wrong)}")
-            return
-        actual = sha256_of_fd(fd)[0]
-    finally:
-        os.close(fd)
-    if actual != sha:
-        corrupt.append(f"blob {sha}: content hashes to {actual} (needed by {', '.join(u for u, _ in users)})")
+def each(opened: Opened, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not."""
+    if opened.concurrency <= 1:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(opened.concurrency, thread_name_prefix="artifactkit-store") as pool:
+        yield from pool.map(function, items)
 
 
-def referenced_blobs(dirs: StoreDirs, unreadable: list[str], corrupt: list[str],
-                     refs: list[ArtifactRef] | None = None) -> dict[str, list[tuple[str, int]]]:
-    """blob digest -> ``(version:path, size recorded)`` of every entry that needs it, reading every manifest."""
-    needed: dict[str, list[tuple[str, int]]] = {}
-    for ref in dirs.refs() if refs is None else refs:
+def read_version(opened: Opened, name: str, version: int) -> Manifest | None:
+    """The verified manifest of ``name@version`` (``None``: it vanished since the listing)."""
+    ref = opened.ref(name, version)
+    return None if ref is None else verified_manifest(ref, *opened.manifest_bytes(ref))
+
+
+def mark(opened: Opened) -> tuple[int, Needed, list[str], list[str]]:
+    """Read every manifest: ``(versions read, blob -> its users with the size each records, corrupt,
+    unreadable)``. Bytes that do not match their digest are corrupt; bytes that cannot be read or parsed as a
+    manifest are unreadable."""
+    needed: Needed = {}
+    corrupt: list[str] = []
+    unreadable: list[str] = []
+    versions = 0
+
+    def read(pair: tuple[str, int]) -> tuple[tuple[str, int], Manifest | None, str]:
         try:
-            manifest = read_manifest(dirs, ref)
+            return pair, read_version(opened, *pair), ""
         except IntegrityError as err:
-            # Bytes that exist but do not match their digest (or name) are corrupt; bytes that cannot
-            # be parsed as a manifest are unreadable.
-            found = corrupt if getattr(err, "failed", None) == IntegrityFailure.CORRUPT else unreadable
-            found.append(f"manifest {ref}: {err}")
-            continue
+            kind = "corrupt" if getattr(err, "failed", None) == IntegrityFailure.CORRUPT else "unreadable"
+            return pair, None, f"{kind}:{err}"
         except (ArtifactkitError, OSError) as err:
-            unreadable.append(f"manifest {ref}: {err}")
+            return pair, None, f"unreadable:{err}"
+    for (name, version), manifest, problem in each(opened, read, opened.versions()):
+        if problem:
+            kind, _, why = problem.partition(":")
+            (corrupt if kind == "corrupt" else unreadable).append(f"manifest {ArtifactRef(name, version, '')}: {why}")
+        if manifest is None:
             continue
+        versions += 1
         for entry in manifest.files():
             assert entry.sha256 is not None
-            needed.setdefault(entry.sha256, []).append((f"{ref}:{entry.path}", entry.size))
-    return needed
+            needed.setdefault(entry.sha256, []).append((f"{name}@{version}:{entry.path}", entry.size))
+    return versions, needed, corrupt, unreadable
 
 
-def verify_store(dirs: StoreDirs) -> VerifyReport:
+def verify_store(opened: Opened) -> VerifyReport:
     """Check every manifest digest, every referenced blob's size and bytes; change nothing.
 
-    The store lock is held (exclusively, and only if free) just long enough to read the manifests
-    and list the store, so leftovers can be called orphaned with confidence; hashing the blobs then
-    runs without it, so a long verify never stops publishers.
+    The backend's quiescence check spans the mark and the listing (a local store's lock, taken only if
+    free; a bucket's publish leases, looked at before and after), so leftovers can be called orphaned with
+    confidence; hashing the blobs then runs without it, so a long verify never stops publishers.
     """
-    unreadable: list[str] = []
-    corrupt: list[str] = []
-    with store_lock_if_free(dirs.locks) as quiescent:
-        refs = dirs.refs()
-        needed = referenced_blobs(dirs, unreadable, corrupt, refs)
-        leftovers = [f"blobs/{name}" for name in listdir_fd(dirs.blobs) if name not in needed]
-        leftovers += [f"staging/{name}" for name in listdir_fd(dirs.staging)]
+    with opened.quiescent() as quiet:
+        versions, needed, corrupt, unreadable = mark(opened)
+        present = opened.blob_names()
+        leftovers = [f"blobs/{name}" for name in sorted(present) if name not in needed] + opened.leftovers()
+        quiescent = quiet()
     missing: list[str] = []
-    for sha, users in sorted(needed.items()):
+
+    def check(item: tuple[str, list[tuple[str, int]]]) -> tuple[str, str]:
+        sha, users = item
+        names = ", ".join(user for user, _ in users)
+        if sha not in present:
+            return "missing", f"blob {sha} (needed by {names})"
         try:
-            _check_blob(dirs, sha, users, corrupt)
+            size, actual = opened.blob_digest(sha, {claimed for _, claimed in users}, present[sha])
         except IntegrityError as err:
-            names = ", ".join(user for user, _ in users)
-            if getattr(err, "failed", None) != IntegrityFailure.MISSING:
-                corrupt.append(f"blob {sha}: {err} (needed by {names})")
-            else:
-                missing.append(f"blob {sha} (needed by {names})")
+            if getattr(err, "failed", None) == IntegrityFailure.MISSING:
+                return "missing", f"blob {sha} (needed by {names})"
+            return "corrupt", f"blob {sha}: {err} (needed by {names})"
+        # A size no manifest could have is reported with the versions that record it, and never hashed for.
+        wrong = [f"{user} (manifest says {claimed} bytes)" for user, claimed in users if claimed != size]
+        if wrong:
+            return "corrupt", f"blob {sha}: {size} bytes, not the size recorded by {', '.join(wrong)}"
+        if actual != sha:
+            return "corrupt", f"blob {sha}: content hashes to {actual} (needed by {names})"
+        return "", ""
+    for kind, problem in each(opened, check, sorted(needed.items())):
+        (missing if kind == "missing" else corrupt if kind else []).append(problem)
     return VerifyReport(
-        ok=not (corrupt or missing or unreadable), versions=len(refs), blobs_checked=len(needed),
+        ok=not (corrupt or missing or unreadable), versions=versions, blobs_checked=len(needed),
         corrupt=corrupt, missing=missing, unreadable=unreadable,
         orphaned=leftovers if quiescent else [], in_progress=[] if quiescent else leftovers)

@@ -33,7 +33,7 @@ import attrs
 
 import artifactkit.store.download as restore_module
 import artifactkit.store.layout as layout_module
-import artifactkit.store.publish as store_module
+import artifactkit.store.local_backend as store_module
 from artifactkit import ArtifactkitError, FileMeta, Store, assert_metadata_equal
 from artifactkit.conformance.corpus import TreeSpec, content, load_tree, materialize
 from artifactkit.store.scan import capture_tree

@@ -17,59 +17,63 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-import artifactkit.store.publish as store_module
 from artifactkit._syscalls import syncfs
 from artifactkit.conformance.corpus import TreeSpec, content, materialize
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.publish import Staging
+from artifactkit.store.local_backend import LocalBackend, LocalTxn
 from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
-from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir
 
 #: Touched (as a failing stat) right after publish returns: the "before publish returns" line in a trace.
 RETURN_MARKER = "/nonexistent-artifactkit-publish-returned"
 
 
-class RenameBeforeFlushStore(Store):
+class RenameBeforeFlushTxn(LocalTxn):
     """Broken on purpose: blobs and manifest become visible first, and are flushed only afterwards."""
 
-    def _commit_manifest(self, dirs: StoreDirs, name: str, staged: Staging, digest: str) -> ArtifactRef:
-        ref = super()._commit_manifest(dirs, name, staged, digest)
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            REAL_SYNCFS(fd)
-        finally:
-            os.close(fd)
-        return ref
+    def barrier(self) -> None:
+        pass
+
+    def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
+        claimed = super().claim(name, version, body, digest)
+        syncfs(self.dirs.root)
+        return claimed
 
 
-REAL_SYNCFS: Callable[[int], None] = syncfs
-REAL_FSYNC_FD_DIR: Callable[[int], None] = fsync_fd_dir
+class NoNameDirFsyncTxn(LocalTxn):
+    """Broken on purpose: the manifest's rename into ``manifests/<name>`` is never made durable."""
+
+    def sync_dir(self, dir_fd: int) -> None:
+        if dir_fd not in (self.dirs.blobs, self.dirs.manifests):
+            return
+        super().sync_dir(dir_fd)
 
 
-def _skip_fsync_of(suffix: str) -> Callable[[int], None]:
-    def skipping(fd: int) -> None:  # publish flushes directories through their checked fds
-        if not os.readlink(f"/proc/self/fd/{fd}").endswith(suffix):
-            REAL_FSYNC_FD_DIR(fd)
-    return skipping
+class NoBlobsDirFsyncTxn(LocalTxn):
+    """Broken on purpose: the blobs' renames into ``blobs/`` are never made durable."""
+
+    def sync_dir(self, dir_fd: int) -> None:
+        if dir_fd != self.dirs.blobs:
+            super().sync_dir(dir_fd)
+
+
+#: The deliberately broken stores of the durability test: each one's transaction leaves out one step.
+BROKEN: dict[str, type[LocalTxn]] = {"rename-before-flush": RenameBeforeFlushTxn,
+                                     "no-name-dir-fsync": NoNameDirFsyncTxn,
+                                     "no-blobs-dir-fsync": NoBlobsDirFsyncTxn}
 
 
 def publish_main(argv: list[str]) -> int:
     variant, root, name, *sources = argv
-    store: Store = Store(root)
-    if variant == "rename-before-flush":
-        vars(store_module)["syncfs"] = lambda fd: None
-        store = RenameBeforeFlushStore(root)
-    elif variant == "no-name-dir-fsync":
-        vars(store_module)["fsync_fd_dir"] = _skip_fsync_of(f"/{name}")
-    elif variant == "no-blobs-dir-fsync":
-        vars(store_module)["fsync_fd_dir"] = _skip_fsync_of("/blobs")
-    elif variant != "correct":
+    if variant != "correct" and variant not in BROKEN:
         raise SystemExit(f"unknown variant {variant!r}")
+    backend = LocalBackend(root)
+    if variant in BROKEN:
+        backend.txn_class = BROKEN[variant]
+    store = Store(backend)
     for src in sources:
         store.publish(src, name)
         with contextlib.suppress(FileNotFoundError):

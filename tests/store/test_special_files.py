@@ -253,7 +253,7 @@ def test_owners_current_never_creates_a_device_and_says_which(fs: Path) -> None:
 def test_a_device_entry_crosses_to_a_download_worker_with_its_rdev() -> None:
     # Workers create entries from tuples rebuilt positionally: a lost rdev would make the wrong device.
     entry = FileMeta("d/n", "char", 0o620, 11, 12, uid=15, gid=16, xattrs=(), rdev=(240, 7))
-    assert download._from_wire(download._to_wire(entry)) == entry
+    assert download._from_wire(download.to_wire(entry)) == entry
 
 
 def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Path) -> None:

@@ -1,6 +1,6 @@
 """The opt-in stat cache: a hit skips the read, and nothing it cannot prove is trusted.
 
-Reads are counted by wrapping ``publish.read_source``, the one function that opens a source file's
+Reads are counted by wrapping ``stage.read_source``, the one function that opens a source file's
 content. The racy window is set to 0 where a test needs hits and the inode clock is waited on (a
 condition, not a duration): a file counts only once the clock has moved past its ctime.
 """
@@ -19,7 +19,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.cli.main import main
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import publish, stat_cache, stat_cache_file
+from artifactkit.store import stage, stat_cache, stat_cache_file
 from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
 from tests.support.inode_clock import settle as _settle
@@ -39,12 +39,12 @@ def _tree(root: Path) -> Path:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The source paths ``publish`` opened for reading, in order."""
     opened: list[str] = []
-    real = publish.read_source
+    real = stage.read_source
 
     def counting(path: str, *args: Any, **kwargs: Any) -> Any:
         opened.append(os.path.relpath(path))
         return real(path, *args, **kwargs)
-    monkeypatch.setattr(publish, "read_source", counting)
+    monkeypatch.setattr(stage, "read_source", counting)
     return opened
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.metadata.flags import set_noatime_flag
-from artifactkit.store import layout, publish, scan, stat_cache, stat_cache_file
+from artifactkit.store import layout, scan, stage, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.capability import require_real_root, require_tool
 from tests.support.inode_clock import settle as _settle
@@ -40,7 +40,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
             seen[kind].append(os.path.basename(os.fspath(path)))
             return real(path, *args, **kwargs)
         return call
-    monkeypatch.setattr(publish, "read_source", counted("read", publish.read_source))
+    monkeypatch.setattr(stage, "read_source", counted("read", stage.read_source))
     monkeypatch.setattr(scan, "read_xattrs", counted("xattrs", scan.read_xattrs))
     monkeypatch.setattr(os, "readlink", counted("readlink", os.readlink))
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from artifactkit import Store, TimestampNotRepresentable
-from artifactkit.store import publish, scan, stat_cache, stat_cache_file
+from artifactkit.store import publish, scan, stage, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
-from artifactkit.store.store_dirs import opened_store
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import body_of, rewrite_rows
 from tests.support.stat_cache_tree import rich_tree
@@ -36,7 +35,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
             seen[kind].append(os.path.basename(os.fspath(first)) if kind in ("read", "xattrs") else kind)
             return real(first, *args, **kwargs)
         return call
-    monkeypatch.setattr(publish, "read_source", counted("read", publish.read_source))
+    monkeypatch.setattr(stage, "read_source", counted("read", stage.read_source))
     monkeypatch.setattr(scan, "read_xattrs", counted("xattrs", scan.read_xattrs))
     monkeypatch.setattr(publish, "manifest_bytes", counted("manifest", publish.manifest_bytes))
     monkeypatch.setattr(stat_cache_file, "parse_rows", counted("lines", stat_cache_file.parse_rows))
@@ -189,8 +188,9 @@ def test_the_recorded_manifest_needs_every_row_and_every_entry_matched(
                 continue  # as if d.txt were gone and its directory's times as they were
             assert cache.match_listing(relpaths, stats)
         count = sum(len(relpaths) for relpaths, _ in listings) - drop_last + extra
-        with opened_store(store.layout) as dirs:
-            return cache.unchanged_manifest(dirs, "demo", count, True, lambda sha, size: True) is not None
+        with store.backend.open() as opened:
+            return cache.unchanged_manifest(lambda ref: opened.manifest_bytes(ref)[0], "demo", count, True,
+                                            lambda sha, size: True) is not None
 
     assert unchanged(False, 0)
     assert not (unchanged(True, 0) if odd == "entry-gone" else unchanged(False, 1))

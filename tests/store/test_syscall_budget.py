@@ -62,11 +62,11 @@ _FLUSHES: Final = frozenset({"fsync", "fdatasync", "syncfs", "sync_file_range", 
 _CHILD: Final = r"""
 import os, sys
 from artifactkit.store import download as restore
-from artifactkit.store import publish
+from artifactkit.store import stage
 from artifactkit.store.store import Store
 op, root, path, double = sys.argv[1:]
 if double == "1":
-    read_source, copy_blob = publish.read_source, restore._copy_blob
+    read_source, copy_blob = stage.read_source, restore._copy_blob
     def read_twice(*args, **kwargs):
         read_source(*args, **kwargs)
         return read_source(*args, **kwargs)
@@ -77,7 +77,7 @@ if double == "1":
         finally:
             os.close(null)
         copy_blob(entry, blob_path, out)
-    publish.read_source, restore._copy_blob = read_twice, copy_twice
+    stage.read_source, restore._copy_blob = read_twice, copy_twice
 s = Store(root)
 if op == "publish":
     s.publish(path, "bench")

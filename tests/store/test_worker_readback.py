@@ -27,7 +27,7 @@ def _batch(tmp: Path) -> tuple[download.CreateShared, list[download.WireItem]]:
     (blobs / sha).write_bytes(DATA)
     entry = FileMeta(path="d/f", kind="file", mode=0o640, mtime_ns=OLD + 7, atime_ns=OLD, size=len(DATA), sha256=sha)
     st = os.stat(staging)
-    return (str(staging), (st.st_dev, st.st_ino), str(blobs)), [("d", [download._to_wire(entry)])]
+    return (str(staging), (st.st_dev, st.st_ino), str(blobs)), [("d", [download.to_wire(entry)])]
 
 
 def _drop_atime(real: Callable[..., Any]) -> Callable[..., Any]:

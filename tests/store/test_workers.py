@@ -18,9 +18,9 @@ from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.errors import IntegrityError, SourceChangedError
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import workers
-from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
+from artifactkit.store.engines import PythonExecutor
+from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.scan import capture_tree
-from artifactkit.store.store_dirs import opened_store
 from artifactkit.store.workers import WorkerFailedError, WorkerPool, choose_workers
 
 OLD = 1_000_000_000_123_456_789
@@ -175,8 +175,9 @@ def test_a_file_changed_after_capture_is_refused_by_the_worker_that_reads_it(
     store.layout.create()
     tree = capture_source(src)
     (src / "d3" / "f99").write_bytes(b"changed after the capture")  # in the last batch: a worker's
-    with pytest.raises(SourceChangedError, match=r"d3/f99"), opened_store(store.layout) as dirs:
-        publish_tree(dirs, tree, "late", commit=commit_manifest, workers=3)
+    with pytest.raises(SourceChangedError, match=r"d3/f99"), store.backend.open() as opened, \
+            PythonExecutor(3, "publish") as executor:
+        publish_tree(opened, tree, "late", executor=executor)
     assert store.list() == [] and _staging_left(store) == []
 
 

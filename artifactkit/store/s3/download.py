@@ -1,4 +1,4 @@
-"""Download from a bucket: stream blobs into a local blob dir, hashing as they land, then the local restore.
+"""Download from a bucket: stream blobs into a local blob dir, hashing as they land, for the one restore.
 
 Every needed blob is fetched once (threads; large blobs in parallel byte ranges) into a private
 directory next to ``dest`` (:mod:`~artifactkit.store.private_dir`: written only through its
@@ -12,18 +12,17 @@ and renames it into place, or leaves nothing.
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError, UnsafeStoreError
+from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
-from artifactkit.store.download import BlobSource, restore_tree
-from artifactkit.store.manifest import Manifest
 from artifactkit.store.private_dir import PrivateDir
-from artifactkit.store.restore_meta import Owners
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, PART_SIZE, Bucket
 
@@ -128,33 +127,28 @@ def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir_fd: int, *, wor
                 os.close(fd)
 
 
-def download_manifest(bucket: Bucket, manifest: Manifest, dest: str | os.PathLike[str], *,
-                      owners: Owners = "exact", workers: int | None = None) -> None:
-    """Materialize ``manifest`` at ``dest`` (which must not exist) with exact metadata, or leave nothing.
+@contextlib.contextmanager
+def fetched_blobs(bucket: Bucket, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
+    """The blobs ``needed`` (digest -> size), fetched and checked in a private directory beside ``dest``.
 
-    :class:`UnsafeStoreError` if someone swapped the private blob directory: before the restore, the
-    download stops there; after it (the name swapped in the last instant), ``dest`` is complete and
-    verified and the error says so.
+    :class:`UnsafeStoreError` if someone swapped that directory: before the restore, the download stops
+    there; after it (the name swapped in the last instant), ``dest`` is complete and verified and the error
+    says so.
     """
-    target = os.path.abspath(os.fspath(dest))
-    if os.path.lexists(target):
-        raise FileExistsError(errno.EEXIST, "download destination already exists", target)
     # Beside dest: same filesystem and quota as the tree it becomes; left behind only by a SIGKILL,
     # and then swept by the next download into the same parent.
-    blobs = PrivateDir(os.path.dirname(target), BLOBS_PREFIX, hex_digits=16)
+    blobs = PrivateDir(os.path.dirname(dest), BLOBS_PREFIX, hex_digits=16)
     try:
-        needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
         fetch_blobs(bucket, needed, blobs.fd)
         blobs.check()
-        restore_tree(manifest.entries, target, blob_path=BlobSource(blobs.read_path(), dir_fd=blobs.fd),
-                     shape_checked=True, owners=owners, workers=workers)
+        yield BlobSource(blobs.read_path(), dir_fd=blobs.fd)
     except BaseException as err:
         if blobs.close():
             err.add_note(f"the private directory {blobs.where} was also swapped; nothing outside it was written")
         raise
     if blobs.close():
         why = "its name was swapped by someone else after the restore"
-        raise UnsafeStoreError(f"download to {target} completed and verified exact, but the private directory "
+        raise UnsafeStoreError(f"download to {dest} completed and verified exact, but the private directory "
                                f"{blobs.where} beside it was swapped ({why}); its blobs were removed through its "
                                "fd and the object now under its name was left alone", path=blobs.where, why=why,
-                               dest=target)
+                               dest=dest)

@@ -19,7 +19,7 @@ from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnsafePathError
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import Manifest, manifest_size_limit, parse_manifest
+from artifactkit.store.manifest import manifest_size_limit
 from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
 from artifactkit.store.s3.objects import Bucket
 
@@ -90,16 +90,3 @@ def fetch_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef,
             path=bucket.url(manifest_key(name, version)), expected=pinned, actual=actual,
             failed=IntegrityFailure.CORRUPT)
     return ArtifactRef(name, version, actual), body
-
-
-def parse_version(ref: ArtifactRef, body: bytes, *, where: str) -> Manifest:
-    """Validate manifest bytes of ``ref`` (digest, format, name) exactly as a local store does."""
-    actual = hashlib.sha256(body).hexdigest()
-    if actual != ref.digest:
-        raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
-                             path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)
-    manifest = parse_manifest(body, where=f"manifest of {ref}")
-    if manifest.name != ref.name:
-        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}", path=where,
-                             expected=ref.name, actual=manifest.name, failed=IntegrityFailure.CORRUPT)
-    return manifest

@@ -285,15 +285,18 @@ class Bucket:
             raise self.translate(err, key) from err
         return True
 
-    def abort_uploads_before(self, cutoff: datetime) -> list[str]:
-        """Abort multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts)."""
+    def abort_uploads_before(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
+        """Abort multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts); their
+        keys. ``dry_run``: only list them."""
         aborted = []
         with self._mapped():
             pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
                                                                                  Prefix=self.prefix)
             for page in pages:
                 for upload in page.get("Uploads", []):
-                    if upload["Initiated"] < cutoff:
+                    if upload["Initiated"] < cutoff and dry_run:
+                        aborted.append(str(upload["Key"])[len(self.prefix):])
+                    elif upload["Initiated"] < cutoff:
                         self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
                                                            UploadId=upload["UploadId"])
                         aborted.append(str(upload["Key"])[len(self.prefix):])

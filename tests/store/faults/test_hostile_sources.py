@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import SourceChangedError, Store
-from artifactkit.store.publish import capture_source, commit_manifest, publish_tree
+from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.scan import scan_tree
-from artifactkit.store.store_dirs import opened_store
 
 T = 1_600_000_000_000_000_000
 #: Two incarnations of the link ``l``: target -> the mtime it was given (a target of the same length too).
@@ -113,8 +112,8 @@ def test_a_file_swapped_for_a_symlink_after_the_scan_is_source_changed(fast_tmp:
     store.layout.create()
     tree = capture_source(src)
     _link(src / "d", "f", "target-a")  # the file the scan saw is now a link
-    with pytest.raises(SourceChangedError, match=r"d/f"), opened_store(store.layout) as dirs:
-        publish_tree(dirs, tree, "demo", commit=commit_manifest)
+    with pytest.raises(SourceChangedError, match=r"d/f"), store.backend.open() as opened:
+        publish_tree(opened, tree, "demo")
     assert store.list() == []
 
 

@@ -13,7 +13,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.errors import LeaseLostError, StoreBusyError
 from artifactkit.store.s3 import leases
-from artifactkit.store.s3 import publish as s3_publish
+from artifactkit.store.s3 import transfer as s3_publish
 from artifactkit.store.s3.leases import LeasePolicy, gc_lease, publish_lease
 from tests.support import s3_workers
 
@@ -34,18 +34,16 @@ def _gc_during_upload(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) 
     """Publish ``src`` with a gc started (by another client) after its blobs were checked and before its commit."""
     other = Store(store.root, policy=NO_GRACE)
     failures: list[Exception] = []
-    real_upload = s3_publish.upload_tree
+    real_flush = s3_publish.BucketTxn.flush
 
-    def upload_then_gc(*args: object, **kwargs: object) -> object:
-        manifest = real_upload(*args, **kwargs)  # type: ignore[arg-type]
+    def upload_then_gc(txn: s3_publish.BucketTxn, body: bytes) -> None:
+        real_flush(txn, body)  # every blob up: the claim comes next
         try:
             other.gc()
         except StoreBusyError as err:
             failures.append(err)
-        return manifest
 
-    monkeypatch.setattr(s3_publish, "upload_tree", upload_then_gc)
-    monkeypatch.setattr("artifactkit.store.s3.store.upload_tree", upload_then_gc)
+    monkeypatch.setattr(s3_publish.BucketTxn, "flush", upload_then_gc)
     store.publish(src, "raced")
     return failures
 

@@ -82,20 +82,20 @@ def test_a_blob_dir_swapped_for_a_symlink_before_the_first_blob_writes_nothing_t
 
 def test_a_blob_dir_swapped_after_the_restore_is_reported_with_dest_complete_and_nothing_followed(
         s3_url: str, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from artifactkit.store.s3 import download as s3_download
+    from artifactkit.store import store as store_module
 
     src = _tree(fast_tmp / "src", 3)
     ref = Store(s3_url).publish(src, "d")
     work, canary = fast_tmp / "work", fast_tmp / "canary"
     work.mkdir()
     canary.mkdir()
-    real_restore = s3_download.restore_tree
+    real_restore = store_module.restore_tree
 
     def restore_then_swap(*args: Any, **kwargs: Any) -> None:
         real_restore(*args, **kwargs)
         _swap(work, canary, next(n for n in os.listdir(work) if n.startswith(PREFIX)))
 
-    monkeypatch.setattr(s3_download, "restore_tree", restore_then_swap)
+    monkeypatch.setattr(store_module, "restore_tree", restore_then_swap)
     with pytest.raises(UnsafePathError, match="completed and verified exact") as caught:
         Store(s3_url).download(ref, work / "out")
     assert caught.value.dest == str(work / "out") and _same_files(src, work / "out")  # type: ignore[attr-defined]
@@ -150,14 +150,16 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     work.mkdir()
     canary.mkdir()
     outcomes: dict[str, int] = {}
-    from artifactkit.store.s3.download import download_manifest
+    from artifactkit.store.download import restore_tree
 
+    needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
     started = time.monotonic()
-    with _attacker(work, canary) as swaps:
+    with _attacker(work, canary) as swaps, store.backend.open() as opened:
         for run in range(RACE_RUNS):
             dest = work / f"out{run}"
-            try:
-                download_manifest(store.bucket, manifest, dest)  # type: ignore[attr-defined]
+            try:  # what Store.download does once it has the manifest: fetch the blobs, restore from them
+                with opened.blob_source(needed, str(dest)) as blobs:
+                    restore_tree(manifest.entries, str(dest), blob_path=blobs, shape_checked=True)
             except ArtifactkitError as err:  # a named refusal, never a generic crash
                 outcomes[type(err).__name__] = outcomes.get(type(err).__name__, 0) + 1
                 if getattr(err, "dest", None):  # swapped after the restore: it says dest is complete
@@ -226,20 +228,20 @@ def test_a_sigkilled_download_leaves_its_blob_dir_and_the_next_download_there_sw
 def test_a_server_that_dies_before_the_commit_is_remote_unavailable_naming_the_endpoint_not_a_lost_lease(
         private_server: Any, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from artifactkit.errors import LeaseLostError, RemoteUnavailableError
-    from artifactkit.store.s3 import store as s3_store
+    from artifactkit.store.s3 import transfer
     from artifactkit.store.s3.leases import LeasePolicy
 
     endpoint = private_server.endpoint.url
     url = f"s3://{private_server.endpoint.bucket}/dead"
     policy = LeasePolicy(ttl_s=1.0)
-    real_commit = s3_store.commit_version
+    real_flush = transfer.BucketTxn.flush
 
-    def die_then_commit(*args: Any) -> Any:
+    def flush_then_die(*args: Any) -> None:
+        real_flush(*args)
         private_server.stop()
         time.sleep(policy.ttl_s)  # the outage: longer than ttl / 2, so no refresh can have succeeded since
-        return real_commit(*args)
 
-    monkeypatch.setattr(s3_store, "commit_version", die_then_commit)
+    monkeypatch.setattr(transfer.BucketTxn, "flush", flush_then_die)
     with pytest.raises(RemoteUnavailableError) as caught:
         Store(url, policy=policy).publish(_tree(fast_tmp / "src", 2), "p")
     assert not isinstance(caught.value, LeaseLostError)

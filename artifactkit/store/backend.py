@@ -1,0 +1,155 @@
+"""The seam between the one :class:`~artifactkit.store.store.Store` and where a store's bytes live.
+
+A backend holds only what differs between a directory and a bucket (restic's ``backend.Backend``,
+borgstore's ``BackendBase``): listing versions, reading a manifest's bytes, claiming a version, the blobs
+(has / stage / fetch / hash / delete), the publish and gc guards and the durability barrier. Everything
+written once above it — resolve, list, manifest, verify's mark, gc's sweep, the publish stages and the
+version-claim loop — lives in the store's own modules and never asks which backend it has.
+
+A backend is chosen from the URL scheme by :mod:`artifactkit.store.store`'s registry of dotted names,
+imported on first use. A new one goes in a module of its own implementing :class:`Backend` and one line
+of that registry; nothing here imports an implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from artifactkit.store.blobs import BlobSource
+    from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.store.stage import Staged
+    from artifactkit.store.stat_cache import StatCache
+
+
+@attrs.frozen
+class Garbage:
+    """One thing ``gc`` may remove: its name as reported (a blob's digest, a staging entry's name) and the
+    bytes its removal gives back."""
+
+    name: str
+    freed_bytes: int
+
+
+class Guard(Protocol):
+    """A held publish or gc guard (local: an ``flock``; bucket: a lease object refreshed while held)."""
+
+    def check(self) -> None:
+        """Raise if the guard may have lapsed: before a commit and before each delete nothing may act on one."""
+
+
+class PublishTxn(Protocol):
+    """One publish in flight: where its files are staged, and how they become a visible version."""
+
+    #: The directory the executor stages blobs into, as an fd and as a path (worker processes open it by
+    #: path and check it is this inode).
+    stage_fd: int
+    stage_path: str
+    #: The store's blob directory for worker processes (``None``: a backend with none; staging in-process).
+    blobs_path: str | None
+    #: Whether the executor keeps a small file's bytes in memory (``Staged.data``) instead of staging them.
+    in_memory: bool
+
+    def blob_lookup(self, lookups: int) -> HasBlob:
+        """``has_blob(sha, size)`` for about ``lookups`` questions: whether the store holds ``sha`` (as a regular
+        object of ``size`` bytes, unless ``None``), answered from one listing where that is cheaper."""
+
+    def add(self, staged: Sequence[Staged]) -> None:
+        """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them
+        now, overlapping the reads still to come."""
+
+    def flush(self, body: bytes) -> None:
+        """The durability barrier: every added blob and the manifest ``body`` are stored for good (local: one
+        ``syncfs``, then the blobs renamed into place; bucket: every upload finished). Nothing is visible yet
+        but blobs, which nothing refers to until a version is claimed."""
+
+    def latest(self, name: str) -> int:
+        """The highest version of ``name`` now (0 if none)."""
+
+    def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
+        """Make the flushed manifest version ``version`` of ``name`` atomically, never replacing one: False if
+        that version is taken (the caller tries the next)."""
+
+
+class Opened(Protocol):
+    """A backend opened for one operation (a local store's checked directory fds; a bucket's client)."""
+
+    #: How the store is named in messages (a root directory or an ``s3://`` URL).
+    where: str
+    #: How many manifests or blobs are worth reading at once (1: a local disk; a bucket: its requests).
+    concurrency: int
+
+    def versions(self, name: str | None = None) -> list[tuple[str, int]]:
+        """``(name, version)`` of every visible version (of ``name`` only, if given), sorted; nothing read."""
+
+    def ref(self, name: str, version: int) -> ArtifactRef | None:
+        """The version's ref with its manifest digest (from its name, or its pinned metadata), ``None`` if it
+        vanished; :class:`IntegrityError` or :class:`ManifestLimitError` if its manifest cannot be read."""
+
+    def manifest_bytes(self, ref: ArtifactRef) -> tuple[bytes, str]:
+        """The manifest's bytes (bounded by the manifest limit) and where they were read, for messages."""
+
+    def blob_names(self) -> dict[str, int | None]:
+        """Every name in the blob directory with its size where the listing gives it for free (else ``None``)."""
+
+    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
+        """Read the stored blob ``sha``: its size, and the sha256 of its bytes if the size is one of ``sizes``
+        (else ``None``: a wrong size is reported, never hashed). :class:`IntegrityError` (``MISSING``) if it is
+        absent, (``CORRUPT``) if it is no regular object. ``known_size``: from :meth:`blob_names`."""
+
+    def leftovers(self) -> list[str]:
+        """What a publish in flight or a killed one leaves besides blobs (``staging/<txn>``), as reported."""
+
+    def quiescent(self) -> AbstractContextManager[Callable[[], bool]]:
+        """Held while verify lists the store; what it yields, called at the end of the listing, says whether no
+        publisher was active meanwhile (leftovers are then orphaned, not in progress)."""
+
+    def publishing(self) -> AbstractContextManager[tuple[Guard, PublishTxn]]:
+        """The publish guard (shared among publishers, excluding gc) and a staging transaction under it."""
+
+    def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
+        """Keep what this publish read for the next (a failure only loses the hint)."""
+
+    def collecting(self) -> AbstractContextManager[Guard]:
+        """The gc guard: no publisher runs (or commits) while it is held."""
+
+    def staging_garbage(self) -> list[Garbage]:
+        """Abandoned staging gc may remove now (a killed publish's directory; a bucket's multipart uploads older
+        than its grace period), with the bytes each frees."""
+
+    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
+        """Blobs no version needs that gc may remove now (a bucket: only those older than its grace period)."""
+
+    def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
+        """Remove what :meth:`staging_garbage` found."""
+
+    def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
+        """Remove what :meth:`blob_garbage` found, checking ``guard`` before each batch of deletes."""
+
+    def blob_source(self, needed: dict[str, int], dest: str) -> AbstractContextManager[BlobSource]:
+        """Where a download to ``dest`` reads the blobs ``needed`` (digest -> size): the store's own directory,
+        or a private directory beside ``dest`` the blobs were fetched into and checked in."""
+
+
+class Backend(Protocol):
+    """Where a store lives: built from its URL, opened once per operation."""
+
+    #: The URL or path the store was given, as :class:`Store.root` shows it.
+    root: str
+
+    def check_site(self) -> None:
+        """Before a publish's scan: refuse at once where no store is and none can be made (a path holding
+        other files, a missing bucket), so nothing is read for nothing."""
+
+    def stat_cache(self, started_ns: int) -> StatCache:
+        """The stat cache of what earlier publishes read, loaded before the scan (``started_ns``: the inode
+        clock sampled before it, the racy rule's reference)."""
+
+    def open(self, *, create: bool = False, writes: bool = False) -> AbstractContextManager[Opened]:
+        """The store checked and opened; a path that is no store is :class:`NotAStoreError`. ``create``: the
+        store is made first where nothing is (a publish); ``writes``: the operation changes the store, so
+        what an older store's layout lacks may be made (never a new store)."""

@@ -1,0 +1,49 @@
+"""Where a download reads its blobs from: :class:`BlobSource` (a backend's answer, the restore's input)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+
+from artifactkit.store.content import open_blob
+
+_BLOB_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
+
+
+@attrs.frozen
+class BlobSource:
+    """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``), which worker
+    processes can open too. With ``dir_fd`` (the directory as this
+    process opened and checked it), this process reads each blob through that fd, never by the path a
+    writer of the store could have swapped since; a worker opens by path, and every byte it reads is
+    digest-checked, so a swap there can only fail the download."""
+
+    directory: str
+    dir_fd: int | None = None
+    #: Another restore seam's ``blob_path`` (tests' faulty steps): blobs opened by the path it gives.
+    opener: Callable[[str], str] | None = None
+
+    def __call__(self, sha: str) -> str:
+        # os.path.join cost a tenth of the per-file Python work
+        if self.opener is not None:
+            return self.opener(sha)
+        return f"/proc/self/fd/{self.dir_fd}/{sha}" if self.dir_fd is not None else f"{self.directory}/{sha}"
+
+    def open(self, sha: str, *, path: str) -> int:
+        """The blob opened for reading, through ``dir_fd`` where there is one (an ``openat`` on it costs half an
+        open by path: 1.4 against 2.8 us on tmpfs); :class:`IntegrityError` if it is missing or a link."""
+        try:
+            return os.open(sha, _BLOB_FLAGS, dir_fd=self.dir_fd) if self.dir_fd is not None else \
+                os.open(self(sha), _BLOB_FLAGS)
+        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
+            where = f"for {path!r}"  # built only here: a download formats nothing per file that succeeds
+            return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
+                if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
+
+    @property
+    def for_workers(self) -> bool:
+        """Whether worker processes can open these blobs too (a real directory, not another seam's paths)."""
+        return bool(self.directory) and self.opener is None

@@ -1,0 +1,82 @@
+"""The *execute* stage's seam: the per-file work of a publish (read, hash, stage) and of a download (create,
+verify, restore), handed over in batches.
+
+Publish and download run three stages: *scan* (every ``lstat`` before a read) → *plan* (what must be read:
+:mod:`~artifactkit.store.plan`) → *execute*. The first two and everything after are written once, in the
+parent; an :class:`Executor` does only the middle, for whole batches of entries, so an implementation may
+run them wherever it likes — in this process (:mod:`~artifactkit.store.engines`' reference), in worker
+processes, or in the native core's threads — and every guarantee stays where it is: in the checks the
+batch functions make and in the parent's commit.
+
+This module holds only the protocol and the jobs' value types: the restore and the publish import it,
+and it imports neither, so no implementation can form an import cycle with them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from artifactkit.metadata.model import FileMeta
+    from artifactkit.store.backend import PublishTxn
+    from artifactkit.store.blobs import BlobSource
+    from artifactkit.store.layout import HasBlob
+    from artifactkit.store.stage import Staged, StageItem
+
+#: A batch item of a download: a directory (relative to the tree's root) and the files, links and special
+#: files to create in it (its subdirectories exist already; hard links' later names come after).
+CreateItem = tuple[str, "list[FileMeta]"]
+
+
+@attrs.frozen
+class StageJob:
+    """What every batch of one publish shares: the source root, the transaction it stages into, and whether a
+    blob is stored already (its bytes are then not staged)."""
+
+    root: str
+    txn: PublishTxn
+    has_blob: HasBlob
+
+
+@attrs.frozen
+class CreateJob:
+    """What every batch of one download shares: the tree's root in the private directory (an fd, and its
+    path and identity for worker processes, which must find that very inode) and the blobs."""
+
+    root_fd: int
+    root_path: str
+    root_identity: tuple[int, int]
+    blobs: BlobSource
+
+    @classmethod
+    def at(cls, root_fd: int, root_path: str, blobs: BlobSource) -> CreateJob:
+        st = os.fstat(root_fd)
+        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs)
+
+
+class Executor(Protocol):
+    """Runs the per-file work of one operation. Batches may run in any order and at once; results come
+    back in the order of ``items``. On any failure every batch still running is stopped before the
+    exception propagates, so the caller can remove its staging with nothing still writing there."""
+
+    #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "processes", ...).
+    name: str
+
+    def expect(self, files: int) -> None:
+        """A hint during the scan or the manifest's parse: at least ``files`` files are coming (an executor
+        with a start-up cost starts now, overlapping the parent's serial work)."""
+
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
+        """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can
+        send a batch's blobs on while the next is read."""
+
+    def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
+        """Create every entry of ``items`` with its content verified as written and its metadata restored
+        (owners → xattrs → mode → flags → times), then read each back and compare exactly."""
+
+    def close(self) -> None:
+        """Stop whatever it started (idempotent)."""

@@ -1,0 +1,259 @@
+"""The directory backend: a store rooted at a local path (:mod:`~artifactkit.store.layout` for its layout).
+
+Every name is reached from the checked directory fds :func:`~artifactkit.store.store_dirs.opened_store`
+opened once per operation, never by a path a writer of the store could swap. Publishers share the store's
+``flock`` and gc takes it exclusively; a version is claimed by ``RENAME_NOREPLACE`` under the name's lock;
+the durability barrier is one ``syncfs`` over the transaction's staging before any blob is renamed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Collection, Iterator, Sequence
+
+from artifactkit._syscalls import syncfs
+from artifactkit.errors import UnsafeStoreError
+from artifactkit.store.backend import Garbage, Guard
+from artifactkit.store.blobs import BlobSource
+from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
+from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
+from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
+from artifactkit.store.manifest_file import read_manifest_bytes
+from artifactkit.store.stage import Staged
+from artifactkit.store.stat_cache import StatCache
+from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store
+
+#: ``st_blocks`` counts 512-byte units on Linux whatever the filesystem's block size (stat(2)).
+_BLOCK_UNIT = 512
+#: The staged manifest's name in a transaction directory.
+_MANIFEST = "manifest.json"
+
+
+class _Held:
+    """An ``flock`` is held until released: nothing can make it lapse, so there is nothing to check."""
+
+    def check(self) -> None:
+        return None
+
+
+class LocalBackend:
+    """A store in a local directory (``root``: a path, or ``file://`` + an absolute path)."""
+
+    #: The publish transaction's class (the fault suite's broken stores give one that skips a step).
+    txn_class: type[LocalTxn]
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        path = os.fspath(root)
+        self.layout = StoreLayout.at(path.removeprefix("file://") if path.startswith("file://") else path)
+        self.root = self.layout.root
+        self._layout_durable = False
+        self.txn_class = LocalTxn
+
+    def check_site(self) -> None:
+        self.layout.check_site()
+
+    @contextlib.contextmanager
+    def open(self, *, create: bool = False, writes: bool = False) -> Iterator[LocalStore]:
+        if create and not self._layout_durable:
+            # Once per backend: creating and flushing the layout dirs costs four fsyncs.
+            self.layout.create()
+            self._layout_durable = True
+        with opened_store(self.layout, create=create or writes) as dirs:  # a layout dir removed meanwhile is made again
+            yield LocalStore(dirs, self.txn_class)
+
+    def stat_cache(self, started_ns: int) -> StatCache:
+        return StatCache.load(self.layout, started_ns)
+
+
+class LocalStore:
+    """A local store opened for one operation: everything through :attr:`dirs`' checked fds."""
+
+    concurrency = 1
+
+    def __init__(self, dirs: StoreDirs, txn_class: type[LocalTxn]) -> None:
+        self.dirs = dirs
+        self._txn_class = txn_class
+        self.where = dirs.layout.root
+        self._listed: dict[str, dict[int, str]] = {}
+
+    def versions(self, name: str | None = None) -> list[tuple[str, int]]:
+        if name is not None:
+            return [(name, version) for version, _ in self.dirs.versions(name)]
+        return [(ref.name, ref.version) for ref in self.dirs.refs()]
+
+    def ref(self, name: str, version: int) -> ArtifactRef | None:
+        # The digest is in the file's name: nothing is read. One listing per name and operation: list() asks
+        # for every version of a name in turn.
+        listed = self._listed.get(name)
+        if listed is None:
+            listed = self._listed[name] = dict(self.dirs.versions(name))
+        digest = listed.get(version)
+        return None if digest is None else ArtifactRef(name, version, digest)
+
+    def manifest_bytes(self, ref: ArtifactRef) -> tuple[bytes, str]:
+        return read_manifest_bytes(self.dirs, ref), self.dirs.layout.manifest_path(ref)
+
+    def blob_names(self) -> dict[str, int | None]:
+        return dict.fromkeys(listdir_fd(self.dirs.blobs))
+
+    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
+        # A symlink, FIFO or directory under the name is an IntegrityError (open_blob says which).
+        fd = open_blob(sha, sha, where="in the store", dir_fd=self.dirs.blobs)
+        try:
+            size = os.fstat(fd).st_size
+            return size, sha256_of_fd(fd)[0] if size in sizes else None
+        finally:
+            os.close(fd)
+
+    def leftovers(self) -> list[str]:
+        return [f"staging/{name}" for name in listdir_fd(self.dirs.staging)]
+
+    @contextlib.contextmanager
+    def quiescent(self) -> Iterator[Callable[[], bool]]:
+        # Held exclusively (only if free) for the whole listing: no publisher can have started meanwhile.
+        with store_lock_if_free(self.dirs.locks) as held:
+            yield lambda: held
+
+    @contextlib.contextmanager
+    def publishing(self) -> Iterator[tuple[Guard, LocalTxn]]:
+        dirs = self.dirs
+        with store_lock(dirs.locks, exclusive=False, where=dirs.layout.locks_dir):
+            txn = f"publish-{os.getpid()}-{secrets.token_hex(8)}"
+            os.mkdir(txn, 0o700, dir_fd=dirs.staging)
+            try:
+                txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirs.staging)
+                try:
+                    yield _Held(), self._txn_class(dirs, f"{dirs.layout.staging_dir}/{txn}", txn_fd)
+                finally:
+                    os.close(txn_fd)
+            finally:
+                # dir_fd: rmtree's fd-based walk, which follows no link (the name is inside staging/). The
+                # executor stopped every worker before the exception reached here: nothing still writes in it.
+                shutil.rmtree(txn, dir_fd=dirs.staging, ignore_errors=True)
+
+    def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
+        cache.save(self.dirs, ref, order)
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[Guard]:
+        with store_lock(self.dirs.locks, exclusive=True, where=self.dirs.layout.locks_dir):
+            yield _Held()
+
+    def staging_garbage(self) -> list[Garbage]:
+        return [Garbage(name, _allocated(self.dirs.staging, name, os.lstat(name, dir_fd=self.dirs.staging)))
+                for name in listdir_fd(self.dirs.staging)]
+
+    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
+        return [Garbage(name, _allocated(self.dirs.blobs, name, os.lstat(name, dir_fd=self.dirs.blobs)))
+                for name in listdir_fd(self.dirs.blobs) if name not in needed]
+
+    def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
+        for item in staging:  # a stray file or link in staging/ is a leftover too
+            _remove(self.dirs.staging, item.name)
+
+    def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
+        for item in blobs:  # a directory here is not a blob at all: it goes too
+            _remove(self.dirs.blobs, item.name)
+        if blobs:
+            os.fsync(self.dirs.blobs)
+
+    @contextlib.contextmanager
+    def blob_source(self, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
+        # This process reads blobs through the checked fd of blobs/; workers by path (digest-checked).
+        yield BlobSource(self.dirs.layout.blobs_dir, dir_fd=self.dirs.blobs)
+
+
+class LocalTxn:
+    """A publish's directory in ``staging/``: blobs staged there are renamed into ``blobs/`` at the flush."""
+
+    blobs_path: str | None
+    in_memory = False
+
+    def __init__(self, dirs: StoreDirs, stage_path: str, stage_fd: int) -> None:
+        self.dirs = dirs
+        self.stage_path = stage_path
+        self.stage_fd = stage_fd
+        self.blobs_path = dirs.layout.blobs_dir
+        self._staged: dict[str, str] = {}  # digest -> staging file name
+
+    def blob_lookup(self, lookups: int) -> HasBlob:
+        return blob_lookup(self.dirs.blobs, lookups)
+
+    def add(self, staged: Sequence[Staged]) -> None:
+        for found in staged:
+            if not found.staged:
+                continue
+            if found.sha256 in self._staged:
+                os.unlink(found.path(), dir_fd=self.stage_fd)  # another worker staged the same content
+            else:
+                self._staged[found.sha256] = found.path()
+
+    def flush(self, body: bytes) -> None:
+        write_staged(self.stage_fd, _MANIFEST, body)
+        self.barrier()
+        for sha, stage_name in self._staged.items():
+            # Plain rename: if a concurrent publisher committed the same content first, this
+            # atomically swaps in identical, already flushed bytes (and costs no ctypes call).
+            os.rename(stage_name, sha, src_dir_fd=self.stage_fd, dst_dir_fd=self.dirs.blobs)
+        self.sync_dir(self.dirs.blobs)  # also covers blobs we deduplicated against a concurrent publisher
+
+    # The durability steps, one method each: the fault suite's deliberately broken stores leave one out.
+    def barrier(self) -> None:
+        """The one barrier: every staged blob and the manifest are on disk."""
+        syncfs(self.stage_fd)
+
+    def sync_dir(self, dir_fd: int) -> None:
+        """The names just created or renamed in ``dir_fd`` survive a power cut."""
+        fsync_fd_dir(dir_fd)
+
+    def latest(self, name: str) -> int:
+        return max((version for version, _ in self.dirs.versions(name)), default=0)
+
+    def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
+        """Rename the flushed manifest into place as ``version`` under the name's lock, through the checked fd
+        of ``manifests/<name>``; False if that version or a later one exists (the loop tries the next)."""
+        dirs = self.dirs
+        with name_lock(dirs.locks, name, where=dirs.layout.locks_dir):
+            name_fd = dirs.name_dir(name, create=True)
+            if name_fd is None:
+                where = f"{dirs.layout.manifests_dir}/{name}"
+                raise UnsafeStoreError(f"{where} is not a directory: artifactkit cannot add a version of {name!r} "
+                                       "there and changed nothing", path=where, why="not a directory")
+            try:
+                if any(found >= version for found, _ in dirs.versions(name)):
+                    return False
+                commit_name(self.stage_fd, _MANIFEST, name_fd, f"{version}.{digest}.json")
+                self.sync_dir(name_fd)
+            finally:
+                os.close(name_fd)
+            if version == 1:
+                # Also when the dir already existed: a publisher killed between its mkdir and this
+                # fsync left a name dir that a power cut could still take with our version in it.
+                self.sync_dir(dirs.manifests)
+        return True
+
+
+def _remove(parent_fd: int, name: str) -> None:
+    if stat.S_ISDIR(os.lstat(name, dir_fd=parent_fd).st_mode):
+        shutil.rmtree(name, dir_fd=parent_fd)
+    else:
+        os.unlink(name, dir_fd=parent_fd)
+
+
+def _allocated(parent_fd: int, name: str, st: os.stat_result) -> int:
+    """Bytes that removing ``name`` (and, for a directory, everything under it) gives back: the blocks of
+    every inode whose last name goes with it (a file with another name frees nothing)."""
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_blocks * _BLOCK_UNIT if st.st_nlink <= 1 else 0
+    total = st.st_blocks * _BLOCK_UNIT
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        for child in os.listdir(fd):
+            total += _allocated(fd, child, os.lstat(child, dir_fd=fd))
+    finally:
+        os.close(fd)
+    return total

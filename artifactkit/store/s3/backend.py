@@ -1,0 +1,183 @@
+"""The bucket backend: a store under ``s3://bucket/prefix`` on any S3-compatible server.
+
+The same transparent layout as a local store (:mod:`~artifactkit.store.s3.layout`). What differs from a
+directory is all here: a version is claimed by ``PUT If-None-Match: *`` of its manifest key; the publish and
+gc guards are leases made of objects (:mod:`~artifactkit.store.s3.leases`); the durability barrier is every
+upload answered; gc never deletes a blob younger than the grace period (server clock), and abandoned
+multipart uploads are the bucket's staging. Endpoint and credentials come from the standard AWS chain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Final
+
+from artifactkit.errors import IntegrityError, IntegrityFailure
+from artifactkit.store.backend import Garbage, Guard
+from artifactkit.store.blobs import BlobSource
+from artifactkit.store.content import CHUNK
+from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.s3.download import fetched_blobs
+from artifactkit.store.s3.layout import blob_key, fetch_version, listed_versions, manifest_key, parse_url
+from artifactkit.store.s3.leases import LeasePolicy, gc_lease, live_publishers, publish_lease
+from artifactkit.store.s3.objects import Bucket
+from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
+from artifactkit.store.stat_cache import StatCache
+
+#: Manifests read, or blobs hashed, at once by verify, gc and ls.
+REQUESTS: Final = 8
+#: Deletes between two checks of the gc lease.
+DELETE_BATCH: Final = 100
+
+
+class S3Backend:
+    """A store in an S3-compatible bucket; ``policy``: the lease protocol's times (every client of one
+    bucket must use the same)."""
+
+    def __init__(self, root: str, *, policy: LeasePolicy | None = None) -> None:
+        self.root = root
+        bucket, prefix = parse_url(root)
+        self.policy = policy or LeasePolicy()
+        self.bucket = Bucket(bucket, prefix)
+
+    def check_site(self) -> None:
+        self.bucket.check_bucket()  # a missing bucket or bad credentials fail before any read
+
+    @contextlib.contextmanager
+    def open(self, *, create: bool = False, writes: bool = False) -> Iterator[BucketStore]:
+        # Nothing to create or check up front: a bucket store is its keys, and every request names the bucket
+        # (a missing one is BucketNotFoundError at the first); publish, verify and gc check it first.
+        yield BucketStore(self.bucket, self.policy)
+
+    def stat_cache(self, started_ns: int) -> StatCache:
+        raise NotImplementedError("the stat cache is for local stores; an S3 publish hashes every byte")
+
+
+class BucketStore:
+    """A bucket store opened for one operation."""
+
+    concurrency = REQUESTS
+
+    def __init__(self, bucket: Bucket, policy: LeasePolicy) -> None:
+        self.bucket = bucket
+        self.policy = policy
+        self.where = bucket.url()
+        self._bodies: dict[ArtifactRef, bytes] = {}  # what ref() read, for the manifest_bytes() that follows
+        self._cutoff: datetime | None = None
+
+    def versions(self, name: str | None = None) -> list[tuple[str, int]]:
+        return listed_versions(self.bucket, name)
+
+    def ref(self, name: str, version: int) -> ArtifactRef | None:
+        # The key holds no digest (two publishers racing for one version must collide on one key): the
+        # manifest is read, checked against the digest pinned in its metadata, and kept for manifest_bytes.
+        found = fetch_version(self.bucket, name, version)
+        if found is None:
+            return None
+        ref, body = found
+        self._bodies[ref] = body
+        return ref
+
+    def manifest_bytes(self, ref: ArtifactRef) -> tuple[bytes, str]:
+        where = self.bucket.url(manifest_key(ref.name, ref.version))
+        body = self._bodies.pop(ref, None)
+        if body is None:
+            found = fetch_version(self.bucket, ref.name, ref.version)
+            if found is None:
+                raise IntegrityError(f"manifest of {ref} is missing from {self.where}", path=where,
+                                     failed=IntegrityFailure.MISSING)
+            body = found[1]
+        return body, where
+
+    def blob_names(self) -> dict[str, int | None]:
+        # The listing gives every object's length for free: a wrong size is found without a GET.
+        return {info.key.removeprefix("blobs/"): info.size for info in self.bucket.objects_under("blobs/")}
+
+    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
+        size = known_size
+        if size is None:
+            info = self.bucket.head(blob_key(sha))
+            if info is None:
+                raise IntegrityError(f"blob {sha} is missing from {self.where}", path=self.bucket.url(blob_key(sha)),
+                                     blob=sha, failed=IntegrityFailure.MISSING)
+            size = info.size
+        if size not in sizes:
+            return size, None
+        digest = hashlib.sha256()
+        with self.bucket.stream(blob_key(sha)) as body:
+            while chunk := body.read(CHUNK):
+                digest.update(chunk)
+        return size, digest.hexdigest()
+
+    def leftovers(self) -> list[str]:
+        return []  # a bucket has no staging a verify could list: abandoned uploads are gc's (staging_garbage)
+
+    @contextlib.contextmanager
+    def quiescent(self) -> Iterator[Callable[[], bool]]:
+        self.bucket.check_bucket()
+        # No lock to take: publish leases live before and after the listing mean a publish may be in flight.
+        busy = bool(live_publishers(self.bucket, self.policy.ttl_s, break_stale=False))
+        yield lambda: not (busy or live_publishers(self.bucket, self.policy.ttl_s, break_stale=False))
+
+    @contextlib.contextmanager
+    def publishing(self) -> Iterator[tuple[Guard, BucketTxn]]:
+        # The bucket was checked by check_site, before the scan.
+        with (publish_lease(self.bucket, self.policy) as lease,
+              tempfile.TemporaryDirectory(prefix="artifactkit-s3-publish-") as staging,
+              ThreadPoolExecutor(UPLOADS, thread_name_prefix="artifactkit-upload") as pool):
+            stage_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            txn = BucketTxn(self.bucket, staging, stage_fd, pool)
+            try:
+                yield lease, txn
+            except BaseException:
+                txn.cancel()
+                raise
+            finally:
+                os.close(stage_fd)
+
+    def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
+        raise NotImplementedError("the stat cache is for local stores")
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[Guard]:
+        self.bucket.check_bucket()
+        with gc_lease(self.bucket, self.policy) as lease:
+            self._cutoff = self.bucket.server_now() - timedelta(seconds=self.policy.grace_s)
+            yield lease
+
+    def _grace_cutoff(self) -> datetime:
+        assert self._cutoff is not None, "gc's garbage is asked for under its lease"
+        return self._cutoff
+
+    def staging_garbage(self) -> list[Garbage]:
+        # A killed publisher's multipart parts, abandoned longer than the grace period; their bytes are not
+        # listed cheaply (a request per upload), so they count none.
+        return [Garbage(key, 0) for key in self.bucket.abort_uploads_before(self._grace_cutoff(), dry_run=True)]
+
+    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
+        cutoff = self._grace_cutoff()
+        return [Garbage(info.key.removeprefix("blobs/"), info.size) for info in self.bucket.objects_under("blobs/")
+                if info.key.removeprefix("blobs/") not in needed and info.last_modified < cutoff]
+
+    def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
+        if staging:
+            guard.check()
+            self.bucket.abort_uploads_before(self._grace_cutoff())
+
+    def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
+        with ThreadPoolExecutor(REQUESTS, thread_name_prefix="artifactkit-gc") as pool:
+            for start in range(0, len(blobs), DELETE_BATCH):
+                guard.check()  # never delete after our lease may have lapsed
+                list(pool.map(lambda item: self.bucket.delete(blob_key(item.name)), blobs[start:start + DELETE_BATCH]))
+        guard.check()
+
+    @contextlib.contextmanager
+    def blob_source(self, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
+        with fetched_blobs(self.bucket, needed, dest) as source:
+            yield source

@@ -1,0 +1,123 @@
+"""A publish into a bucket: blobs go up as the executor hands over each batch, the manifest last.
+
+The executor reads every file once exactly as for a local store, with small files' new bytes kept in memory
+(``in_memory``) and larger ones copied into a local staging dir while hashed; each batch's new blobs are put
+on a thread pool while the next batch is read (hashing overlapped with transfer), with the bytes in flight
+bounded. The flush waits for every upload; only then does the claim — one ``PUT If-None-Match: *`` of the
+manifest — take the next version *and* make it visible; a 412 means another publisher took that number.
+No visible version can be incomplete, and nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Final
+
+from artifactkit.store.layout import HasBlob
+from artifactkit.store.s3.layout import blob_key, listed_versions, manifest_key
+from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket
+from artifactkit.store.stage import Staged
+
+#: Bytes of small files held in memory waiting for their upload, at most (plus one batch being read).
+IN_FLIGHT_LIMIT: Final = 64 << 20
+#: Uploads at once: small objects are latency-bound, so many overlap (the client's connection pool matches).
+UPLOADS: Final = 16
+#: A listing of ``blobs/`` answers 1,000 names a request; a HEAD one. The listing is taken while it costs
+#: at most a quarter of the HEADs it replaces, i.e. up to this many names per lookup.
+NAMES_PER_LOOKUP: Final = 250
+
+
+class BucketTxn:
+    """One publish into ``bucket``: staging in a private local directory, uploads on ``pool``."""
+
+    blobs_path: str | None = None  # no directory a worker process could check blobs in: staged in-process
+    in_memory = True
+
+    def __init__(self, bucket: Bucket, stage_path: str, stage_fd: int, pool: ThreadPoolExecutor) -> None:
+        self.bucket = bucket
+        self.stage_path = stage_path
+        self.stage_fd = stage_fd
+        self._pool = pool
+        self._pending: dict[Future[None], int] = {}
+        self._sent: set[str] = set()
+        # "writer" tells our own write from another's if the client retried a PUT that had in fact landed.
+        self._writer = secrets.token_hex(8)
+
+    def blob_lookup(self, lookups: int) -> HasBlob:
+        """One listing of ``blobs/`` where it costs fewer requests than a HEAD per file, else a HEAD each."""
+        sizes: dict[str, int] = {}
+        for count, info in enumerate(self.bucket.objects_under("blobs/")):
+            if count >= max(lookups, 1) * NAMES_PER_LOOKUP:
+                return self._head
+            sizes[info.key.removeprefix("blobs/")] = info.size
+        # An object of another length under the name (truncated, or planted by another writer of the bucket)
+        # is replaced with our bytes, which are in hand: trusting it would make a version that says
+        # "published" and can never be downloaded. One of the same length is trusted on its name (checking
+        # its content would cost a GET of every blob); ``verify`` hashes it.
+        return lambda sha, size: sha in sizes and (size is None or sizes[sha] == size)
+
+    def _head(self, sha: str, size: int | None) -> bool:
+        stored = self.bucket.head(blob_key(sha))
+        return stored is not None and (size is None or stored.size == size)
+
+    def add(self, staged: Sequence[Staged]) -> None:
+        for found in staged:
+            if not found.staged:
+                continue
+            path = None if found.data is not None else os.path.join(self.stage_path, found.path())
+            if found.sha256 in self._sent:
+                if path is not None:
+                    os.unlink(path)
+                continue
+            self._sent.add(found.sha256)
+            self._pending[self._pool.submit(upload_blob, self.bucket, found.sha256, found.data, path)] = \
+                len(found.data or b"")
+            self._drain(IN_FLIGHT_LIMIT)
+
+    def _drain(self, limit: int) -> None:
+        """Wait for uploads until at most ``limit`` bytes (and 4 x UPLOADS uploads) are in flight; re-raise a
+        failure."""
+        pending = self._pending
+        while pending and (sum(pending.values()) > limit or len(pending) > 4 * UPLOADS or limit == 0):
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                del pending[future]
+                future.result()
+
+    def flush(self, body: bytes) -> None:
+        # A PUT that answered is stored for good: the barrier is every upload answered.
+        self._drain(0)
+
+    def cancel(self) -> None:
+        """Drop the uploads not started yet and wait for the rest (a failed publish)."""
+        for future in self._pending:
+            future.cancel()
+        wait(self._pending)
+        self._pending.clear()
+
+    def latest(self, name: str) -> int:
+        return max((version for _, version in listed_versions(self.bucket, name)), default=0)
+
+    def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
+        metadata = {"sha256": digest, "writer": self._writer}
+        return self.bucket.create(manifest_key(name, version), body, metadata=metadata) is not None
+
+
+def upload_blob(bucket: Bucket, sha: str, data: bytes | None, staged: str | None) -> None:
+    """Put one blob (the server checks the bytes hash to the name); a staged copy is removed after."""
+    try:
+        if data is not None:
+            bucket.put(blob_key(sha), data, sha256=sha)
+        elif staged is not None and os.path.getsize(staged) < MULTIPART_THRESHOLD:
+            with open(staged, "rb") as body:
+                bucket.put(blob_key(sha), body, sha256=sha)
+        elif staged is not None:
+            bucket.upload_file(blob_key(sha), staged)
+    finally:
+        if staged is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staged)
