@@ -11,17 +11,18 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import pytest
 
-from artifactkit.errors import IsolationError
-from artifactkit.isolation.probe import AtimeProbe, isolation_choice, probe_atime
-from artifactkit.isolation.readers import ReaderHandle, start_readers
-from artifactkit.isolation.tree import REMEDY, NoatimeTree, noatime_subtree, private_noatime_tree
-from artifactkit.metadata.compare import assert_metadata_equal
-from artifactkit.store.store import Store
+# Every other artifactkit module is imported where it is used: importing this plugin is what every pytest
+# session of every project that installs artifactkit pays, used or not (it loads 2 of artifactkit's modules).
+if TYPE_CHECKING:
+    from artifactkit.isolation.probe import AtimeProbe
+    from artifactkit.isolation.readers import ReaderHandle
+    from artifactkit.isolation.tree import NoatimeTree
+    from artifactkit.store.store import Store
 
 ENV_BASE: Final = "ARTIFACTKIT_BASE"
 BASE_HELP: Final = ("directory on a test filesystem where artifactkit's private noatime trees are made "
@@ -37,7 +38,7 @@ class PluginSettings:
 
 
 SETTINGS: Final = pytest.StashKey[PluginSettings]()
-PROBES: Final = pytest.StashKey[dict[str, AtimeProbe | Exception]]()
+PROBES: Final = pytest.StashKey["dict[str, AtimeProbe | Exception]"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +80,10 @@ def _base(config: pytest.Config) -> Path:
 def _probe(config: pytest.Config, base: Path) -> AtimeProbe:
     """The probe of ``base``, run at most once per process (each xdist worker probes its own
     scratch directory, named uniquely, so workers never share state)."""
+    from artifactkit.errors import IsolationError  # noqa: PLC0415 - see the imports above
+    from artifactkit.isolation.probe import probe_atime  # noqa: PLC0415
+    from artifactkit.isolation.tree import REMEDY  # noqa: PLC0415
+
     cache = config.stash[PROBES]
     key = os.path.realpath(base)
     if key not in cache:
@@ -107,6 +112,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         probe = _probe(config, base)
     except Exception as err:  # noqa: BLE001 - the header reports it; the fixtures raise it
         return [f"artifactkit: base {base} ({settings.source}): probe failed: {err}"]
+    from artifactkit.isolation.probe import isolation_choice  # noqa: PLC0415 - see the imports above
+
     return [f"artifactkit: base {base} ({settings.source}): {probe.summary()} "
             f"-> isolation {isolation_choice(probe)}"]
 
@@ -126,6 +133,8 @@ def atime_probe(pytestconfig: pytest.Config) -> AtimeProbe:
 def _artifactkit_verified_tree(pytestconfig: pytest.Config, atime_probe: AtimeProbe,
                                tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoatimeTree]:
     """Session: one fully verified private tree per base; each test gets a subtree of it."""
+    from artifactkit.isolation.tree import private_noatime_tree  # noqa: PLC0415 - see the imports above
+
     base = pytestconfig.stash[SETTINGS].base or tmp_path_factory.mktemp("artifactkit")
     with private_noatime_tree(base, probe=atime_probe) as tree:
         yield tree
@@ -141,6 +150,8 @@ def noatime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
     outputs inside it: files renamed in keep their old flags. If isolation cannot be proved the
     test ERRORS with the remedy (a noatime test filesystem, --artifactkit-base=PATH).
     """
+    from artifactkit.isolation.tree import noatime_subtree  # noqa: PLC0415 - see the imports above
+
     with noatime_subtree(_artifactkit_verified_tree) as tree:
         yield tree.path
 
@@ -148,6 +159,8 @@ def noatime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
 @pytest.fixture
 def artifact_store(noatime_tree: Path) -> Store:
     """An empty artifactkit Store rooted inside ``noatime_tree`` (so store files are protected too)."""
+    from artifactkit.store.store import Store  # noqa: PLC0415 - see the imports above
+
     return Store(noatime_tree / ".artifactkit-store")
 
 
@@ -158,6 +171,8 @@ def assert_metadata() -> Callable[..., None]:
     ``expected`` must be the metadata originally supplied (not a re-stat). Raises
     MetadataMismatchError listing every mismatch with ns values and a diagnosis.
     """
+    from artifactkit.metadata.compare import assert_metadata_equal  # noqa: PLC0415 - see the imports above
+
     return assert_metadata_equal
 
 
@@ -167,6 +182,8 @@ def competing_readers() -> Iterator[Callable[..., ReaderHandle]]:
     of ``root`` with ordinary reads (no O_NOATIME). The handle's ``reads`` is the running count,
     ``wait_reads(k)`` blocks until k reads happened; all readers are stopped and joined at teardown.
     """
+    from artifactkit.isolation.readers import start_readers  # noqa: PLC0415 - see the imports above
+
     handles: list[ReaderHandle] = []
 
     def start(root: str | os.PathLike[str], n: int = 4) -> ReaderHandle:

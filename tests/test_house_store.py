@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,3 +60,26 @@ def test_the_guards_see_a_subclass_a_new_and_a_second_definition(tmp_path: Path)
     (tmp_path / "b.py").write_text("import a\nclass S3Store(a.Store): ...\ndef mark(): ...\n")
     assert store_subclasses_and_new(tmp_path) == ["a.py: Store.__new__", "b.py: class S3Store(Store)"]
     assert definitions(tmp_path, "mark") == ["a.py:3", "b.py:3"]
+
+
+#: What ``import artifactkit.pytest_plugin`` may load of artifactkit: every pytest session of every project that
+#: installs the package pays it, whether it uses a fixture or not (issue 24).
+PLUGIN_MODULES_MAX = 10
+
+
+def modules_loaded_by(statement: str) -> list[str]:
+    """The artifactkit modules a fresh interpreter has loaded after ``statement``."""
+    code = f"import sys\n{statement}\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'artifactkit'))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded: list[str] = ast.literal_eval(done.stdout.strip())
+    return loaded
+
+
+def test_importing_the_pytest_plugin_loads_at_most_ten_artifactkit_modules() -> None:
+    loaded = modules_loaded_by("import artifactkit.pytest_plugin")
+    assert "artifactkit.pytest_plugin" in loaded
+    assert len(loaded) <= PLUGIN_MODULES_MAX, loaded
+
+
+def test_the_plugin_guard_counts_what_an_import_drags_in() -> None:
+    assert len(modules_loaded_by("import artifactkit.store.store")) > PLUGIN_MODULES_MAX
