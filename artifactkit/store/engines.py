@@ -54,7 +54,8 @@ class PythonExecutor:
         def here(batch: Sequence[StageItem]) -> list[Staged]:
             return [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen) for item in batch]
         done = workers.run(shared, batches(items), here, wire=lambda batch: [to_wire(item) for item in batch])
-        yield [Staged(*found) for batch in done for found in batch]
+        # The parent's own batches are Staged already; a worker's came back as plain tuples (stage_batch).
+        yield [found if isinstance(found, Staged) else Staged._make(found) for batch in done for found in batch]
 
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         work: list[list[CreateItem]] = [[]]

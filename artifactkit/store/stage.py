@@ -82,7 +82,7 @@ def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen:
     return Staged(index, found.sha256, found.noatime, found.flags, found.extents, is_new, stage_dir, data)
 
 
-def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
+def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[tuple[object, ...]]:
     """A worker's share of a publish: the staging dir is opened by path and must be the parent's inode.
     Each worker stages into a directory of its own there: creating files in one directory from several
     processes serializes on that directory's lock (measured: 1.25x from two processes, 1.6x apart)."""
@@ -98,7 +98,9 @@ def stage_batch(shared: StageShared, batch: Sequence[WireItem]) -> list[Staged]:
             if state is None:  # once per publish: a listing taken here answers every later batch
                 state = _PUBLISHES[(txn, identity)] = (set(), _lasting_lookup(blobs_dir, blobs_identity, lookups))
             seen, has_blob = state
-            return [stage_file(root, from_wire(item), own_fd, has_blob, seen, stage_dir=own) for item in batch]
+            # Plain tuples back over the pipe: a NamedTuple pickles as its class and arguments, 3.7x the time.
+            return [tuple(stage_file(root, from_wire(item), own_fd, has_blob, seen, stage_dir=own))
+                    for item in batch]
         finally:
             os.close(own_fd)
     finally:
