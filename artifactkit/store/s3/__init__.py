@@ -1,6 +1,7 @@
-"""A store in an S3-compatible bucket: the local pipeline (scan, read, restore) with objects for files.
+"""The bucket backend: the one store's stages over objects in an S3-compatible bucket.
 
-``objects`` is the only module that imports boto3 (the ``s3`` extra); ``layout`` names keys and parses
-``s3://`` URLs; ``leases`` is the whole lock protocol; ``publish``, ``download`` and ``verify_gc`` are
-the steps; ``store`` is the face that :class:`~artifactkit.store.store.Store` dispatches to.
+``backend`` implements :class:`~artifactkit.store.backend.Backend` (what ``Store("s3://...")`` gets from the
+registry); ``transfer`` is its publish transaction (uploads per batch, the conditional claim); ``download``
+fetches and checks blobs beside DEST; ``layout`` names keys and parses ``s3://`` URLs; ``leases`` is the whole
+lock protocol; ``objects`` is the only module that talks to the client library (the ``s3`` extra).
 """
