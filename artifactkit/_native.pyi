@@ -1,0 +1,15 @@
+"""The native core's interface (native/src/lib.rs): typed here so mypy checks its callers with or without a build."""
+
+from typing import Any, Final
+
+class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
+    """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
+
+RESTORABLE_FLAGS: Final[int]
+COMPARED_FLAGS: Final[int]
+IN_MEMORY_LIMIT: Final[int]
+
+def stage_files(
+    root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
+) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool, str]]: ...
+def create_files(root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]]]], threads: int) -> None: ...

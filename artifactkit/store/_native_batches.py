@@ -1,0 +1,162 @@
+"""The native core's batch functions (:mod:`artifactkit._native`) with the reference engine's errors.
+
+The core reports a failure as data — ``NativeFailure(kind, position, fields)`` — and this module raises
+what the reference engine (:func:`~artifactkit.store.stage.stage_file`,
+:func:`~artifactkit.store.download.create_items`) raises in the same case: the same class, message,
+fields and ``errno``, built by the same Python functions wherever one exists (``_changed``, ``_read_back``,
+``verify_entries``), so a message is written once. Importing this module fails with ``ImportError`` where
+the core is not built.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from artifactkit import _native
+from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
+from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _translate, flag_letters
+from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
+from artifactkit.store.blobs import BlobSource
+from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
+from artifactkit.store.download import _dir_fd, _verify_children, to_wire, verify_entries
+from artifactkit.store.executor import CreateItem
+from artifactkit.store.restore_meta import _read_back, create_special
+from artifactkit.store.stage import Staged, StageItem
+from artifactkit.store.stage import to_wire as item_to_wire
+
+# The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
+if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
+        _native.RESTORABLE_FLAGS, _native.COMPARED_FLAGS, _native.IN_MEMORY_LIMIT):
+    raise ImportError("artifactkit._native was built with other flag masks or limits than this package")
+
+_WHEN = ("between capture and read", "while being read")
+
+
+def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int) -> list[Staged]:
+    """:func:`~artifactkit.store.stage.stage_file` for every item on ``threads`` threads, GIL released: the
+    same :class:`Staged` values in the same order (``has_blob``: a regular file of that size in ``blobs_fd``;
+    content seen earlier in this call is staged once)."""
+    try:
+        found = _native.stage_files(root, txn_fd, blobs_fd, [item_to_wire(item) for item in items], threads)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        _raise_stage(kind, fields, root, items[at])
+    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's).
+    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged, stage_dir)
+            for index, sha, noatime, flags, runs, staged, stage_dir in found]
+
+
+def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:
+    _, entry, identity = item
+    path = f"{root}/{entry.path}"
+    if kind == "source_symlink":
+        cause = OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        raise SourceChangedError(f"source {path!r} changed between capture and read: it was replaced by a "
+                                 "symlink; publish again once it is stable", path=path) from cause
+    if kind == "source_length":
+        raise SourceChangedError(
+            f"source {path!r} changed while read: {fields['count']} bytes read, {entry.size} captured", path=path)
+    if kind == "source_changed":
+        _changed(path, entry, identity, _stat(fields["stat"]), _WHEN[fields["when"]])
+        raise SourceChangedError(f"source {path!r} changed {_WHEN[fields['when']]}", path=path)  # pragma: no cover
+    _raise_common(kind, fields)
+
+
+def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int) -> None:
+    """:func:`~artifactkit.store.download.create_items` for a batch on ``threads`` threads, GIL released:
+    files and symlinks by the core, FIFOs and devices (made by name, never opened) here. ``blobs`` must be a
+    directory (its ``dir_fd``, else its path), not another seam's ``opener``."""
+    if blobs.opener is not None:
+        raise ValueError("the native core reads blobs from a directory, not through an opener")
+    native: list[tuple[str, list[FileMeta]]] = []
+    special: list[tuple[str, list[FileMeta]]] = []
+    for path, entries in batch:
+        made = [e for e in entries if e.kind not in SPECIAL_KINDS]
+        if made:
+            native.append((path, made))
+        if len(made) < len(entries):
+            special.append((path, [e for e in entries if e.kind in SPECIAL_KINDS]))
+    blobs_fd = blobs.dir_fd
+    opened = blobs_fd is None
+    if blobs_fd is None:
+        blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _native.create_files(root_fd, blobs_fd, [(p, [to_wire(e) for e in es]) for p, es in native], threads)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        flat = [entry for _, entries in native for entry in entries]
+        _raise_create(kind, fields, flat[at], flat, blobs)
+    finally:
+        if opened:
+            os.close(blobs_fd)
+    for path, entries in special:
+        with _dir_fd(root_fd, path) as dir_fd:
+            for entry in entries:
+                create_special(dir_fd, entry.path.rpartition("/")[2], entry)
+            _verify_children(entries, dir_fd)
+
+
+def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: list[FileMeta],
+                  blobs: BlobSource) -> NoReturn:
+    where = f"for {entry.path!r}"
+    if kind == "blob":
+        sha, what = fields["sha"], fields["what"]
+        # open_blob names the blob as it opened it: by name under the directory's fd, else by path.
+        opened_as = sha if blobs.dir_fd is not None else f"{blobs.directory}/{sha}"
+        if what == "missing":
+            missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), opened_as)
+            raise IntegrityError(f"blob {sha} {where} is missing from the store", path=opened_as, blob=sha,
+                                 failed=IntegrityFailure.MISSING) from missing
+        if what == "symlink":
+            cause = OSError(errno.ELOOP, os.strerror(errno.ELOOP), opened_as)
+            raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=opened_as, blob=sha,
+                                 failed=IntegrityFailure.CORRUPT) from cause
+        if what == "not_regular":
+            raise IntegrityError(f"blob {sha} {where} is not a regular file, not stored content", path=entry.path,
+                                 blob=sha, failed=IntegrityFailure.CORRUPT)
+        if what == "size":
+            size = fields["actual_size"]
+            raise IntegrityError(f"blob {sha} {where} is corrupt: it has {size} bytes, the manifest says {entry.size}",
+                                 path=entry.path, blob=sha, actual=f"{size} bytes", failed=IntegrityFailure.CORRUPT)
+        actual = fields["actual_sha"]
+        raise IntegrityError(
+            f"blob {sha} for {entry.path!r} is corrupt: {fields['actual_size']} bytes hashing to {actual}, "
+            f"manifest says {entry.size} bytes", path=entry.path, blob=sha, actual=actual,
+            failed=IntegrityFailure.CORRUPT)
+    if kind == "xattrs":
+        cause = OSError(fields["errno"], os.strerror(fields["errno"]))
+        raise NotRestorableError(f"download refused: cannot restore the xattrs of {entry.path!r} here "
+                                 f"({cause.strerror}); nothing was made visible", entries=[entry.path]) from cause
+    if kind == "flags":
+        code = fields["errno"]
+        status = _translate(OSError(code, os.strerror(code))).status
+        assert entry.flags is not None
+        letters = flag_letters(entry.flags & COMPARED_FLAGS)
+        why = os.strerror(code) if code else "no flags"
+        raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {entry.path!r} here "
+                                 f"({status}: {why}); nothing was made visible", entries=[entry.path])
+    if kind == "read_back":
+        xattrs = fields["xattrs"]
+        _read_back(entry, xattrs=None if xattrs is None else tuple(sorted(xattrs)), flags=fields["flags"])
+    elif kind == "verify":
+        verify_entries([(flat[at], _stat(found)) for at, found in fields["wrong"]])
+    _raise_common(kind, fields)
+
+
+def _raise_common(kind: str, fields: dict[str, Any]) -> NoReturn:
+    if kind == "os":
+        code = fields["errno"]
+        if fields.get("filename2") is not None:
+            raise OSError(code, os.strerror(code), fields.get("filename"), None, fields["filename2"])
+        raise OSError(code, os.strerror(code), fields.get("filename"))
+    # A read-back the reference's own check found equal, or a kind this module does not know: a bug.
+    raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference engine does not raise")
+
+
+def _stat(fields: tuple[int | float, ...]) -> os.stat_result:
+    """The core's ``lstat``/``fstat`` as the ``os.stat_result`` the reference's checks take."""
+    return os.stat_result(fields)
+

@@ -1,0 +1,218 @@
+//! `artifactkit._native`: the execute stage's per-file work for whole batches, the GIL released.
+//!
+//! Python types are converted here, at the edge, and only here; every failure leaves as
+//! `NativeFailure(kind, at, fields)`, which `artifactkit/store/_native_batches.py` turns into the class
+//! and message the reference engine raises. Python keeps the API, the policy and the messages.
+
+mod content;
+mod error;
+mod pool;
+mod restore;
+mod syscalls;
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+use error::{Failure, Located, StatFacts};
+
+create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, position, fields).");
+
+type Extents = Option<Vec<(u64, u64)>>;
+/// `stage.py`'s wire item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
+type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
+/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged, stage_dir).
+type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool, &'static str);
+
+/// `os.stat_result`'s 19 fields, so Python can rebuild the very `lstat` the read-back saw.
+fn stat_tuple(py: Python<'_>, f: &StatFacts) -> PyResult<Py<PyTuple>> {
+    let secs = |ns: i128| ns.div_euclid(1_000_000_000);
+    let float = |ns: i128| ns as f64 / 1e9;
+    let head =
+        (f.mode, f.ino, f.dev, f.nlink, f.uid, f.gid, f.size, secs(f.atime_ns), secs(f.mtime_ns), secs(f.ctime_ns));
+    let tail = (
+        float(f.atime_ns),
+        float(f.mtime_ns),
+        float(f.ctime_ns),
+        f.atime_ns,
+        f.mtime_ns,
+        f.ctime_ns,
+        f.blksize,
+        f.blocks,
+        f.rdev,
+    );
+    let mut items: Vec<Bound<'_, PyAny>> = head.into_pyobject(py)?.iter().collect();
+    items.extend(tail.into_pyobject(py)?.iter());
+    Ok(PyTuple::new(py, items)?.unbind())
+}
+
+fn failure_to_py(py: Python<'_>, located: Located) -> PyErr {
+    let fields = PyDict::new(py);
+    let kind = match fill(py, &fields, located.failure) {
+        Ok(kind) => kind,
+        Err(err) => return err,
+    };
+    NativeFailure::new_err((kind, located.at, fields.unbind()))
+}
+
+fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'static str> {
+    Ok(match failure {
+        Failure::Os { errno, filename, filename2 } => {
+            d.set_item("errno", errno)?;
+            d.set_item("filename", filename)?;
+            d.set_item("filename2", filename2)?;
+            "os"
+        }
+        Failure::OsFd { errno, fd } => {
+            d.set_item("errno", errno)?;
+            d.set_item("filename", fd)?;
+            "os"
+        }
+        Failure::SourceSymlink { path } => {
+            d.set_item("path", path)?;
+            "source_symlink"
+        }
+        Failure::SourceChanged { path, when, found } => {
+            d.set_item("path", path)?;
+            d.set_item("when", when)?;
+            d.set_item("stat", stat_tuple(py, &found)?)?;
+            "source_changed"
+        }
+        Failure::SourceLength { path, count } => {
+            d.set_item("path", path)?;
+            d.set_item("count", count)?;
+            "source_length"
+        }
+        Failure::Blob { what, sha, path, actual_size, actual_sha } => {
+            d.set_item("what", what)?;
+            d.set_item("sha", sha)?;
+            d.set_item("path", path)?;
+            d.set_item("actual_size", actual_size)?;
+            d.set_item("actual_sha", actual_sha)?;
+            "blob"
+        }
+        Failure::Xattrs { path, errno } => {
+            d.set_item("path", path)?;
+            d.set_item("errno", errno)?;
+            "xattrs"
+        }
+        Failure::Flags { path, errno } => {
+            d.set_item("path", path)?;
+            d.set_item("errno", errno)?;
+            "flags"
+        }
+        Failure::ReadBack { xattrs, flags } => {
+            let xattrs =
+                xattrs.map(|x| x.into_iter().map(|(n, v)| (n, PyBytes::new(py, &v).unbind())).collect::<Vec<_>>());
+            d.set_item("xattrs", xattrs)?;
+            d.set_item("flags", flags)?;
+            "read_back"
+        }
+        Failure::Verify { wrong } => {
+            let wrong = wrong.iter().map(|(at, f)| Ok((*at, stat_tuple(py, f)?))).collect::<PyResult<Vec<_>>>()?;
+            d.set_item("wrong", wrong)?;
+            "verify"
+        }
+    })
+}
+
+fn bytes_of(s: OsString) -> Vec<u8> {
+    s.into_vec()
+}
+
+/// Read, hash and stage `items` — `(index, path, size, mtime_ns, ctime_ns, dev, ino)` — of the tree at
+/// `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the blob; `Staged` tuples in input order.
+#[pyfunction]
+fn stage_files(
+    py: Python<'_>,
+    root: OsString,
+    txn_fd: i32,
+    blobs_fd: i32,
+    items: Vec<WireItem>,
+    threads: usize,
+) -> PyResult<Vec<StagedTuple>> {
+    let items: Vec<content::Item> = items
+        .into_iter()
+        .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| content::Item {
+            index,
+            path,
+            size,
+            mtime_ns,
+            ctime_ns,
+            dev,
+            ino,
+        })
+        .collect();
+    let root = bytes_of(root);
+    let done = py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, &items, threads));
+    match done {
+        Ok(staged) => {
+            Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged, "")).collect())
+        }
+        Err(located) => Err(failure_to_py(py, located)),
+    }
+}
+
+fn wire_entry(obj: &Bound<'_, PyAny>) -> PyResult<restore::Entry> {
+    let t = obj.cast::<PyTuple>()?;
+    if t.len() != 14 {
+        return Err(PyValueError::new_err("a wire entry has 14 fields (download.to_wire)"));
+    }
+    let kind: String = t.get_item(1)?.extract()?;
+    let kind = match kind.as_str() {
+        "file" => restore::Kind::File,
+        "symlink" => restore::Kind::Symlink,
+        other => return Err(PyValueError::new_err(format!("the native core creates files and symlinks, not {other}"))),
+    };
+    let xattrs: Option<Vec<(OsString, Vec<u8>)>> = t.get_item(10)?.extract()?;
+    let target: Option<OsString> = t.get_item(7)?.extract()?;
+    Ok(restore::Entry {
+        path: bytes_of(t.get_item(0)?.extract()?),
+        kind,
+        mode: t.get_item(2)?.extract()?,
+        mtime_ns: t.get_item(3)?.extract()?,
+        atime_ns: t.get_item(4)?.extract()?,
+        size: t.get_item(5)?.extract()?,
+        sha256: t.get_item(6)?.extract()?,
+        target: target.map(bytes_of),
+        uid: t.get_item(8)?.extract()?,
+        gid: t.get_item(9)?.extract()?,
+        xattrs: xattrs.map(|x| x.into_iter().map(|(n, v)| (bytes_of(n), v)).collect()),
+        extents: t.get_item(11)?.extract()?,
+        flags: t.get_item(12)?.extract()?,
+    })
+}
+
+/// Create every file and symlink of `batch` — `(dir relpath, [wire entry])` — beneath `root_fd`, content
+/// from `blobs_fd` verified as written, metadata restored and read back.
+#[pyfunction]
+fn create_files(
+    py: Python<'_>,
+    root_fd: i32,
+    blobs_fd: i32,
+    batch: Vec<(OsString, Vec<Bound<'_, PyAny>>)>,
+    threads: usize,
+) -> PyResult<()> {
+    let dirs = batch
+        .into_iter()
+        .map(|(rel, entries)| {
+            Ok(restore::Dir { rel: bytes_of(rel), entries: entries.iter().map(wire_entry).collect::<PyResult<_>>()? })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
+    m.add("RESTORABLE_FLAGS", restore::RESTORABLE_FLAGS)?;
+    m.add("COMPARED_FLAGS", restore::COMPARED_FLAGS)?;
+    m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
+    m.add_function(wrap_pyfunction!(stage_files, m)?)?;
+    m.add_function(wrap_pyfunction!(create_files, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,73 @@
+"""The native core's read-hash-stage against the reference's ``stage_file``, on generated trees: the same
+``Staged`` values and byte-identical staged blobs (sparse staying sparse), on 1 and 2 threads."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.native.trees import File, build, stage_items, stage_native, stage_python, staged_files
+from tests.strategies import timestamps_ns
+
+# Names a shell would trip over: spaces, dashes, unicode, a leading dot; never "/" or NUL.
+names = st.text(alphabet=st.sampled_from("ab -_.é雪Z9"), min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
+# A small pool of contents, so equal files (staged once) and already stored blobs come up often.
+contents = st.sampled_from([b"", b"x", b"same content\n", bytes(range(256)) * 20, b"\0" * 5000])
+files = st.builds(File, path=names, data=contents | st.binary(max_size=9000), mode=st.sampled_from([0o644, 0o400, 0o4755]),
+                  times=st.tuples(timestamps_ns, timestamps_ns), hole=st.sampled_from([0, 0, 0, 8192, 1 << 16]),
+                  xattrs=st.dictionaries(st.sampled_from(["user.a", "user.é"]), st.binary(max_size=40), max_size=2))
+
+
+def unique(items: list[File]) -> list[File]:
+    seen: dict[str, File] = {}
+    for f in items:
+        seen.setdefault(f.path.casefold(), f)
+    return list(seen.values())
+
+
+# `work` hands out a fresh directory at every call, so sharing it across examples is safe.
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(top=st.lists(files, max_size=8), nested=st.lists(files, max_size=6), stored=st.sets(contents, max_size=2),
+       threads=st.sampled_from([1, 2]))
+def test_native_staging_gives_the_references_results_and_bytes(
+        native: ModuleType, work: Callable[[str], Path], top: list[File], nested: list[File], stored: set[bytes],
+        threads: int) -> None:
+    src, blobs = work("src"), work("blobs")
+    tree = unique(top) + [File(f"sub dir/{f.path}", f.data, f.mode, f.times, f.hole, f.xattrs) for f in unique(nested)]
+    build(src, tree, dirs=["sub dir"])
+    for data in stored:  # already in the store: not staged again by either engine
+        (blobs / hashlib.sha256(data).hexdigest()).write_bytes(data)
+    items = stage_items(src)
+    txn_py, txn_native = work("txn-py"), work("txn-native")
+    assert stage_native(native, src, items, txn_native, blobs, threads=threads) == stage_python(src, items, txn_py, blobs)
+    assert staged_files(txn_native) == staged_files(txn_py)
+
+
+@pytest.mark.parametrize("hole", [0, 1 << 20], ids=["dense", "sparse"])
+def test_a_file_above_the_in_memory_limit_is_copied_while_hashed_by_both(
+        native: ModuleType, work: Callable[[str], Path], hole: int) -> None:
+    src, blobs = work("src"), work("blobs")
+    big = (b"0123456789abcdef" * 4096) * 130  # 8.1 MiB: above IN_MEMORY_LIMIT, copied into staging
+    build(src, [File("big", big, hole=hole), File("copy", big, hole=hole)])
+    items = stage_items(src)
+    txn_py, txn_native = work("txn-py"), work("txn-native")
+    assert stage_native(native, src, items, txn_native, blobs) == stage_python(src, items, txn_py, blobs)
+    assert staged_files(txn_native) == staged_files(txn_py)  # the second copy was dropped by both
+
+
+def test_a_planted_blob_of_the_wrong_size_does_not_count_as_stored(native: ModuleType,
+                                                                   work: Callable[[str], Path]) -> None:
+    src, blobs = work("src"), work("blobs")
+    build(src, [File("a", b"content")])
+    (blobs / hashlib.sha256(b"content").hexdigest()).write_bytes(b"truncated")
+    items = stage_items(src)
+    txn_py, txn_native = work("txn-py"), work("txn-native")
+    found = stage_native(native, src, items, txn_native, blobs)
+    assert found == stage_python(src, items, txn_py, blobs)
+    assert found[0].staged
