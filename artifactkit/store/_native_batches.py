@@ -22,7 +22,6 @@ from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
 from artifactkit.store.download import _dir_fd, _verify_children, to_wire, verify_entries
-from artifactkit.store.executor import CreateItem
 from artifactkit.store.restore_meta import _read_back, create_special
 from artifactkit.store.stage import Staged, StageItem
 from artifactkit.store.stage import to_wire as item_to_wire
@@ -32,6 +31,8 @@ if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
         _native.RESTORABLE_FLAGS, _native.COMPARED_FLAGS, _native.IN_MEMORY_LIMIT):
     raise ImportError("artifactkit._native was built with other flag masks or limits than this package")
 
+#: A download's batch item, as the executor hands it over: a directory and the entries to create in it.
+CreateItem = tuple[str, list[FileMeta]]
 _WHEN = ("between capture and read", "while being read")
 
 

@@ -25,6 +25,7 @@ from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.stage import Staged
 from artifactkit.store.stat_cache import StatCache
+from artifactkit.store.stat_cache_file import CacheSite
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store
 
 #: ``st_blocks`` counts 512-byte units on Linux whatever the filesystem's block size (stat(2)).
@@ -66,7 +67,7 @@ class LocalBackend:
             yield LocalStore(dirs, self.txn_class)
 
     def stat_cache(self, started_ns: int) -> StatCache:
-        return StatCache.load(self.layout, started_ns)
+        return StatCache.load(CacheSite(self.layout.root), started_ns)
 
 
 class LocalStore:
@@ -136,7 +137,8 @@ class LocalStore:
                 shutil.rmtree(txn, dir_fd=dirs.staging, ignore_errors=True)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
-        cache.save(self.dirs, ref, order)
+        # Written in staging/ and renamed into the root, both through their checked fds.
+        cache.save(CacheSite(self.dirs.layout.root, temp_fd=self.dirs.staging, dir_fd=self.dirs.root), ref, order)
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[Guard]:

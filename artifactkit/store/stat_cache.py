@@ -78,7 +78,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
-from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout
+from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
@@ -88,12 +88,12 @@ from artifactkit.store.stat_cache_file import (
     NONE,
     SHA,
     CacheFile,
+    CacheSite,
     Row,
     digests_or_none,
     read_cache,
     write_cache,
 )
-from artifactkit.store.store_dirs import StoreDirs
 
 __all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "CachedRead", "StatCache", "inode_clock_ns"]
 
@@ -164,10 +164,10 @@ class StatCache:
         self.entry_line: Callable[[str, os.stat_result], Hit | None] = self._first_entry_line
 
     @classmethod
-    def load(cls, layout: StoreLayout, started_ns: int) -> StatCache:
+    def load(cls, site: CacheSite, started_ns: int) -> StatCache:
         """The store's cache, or an empty one if it is missing, corrupt or foreign (never an error)."""
         try:
-            file = read_cache(layout)
+            file = read_cache(site)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             # RecursionError: json.loads of a header nested thousands deep, before the checksum is checked.
             return cls({}, 0, started_ns)
@@ -335,7 +335,7 @@ class StatCache:
                          or not self._old_enough(entry.mtime_ns, entry.ctime_ns))
         self._next[key] = row
 
-    def save(self, dirs: StoreDirs, ref: ArtifactRef, order: list[str]) -> None:
+    def save(self, site: CacheSite, ref: ArtifactRef, order: list[str]) -> None:
         """Replace the store's cache with this publish's entries, in scan ``order`` (every path of the tree),
         naming ``ref`` if its manifest holds exactly these rows; a failure only loses the hint.
 
@@ -346,7 +346,7 @@ class StatCache:
             return
         rows = {path: self._next[path] for path in order if path in self._next}
         exact = len(rows) == len(order) and all(rest != NONE for _, _, rest in rows.values())
-        write_cache(dirs, rows, self.started_ns, (ref.name, ref.version, ref.digest) if exact else None)
+        write_cache(site, rows, self.started_ns, (ref.name, ref.version, ref.digest) if exact else None)
 
 
 def _inode_index(rows: dict[str, Row]) -> dict[Key, tuple[str, str]]:

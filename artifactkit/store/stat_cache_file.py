@@ -27,9 +27,6 @@ from typing import Final
 
 import attrs
 
-from artifactkit.store.layout import StoreLayout
-from artifactkit.store.store_dirs import StoreDirs
-
 SCHEMA: Final = "artifactkit.stat-cache/4"
 CACHE_NAME: Final = "stat-cache.json"
 MAX_CACHE_BYTES: Final = 1 << 30
@@ -86,8 +83,24 @@ class CacheFile:
             return {}  # checksummed but not what write_cache writes: an edit
 
 
-def store_identity(layout: StoreLayout) -> list[int]:
-    st = os.stat(layout.root)
+@attrs.frozen
+class CacheSite:
+    """Where a store's stat cache lives: the directory of its file (a local store's root; for a bucket, a
+    directory of the user's cache named after its URL), ``label`` naming a store that has no directory of its
+    own, and for writing, the fds of the directory a temporary file is made in and of the cache's own."""
+
+    root: str
+    label: str | None = None
+    temp_fd: int = -1
+    dir_fd: int = -1
+
+
+def store_identity(site: CacheSite) -> list[object]:
+    """How the cache names its store: the root's ``(st_dev, st_ino)`` (a cache copied from another store or
+    machine is foreign), or a bucket store's URL."""
+    if site.label is not None:
+        return [site.label]
+    st = os.stat(site.root)
     return [st.st_dev, st.st_ino]
 
 
@@ -170,10 +183,10 @@ def _read_at(path: str, identity: tuple[int, int], offset: int, length: int) -> 
         os.close(fd)
 
 
-def read_cache(layout: StoreLayout) -> CacheFile:
+def read_cache(site: CacheSite) -> CacheFile:
     """The store's cache file, checked up to its rests (any defect raises OSError, ValueError, TypeError,
     KeyError or RecursionError; the caller treats them all as "no cache")."""
-    path = os.path.join(layout.root, CACHE_NAME)
+    path = os.path.join(site.root, CACHE_NAME)
     fd = _open_cache(path)
     try:
         st = os.fstat(fd)
@@ -184,7 +197,7 @@ def read_cache(layout: StoreLayout) -> CacheFile:
         if not split:
             raise ValueError("no header line")
         head = json.loads(first[:split])
-        if (not isinstance(head, dict) or head.get("schema") != SCHEMA or head.get("store") != store_identity(layout)
+        if (not isinstance(head, dict) or head.get("schema") != SCHEMA or head.get("store") != store_identity(site)
                 or head.get("reader") != reader_digest()):
             raise ValueError("foreign stat cache, or recorded by another reader")
         started, rests_at, version = head["started_ns"], head["rests_at"], head["version"]
@@ -224,25 +237,24 @@ def checksum(head: dict[str, object], before_rests: bytes) -> str:
     return hashlib.sha256(fields.encode() + b"\n" + before_rests).hexdigest()
 
 
-def write_cache(dirs: StoreDirs, rows: dict[str, Row], started_ns: int,
+def write_cache(site: CacheSite, rows: dict[str, Row], started_ns: int,
                 version: tuple[str, int, str] | None) -> None:
     """Replace the store's cache with ``rows``; a failure (the store's root gone, a full disk, a row that is
-    not ASCII) only loses the hint: it runs after the version is committed. Written through the checked
-    fds of ``staging/`` and the root (:mod:`~artifactkit.store.store_dirs`), never by path."""
-    layout = dirs.layout
+    not ASCII) only loses the hint: it runs after the version is committed. Written through the site's fds
+    (a local store's checked ``staging/`` and root, :mod:`~artifactkit.store.store_dirs`), never by path."""
     temp = f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}"
     try:
         body = body_of(rows).encode("ascii")
         rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
-        fields = {"schema": SCHEMA, "store": store_identity(layout), "reader": reader_digest(),
+        fields = {"schema": SCHEMA, "store": store_identity(site), "reader": reader_digest(),
                   "started_ns": started_ns, "version": None if version is None else list(version),
                   "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
         head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=dirs.staging)
+                     dir_fd=site.temp_fd)
         with open(fd, "wb") as handle:
             handle.write(head + b"\n" + body)
-        os.replace(temp, CACHE_NAME, src_dir_fd=dirs.staging, dst_dir_fd=dirs.root)
+        os.replace(temp, CACHE_NAME, src_dir_fd=site.temp_fd, dst_dir_fd=site.dir_fd)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dirs.staging)
+            os.unlink(temp, dir_fd=site.temp_fd)

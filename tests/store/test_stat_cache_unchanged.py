@@ -181,7 +181,7 @@ def test_the_recorded_manifest_needs_every_row_and_every_entry_matched(
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
 
     def unchanged(drop_last: bool, extra: int) -> bool:
-        cache = stat_cache.StatCache.load(store.layout, stat_cache.inode_clock_ns())
+        cache = store.backend.stat_cache(stat_cache.inode_clock_ns())
         listings = _listings(src)
         for relpaths, stats in listings:
             if drop_last and relpaths == ["sub/deep/d.txt"]:

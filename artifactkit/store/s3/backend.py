@@ -4,7 +4,8 @@ The same transparent layout as a local store (:mod:`~artifactkit.store.s3.layout
 directory is all here: a version is claimed by ``PUT If-None-Match: *`` of its manifest key; the publish and
 gc guards are leases made of objects (:mod:`~artifactkit.store.s3.leases`); the durability barrier is every
 upload answered; gc never deletes a blob younger than the grace period (server clock), and abandoned
-multipart uploads are the bucket's staging. Endpoint and credentials come from the standard AWS chain.
+multipart uploads are the bucket's staging; the stat cache lives in the user's cache directory, one per store
+URL (:func:`stat_cache_dir`). Endpoint and credentials come from the standard AWS chain.
 """
 
 from __future__ import annotations
@@ -29,11 +30,22 @@ from artifactkit.store.s3.leases import LeasePolicy, gc_lease, live_publishers, 
 from artifactkit.store.s3.objects import Bucket
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
+from artifactkit.store.stat_cache_file import CacheSite
 
 #: Manifests read, or blobs hashed, at once by verify, gc and ls.
 REQUESTS: Final = 8
 #: Deletes between two checks of the gc lease.
 DELETE_BATCH: Final = 100
+#: Where a bucket store's stat caches live when set; else ``$XDG_CACHE_HOME/artifactkit``, else ``~/.cache``'s.
+CACHE_DIR_SETTING: Final = "ARTIFACTKIT_CACHE_DIR"
+
+
+def stat_cache_dir(url: str) -> str:
+    """The directory of a bucket store's stat cache: the user's own cache, one directory per store URL (a
+    bucket has no directory to keep it in; the cache says what this machine read, so it is this user's)."""
+    base = os.environ.get(CACHE_DIR_SETTING) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "artifactkit")
+    return os.path.join(base, "s3-stat-cache", hashlib.sha256(url.encode()).hexdigest()[:32])
 
 
 class S3Backend:
@@ -56,7 +68,9 @@ class S3Backend:
         yield BucketStore(self.bucket, self.policy)
 
     def stat_cache(self, started_ns: int) -> StatCache:
-        raise NotImplementedError("the stat cache is for local stores; an S3 publish hashes every byte")
+        # Named by the normalised URL (s3://b/p and s3://b/p/ are one store), as BucketStore saves it.
+        url = self.bucket.url()
+        return StatCache.load(CacheSite(stat_cache_dir(url), label=url), started_ns)
 
 
 class BucketStore:
@@ -93,6 +107,9 @@ class BucketStore:
                 raise IntegrityError(f"manifest of {ref} is missing from {self.where}", path=where,
                                      failed=IntegrityFailure.MISSING)
             body = found[1]
+        if (actual := hashlib.sha256(body).hexdigest()) != ref.digest:  # as a local store's file name pins it
+            raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
+                                 path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)
         return body, where
 
     def blob_names(self) -> dict[str, int | None]:
@@ -142,7 +159,16 @@ class BucketStore:
                 os.close(stage_fd)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
-        raise NotImplementedError("the stat cache is for local stores")
+        directory = stat_cache_dir(self.where)
+        try:
+            os.makedirs(directory, 0o700, exist_ok=True)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return  # a cache that cannot be written only loses the hint
+        try:
+            cache.save(CacheSite(directory, label=self.where, temp_fd=fd, dir_fd=fd), ref, order)
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[Guard]:

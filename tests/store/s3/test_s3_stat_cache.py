@@ -1,0 +1,90 @@
+"""The stat cache on a bucket store (issue 24): the same planner as a local store's, its file in the user's
+cache directory (a bucket has no directory to keep it in), the same answers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import Store, assert_metadata_equal
+from artifactkit.store import stage, stat_cache
+from artifactkit.store.s3.backend import stat_cache_dir
+from artifactkit.store.scan import capture_tree
+
+
+def _tree(root: Path) -> Path:
+    (root / "d").mkdir(parents=True)
+    for index in range(12):
+        (root / "d" / f"f{index}").write_bytes(f"content {index}\n".encode() * (index + 1))
+    os.symlink("d/f0", root / "link")
+    return root
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """The files a publish read (every read goes through ``stage.read_source``); caches under ``tmp_path``."""
+    monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)  # the tree was just written: trust it at once
+    seen: list[str] = []
+    real: Callable[..., Any] = stage.read_source
+
+    def counted(path: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(os.path.basename(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(stage, "read_source", counted)
+    return seen
+
+
+def test_an_unchanged_tree_republished_to_a_bucket_reads_nothing_and_commits_the_same_manifest(
+        s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
+    src = _tree(fast_tmp / "src")
+    store = Store(s3_url)
+    first = store.publish(src, "demo", stat_cache=True)
+    store.publish(src, "demo", stat_cache=True)  # records the link's atime its first readlink moved
+    reads.clear()
+    again = store.publish(src, "demo", stat_cache=True)
+    assert reads == [], "an unchanged tree was read again"
+    assert again.version == 3 and again.digest == store.publish(src, "demo").digest  # what a full read writes
+    assert first.name == again.name
+    store.download(again, fast_tmp / "out")
+    assert_metadata_equal(capture_tree(src), capture_tree(fast_tmp / "out"), stage="download")
+    assert os.listdir(stat_cache_dir(store.bucket.url())) == ["stat-cache.json"]
+
+
+def test_a_changed_file_is_read_again_and_only_it(s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
+    src = _tree(fast_tmp / "src")
+    store = Store(s3_url)
+    store.publish(src, "demo", stat_cache=True)
+    store.publish(src, "demo", stat_cache=True)
+    (src / "d" / "f3").write_bytes(b"changed\n")
+    reads.clear()
+    cached = store.publish(src, "demo", stat_cache=True)
+    assert reads == ["f3"]
+    assert cached.digest == store.publish(src, "demo").digest
+
+
+def test_a_blob_deleted_from_the_bucket_is_read_and_put_again(s3_url: str, fast_tmp: Path,
+                                                              reads: list[str]) -> None:
+    src = _tree(fast_tmp / "src")
+    store = Store(s3_url)
+    store.publish(src, "demo", stat_cache=True)
+    ref = store.publish(src, "demo", stat_cache=True)
+    victim = next(e for e in store.manifest(ref).entries if e.path == "d/f5")
+    store.bucket.delete(f"blobs/{victim.sha256}")
+    reads.clear()
+    store.publish(src, "demo", stat_cache=True)
+    assert reads == ["f5"]
+    assert store.verify().ok
+
+
+def test_the_cache_of_one_bucket_store_is_not_another_ones(s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
+    src = _tree(fast_tmp / "src")
+    Store(s3_url).publish(src, "demo", stat_cache=True)
+    other = s3_url.rstrip("/") + "-other"
+    reads.clear()
+    Store(other).publish(src, "demo", stat_cache=True)
+    assert len(reads) == 12, "a cache recorded for another store vouched for files its bucket never got"
