@@ -172,15 +172,16 @@ fn timespec(ns: i128) -> Result<libc::timespec> {
     Ok(libc::timespec { tv_sec: sec, tv_nsec: nsec })
 }
 
-/// `utimensat(dir, name or NULL, [atime, mtime], flags)`: `name` `None` is `futimens(dir)`.
+/// `utimensat(dir, name, [atime, mtime], AT_SYMLINK_NOFOLLOW)`, or `futimens(dir)` when `name` is `None`
+/// (glibc's `utimensat` refuses a NULL path with `EINVAL`, unlike the raw syscall).
 pub fn set_times(dir: RawFd, name: Option<&CStr>, atime_ns: i128, mtime_ns: i128) -> Result<()> {
     let times = [timespec(atime_ns)?, timespec(mtime_ns)?];
-    let (path, flags) = match name {
-        Some(n) => (n.as_ptr(), libc::AT_SYMLINK_NOFOLLOW),
-        None => (std::ptr::null(), 0),
-    };
-    // SAFETY: path is NULL (futimens semantics) or NUL-terminated; times is a live array of two timespecs.
-    check(unsafe { libc::utimensat(dir, path, times.as_ptr(), flags) })
+    match name {
+        // SAFETY: n is NUL-terminated; times is a live array of two timespecs.
+        Some(n) => check(unsafe { libc::utimensat(dir, n.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }),
+        // SAFETY: times is a live array of two timespecs.
+        None => check(unsafe { libc::futimens(dir, times.as_ptr()) }),
+    }
 }
 
 pub fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> Result<()> {

@@ -19,7 +19,8 @@ from tests.strategies import timestamps_ns
 names = st.text(alphabet=st.sampled_from("ab -_.é雪Z9"), min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
 # A small pool of contents, so equal files (staged once) and already stored blobs come up often.
 contents = st.sampled_from([b"", b"x", b"same content\n", bytes(range(256)) * 20, b"\0" * 5000])
-files = st.builds(File, path=names, data=contents | st.binary(max_size=9000), mode=st.sampled_from([0o644, 0o400, 0o4755]),
+files = st.builds(File, path=names, data=contents | st.binary(max_size=9000),
+                  mode=st.sampled_from([0o644, 0o400, 0o4755]),
                   times=st.tuples(timestamps_ns, timestamps_ns), hole=st.sampled_from([0, 0, 0, 8192, 1 << 16]),
                   xattrs=st.dictionaries(st.sampled_from(["user.a", "user.é"]), st.binary(max_size=40), max_size=2))
 
@@ -36,7 +37,7 @@ def unique(items: list[File]) -> list[File]:
 @given(top=st.lists(files, max_size=8), nested=st.lists(files, max_size=6), stored=st.sets(contents, max_size=2),
        threads=st.sampled_from([1, 2]))
 def test_native_staging_gives_the_references_results_and_bytes(
-        native: ModuleType, work: Callable[[str], Path], top: list[File], nested: list[File], stored: set[bytes],
+        native: ModuleType, work: Callable[[str], Path], *, top: list[File], nested: list[File], stored: set[bytes],
         threads: int) -> None:
     src, blobs = work("src"), work("blobs")
     tree = unique(top) + [File(f"sub dir/{f.path}", f.data, f.mode, f.times, f.hole, f.xattrs) for f in unique(nested)]
@@ -45,7 +46,8 @@ def test_native_staging_gives_the_references_results_and_bytes(
         (blobs / hashlib.sha256(data).hexdigest()).write_bytes(data)
     items = stage_items(src)
     txn_py, txn_native = work("txn-py"), work("txn-native")
-    assert stage_native(native, src, items, txn_native, blobs, threads=threads) == stage_python(src, items, txn_py, blobs)
+    expected = stage_python(src, items, txn_py, blobs)
+    assert stage_native(native, src, items, txn_native, blobs, threads=threads) == expected
     assert staged_files(txn_native) == staged_files(txn_py)
 
 
