@@ -22,6 +22,7 @@ import attrs
 if TYPE_CHECKING:
     from artifactkit.store.blobs import BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.store.progress import Reporter
     from artifactkit.store.stage import Staged
     from artifactkit.store.stat_cache import StatCache
 
@@ -130,9 +131,10 @@ class Opened(Protocol):
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         """Remove what :meth:`blob_garbage` found, checking ``guard`` before each batch of deletes."""
 
-    def blob_source(self, needed: dict[str, int], dest: str) -> AbstractContextManager[BlobSource]:
+    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> AbstractContextManager[BlobSource]:
         """Where a download to ``dest`` reads the blobs ``needed`` (digest -> size): the store's own directory,
-        or a private directory beside ``dest`` the blobs were fetched into and checked in."""
+        or a private directory beside ``dest`` the blobs were fetched into and checked in (``progress`` told
+        of each as it lands)."""
 
 
 class Backend(Protocol):

@@ -32,6 +32,7 @@ from artifactkit.store.content import (
 from artifactkit.store.executor import CreateItem, CreateJob, Executor
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
+from artifactkit.store.progress import Reporter
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -39,7 +40,8 @@ _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                 shape_checked: bool = False, owners: Owners = "exact", executor: Executor | None = None) -> None:
+                 shape_checked: bool = False, owners: Owners = "exact", executor: Executor | None = None,
+                 progress: Reporter | None = None) -> None:
     """Restore ``entries`` at ``dest`` (absent): directories, then files and links, then hard links, then
     directory times in post-order, every entry read back and compared exactly before the tree is renamed
     into place.
@@ -47,7 +49,8 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
     ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
     is written). The files are created by ``executor`` (the *execute* stage; ``None``: in this process, by
-    :func:`create_items` itself), which gets them in batches of whole directories.
+    :func:`create_items` itself), which gets them in batches of whole directories; ``progress`` is told as
+    they finish.
     """
     checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
     by_path = plan(checked.values(), owners)
@@ -61,7 +64,7 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     try:
         os.mkdir(_TREE, 0o700, dir_fd=private.fd)
         source = blob_path if isinstance(blob_path, BlobSource) else BlobSource("", opener=blob_path)
-        _materialize(by_path, private, source, executor)
+        _materialize(by_path, private, source, executor, progress or Reporter(None))
         # Every entry, the root included, was verified exact above; the rename moves no time.
         _rename_into_place(private.fd, private.parent_fd, name, dest)
     finally:
@@ -80,12 +83,14 @@ def _staging_prefix(name: str) -> str:
 
 
 def _materialize(by_path: dict[str, FileMeta], private: PrivateDir, blobs: BlobSource,
-                 executor: Executor | None) -> None:
+                 executor: Executor | None, progress: Reporter) -> None:
+    made = [e for e in by_path.values() if e.kind != "dir" and e.hardlink is None]
+    progress.phase("create", entries_total=len(made), bytes_total=sum(e.size for e in made if e.kind == "file"))
     try:
         root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
         try:
-            _materialize_unguarded(by_path, CreateJob.at(root_fd, os.path.join(private.where, _TREE), blobs),
-                                   executor)
+            job = CreateJob.at(root_fd, os.path.join(private.where, _TREE), blobs, on_batch=progress.advance)
+            _materialize_unguarded(by_path, job, executor)
         finally:
             os.close(root_fd)
     except OSError as err:
@@ -118,6 +123,8 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], job: CreateJob, executo
         if (todo := [e for e in children.get(path, ()) if e.kind != "dir" and e.hardlink is None])]
     if executor is None:
         create_items(root_fd, items, job.blobs)
+        job.on_batch(sum(len(entries) for _, entries in items),
+                     sum(e.size for _, entries in items for e in entries if e.kind == "file"))
     else:
         executor.expect(sum(len(entries) for _, entries in items))
         executor.create(job, items)

@@ -43,8 +43,10 @@ class PythonExecutor:
         workers = self._pool.get(len(items)) if txn.blobs_path is not None and not txn.in_memory else None
         if workers is None:
             for start in range(0, len(items), BATCH_FILES):
+                part = items[start:start + BATCH_FILES]
                 yield [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
-                       for item in items[start:start + BATCH_FILES]]
+                       for item in part]
+                job.on_batch(len(part), sum(entry.size for _, entry, _ in part))
             return
         assert txn.blobs_path is not None
         st, blobs = os.fstat(txn.stage_fd), os.stat(txn.blobs_path)
@@ -53,7 +55,9 @@ class PythonExecutor:
 
         def here(batch: Sequence[StageItem]) -> list[Staged]:
             return [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen) for item in batch]
-        done = workers.run(shared, batches(items), here, wire=lambda batch: [to_wire(item) for item in batch])
+        work = batches(items)
+        done = workers.run(shared, work, here, wire=lambda batch: [to_wire(item) for item in batch],
+                           on_done=lambda n: job.on_batch(len(work[n]), sum(entry.size for _, entry, _ in work[n])))
         # The parent's own batches are Staged already; a worker's came back as plain tuples (stage_batch).
         yield [found if isinstance(found, Staged) else Staged._make(found) for batch in done for found in batch]
 
@@ -72,10 +76,11 @@ class PythonExecutor:
         if workers is None:
             for batch in work:
                 create_items(job.root_fd, batch, job.blobs)
+                job.on_batch(*_covered(batch))
             return
         shared = (job.root_path, job.root_identity, job.blobs.directory)
         workers.run(shared, work, lambda batch: create_items(job.root_fd, batch, job.blobs),
-                    wire=_items_to_wire)
+                    wire=_items_to_wire, on_done=lambda n: job.on_batch(*_covered(work[n])))
 
     def close(self) -> None:
         self._pool.close()
@@ -85,6 +90,12 @@ class PythonExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
+    """Entries and bytes of a download batch, for its progress."""
+    files = sum(e.size for _, entries in batch for e in entries if e.kind == "file")
+    return sum(len(entries) for _, entries in batch), files
 
 
 def _items_to_wire(batch: Sequence[CreateItem]) -> list[object]:

@@ -15,7 +15,7 @@ and it imports neither, so no implementation can form an import cycle with them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -40,6 +40,8 @@ class StageJob:
     root: str
     txn: PublishTxn
     has_blob: HasBlob
+    #: Called as batches finish with ``(entries, bytes)`` they covered: the progress a person sees.
+    on_batch: Callable[[int, int], None] = attrs.field(default=lambda entries, byte_count: None, kw_only=True)
 
 
 @attrs.frozen
@@ -51,11 +53,16 @@ class CreateJob:
     root_path: str
     root_identity: tuple[int, int]
     blobs: BlobSource
+    #: As :attr:`StageJob.on_batch`.
+    on_batch: Callable[[int, int], None] = attrs.field(default=lambda entries, byte_count: None, kw_only=True)
 
     @classmethod
-    def at(cls, root_fd: int, root_path: str, blobs: BlobSource) -> CreateJob:
+    def at(cls, root_fd: int, root_path: str, blobs: BlobSource,
+           on_batch: Callable[[int, int], None] | None = None) -> CreateJob:
         st = os.fstat(root_fd)
-        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs)
+        if on_batch is None:
+            return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs)
+        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs, on_batch=on_batch)
 
 
 class Executor(Protocol):

@@ -7,6 +7,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError
 from artifactkit.store.backend import Opened
+from artifactkit.store.progress import Reporter
 from artifactkit.store.verify import mark
 
 
@@ -25,7 +26,7 @@ class GcReport:
     dry_run: bool = False
 
 
-def collect_garbage(opened: Opened, *, dry_run: bool = False) -> GcReport:
+def collect_garbage(opened: Opened, *, dry_run: bool = False, progress: Reporter | None = None) -> GcReport:
     """Remove staging leftovers and unreferenced blobs, excluding every publisher meanwhile.
 
     Every removal goes through the backend (a local store's checked fds, which nothing outside the store can
@@ -37,12 +38,15 @@ def collect_garbage(opened: Opened, *, dry_run: bool = False) -> GcReport:
         staging = opened.staging_garbage()
         if not dry_run:
             opened.remove_staging(guard, staging)
-        _, needed, corrupt, unreadable = mark(opened)
+        progress = progress or Reporter(None)
+        _, needed, corrupt, unreadable = mark(opened, progress)
         if corrupt or unreadable:
             raise IntegrityError("gc refuses to remove blobs while a manifest is unreadable: "
                                  + "; ".join(corrupt + unreadable), path=opened.where)
         blobs = opened.blob_garbage(needed)
+        progress.phase("sweep", entries_total=len(blobs), bytes_total=sum(item.freed_bytes for item in blobs))
         if not dry_run:
             opened.remove_blobs(guard, blobs)
+        progress.advance(len(blobs), sum(item.freed_bytes for item in blobs))
     return GcReport(removed_blobs=[item.name for item in blobs], removed_staging=[item.name for item in staging],
                     freed_bytes=sum(item.freed_bytes for item in blobs + staging), dry_run=dry_run)

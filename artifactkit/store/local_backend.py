@@ -23,6 +23,7 @@ from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
+from artifactkit.store.progress import Reporter
 from artifactkit.store.stage import Staged
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import CacheSite
@@ -164,8 +165,9 @@ class LocalStore:
             os.fsync(self.dirs.blobs)
 
     @contextlib.contextmanager
-    def blob_source(self, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
+    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> Iterator[BlobSource]:
         # This process reads blobs through the checked fd of blobs/; workers by path (digest-checked).
+        progress.advance(len(needed), sum(needed.values()))  # nothing to fetch: they are all here
         yield BlobSource(self.dirs.layout.blobs_dir, dir_fd=self.dirs.blobs)
 
 

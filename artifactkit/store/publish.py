@@ -26,6 +26,7 @@ from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.store.plan import Plan, plan_reads
+from artifactkit.store.progress import Reporter
 from artifactkit.store.scan import CacheHits, ScannedTree, scan_tree
 from artifactkit.store.stage import Staged
 from artifactkit.store.stat_cache import StatCache
@@ -65,12 +66,14 @@ def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[F
 
 
 def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Executor | None = None,
-                 cache: StatCache | None = None) -> ArtifactRef:
+                 cache: StatCache | None = None, progress: Reporter | None = None) -> ArtifactRef:
     """Publish a captured tree as the next version of ``name`` in the opened store; visible only once complete.
 
     ``executor``: who reads the files (``None``: this process); ``cache``: the stat cache, loaded before the
-    scan, which plans fewer reads and records this publish's for the next (the caller saves it).
+    scan, which plans fewer reads and records this publish's for the next (the caller saves it);
+    ``progress``: told of the reads as batches finish.
     """
+    progress = progress or Reporter(None)
     check_artifact_name(name)
     with contextlib.ExitStack() as stack:
         if executor is None:
@@ -80,7 +83,9 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
         if planned.reuse is not None:
             body, digest = planned.reuse
         else:
-            job = StageJob(tree.root, txn, planned.has_blob)
+            progress.phase("read", entries_total=len(planned.reads),
+                           bytes_total=sum(entry.size for _, entry, _ in planned.reads))
+            job = StageJob(tree.root, txn, planned.has_blob, on_batch=progress.advance)
             found: list[Staged] = []
             for batch in executor.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read

@@ -25,6 +25,7 @@ from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.manifest_file import verified_manifest
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
+from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import inode_clock_ns
@@ -73,7 +74,8 @@ class Store:
         return self.backend.open(create=create, writes=writes)
 
     def publish(self, src: str | os.PathLike[str], name: str, *, stat_cache: bool = False,
-                workers: int | None = None, links: LinkPolicy = "as-is") -> ArtifactRef:
+                workers: int | None = None, links: LinkPolicy = "as-is",
+                progress: ProgressCallback | None = None) -> ArtifactRef:
         """Publish the tree at ``src`` as the next version of ``name``; visible only once complete.
 
         By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
@@ -83,9 +85,10 @@ class Store:
         small trees, else the cores available; :func:`artifactkit.store.workers.choose_workers`). Every
         guarantee is the same. ``links``: every symlink is data, recorded with its target as it is
         (``"as-is"``, the default); ``"contained"`` refuses a tree with links that may leave it, naming them
-        all (``UnsafePathError``).
+        all (``UnsafePathError``). ``progress``: called with a :class:`Progress` at each phase and batch.
         """
         check_artifact_name(name)
+        reporter = Reporter(progress)
         check_link_policy(links)
         self.backend.check_site()  # before the scan: a path that is no store fails at once
         # Sampled before the scan: the racy rule's reference for what this publish records.
@@ -93,9 +96,14 @@ class Store:
         with closing(executor_for(workers, "publish")) as executor:
             # Workers start during the scan once enough entries need reading: their start-up overlaps it.
             # A source that cannot be published creates no store.
-            tree = capture_source(src, on_progress=executor.expect, cached=cache, links=links)
+            reporter.phase("scan")
+
+            def scanned(entries: int) -> None:
+                executor.expect(entries)
+                reporter.reached(entries)
+            tree = capture_source(src, on_progress=scanned, cached=cache, links=links)
             with self._open(create=True) as opened:
-                ref = publish_tree(opened, tree, name, executor=executor, cache=cache)
+                ref = publish_tree(opened, tree, name, executor=executor, cache=cache, progress=reporter)
                 if cache is not None:
                     opened.save_stat_cache(cache, ref, list(tree.identities))
         return ref
@@ -125,13 +133,14 @@ class Store:
             return verified_manifest(resolved, *opened.manifest_bytes(resolved))
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
-                 version: int | None = None, owners: Owners = "exact", workers: int | None = None) -> ArtifactRef:
+                 version: int | None = None, owners: Owners = "exact", workers: int | None = None, *,
+                 progress: ProgressCallback | None = None) -> ArtifactRef:
         """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing.
 
         ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
         where this user cannot; ``owners="current"`` takes the downloader's ownership and clears
         setuid/setgid and privileged xattrs of the re-owned entries (a :class:`ReownedWarning` lists them).
-        ``workers`` as :meth:`publish`'s. Every guarantee is the same.
+        ``workers`` and ``progress`` as :meth:`publish`'s. Every guarantee is the same.
         """
         target = os.path.abspath(os.fspath(dest))
         with self._open() as opened, closing(executor_for(workers, "download")) as executor:
@@ -143,22 +152,24 @@ class Store:
             executor.expect(len(body) // _MANIFEST_BYTES_PER_ENTRY)
             manifest = verified_manifest(ref, body, where)
             needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
-            with opened.blob_source(needed, target) as blobs:
+            reporter = Reporter(progress)
+            reporter.phase("fetch", entries_total=len(needed), bytes_total=sum(needed.values()))
+            with opened.blob_source(needed, target, reporter) as blobs:
                 restore_tree(manifest.entries, target, blob_path=blobs, shape_checked=True, owners=owners,
-                             executor=executor)
+                             executor=executor, progress=reporter)
         return ref
 
-    def verify(self) -> VerifyReport:
+    def verify(self, *, progress: ProgressCallback | None = None) -> VerifyReport:
         """Check every manifest and blob without changing anything (:class:`NotAStoreError` if no store)."""
         with self._open() as opened:
-            return verify_store(opened)
+            return verify_store(opened, Reporter(progress))
 
-    def gc(self, *, dry_run: bool = False) -> GcReport:
+    def gc(self, *, dry_run: bool = False, progress: ProgressCallback | None = None) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile; ``dry_run``:
         report what would go (and the bytes it would free) and remove nothing."""
         # writes: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
         with self._open(writes=True) as opened:
-            return collect_garbage(opened, dry_run=dry_run)
+            return collect_garbage(opened, dry_run=dry_run, progress=Reporter(progress))
 
 
 #: A manifest entry of a plain file takes ~250 bytes of JSON; a lower guess would start workers for

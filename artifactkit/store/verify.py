@@ -14,6 +14,7 @@ from artifactkit.store.backend import Opened
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest
 from artifactkit.store.manifest_file import verified_manifest
+from artifactkit.store.progress import Reporter
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,7 +61,7 @@ def read_version(opened: Opened, name: str, version: int) -> Manifest | None:
     return None if ref is None else verified_manifest(ref, *opened.manifest_bytes(ref))
 
 
-def mark(opened: Opened) -> tuple[int, Needed, list[str], list[str]]:
+def mark(opened: Opened, progress: Reporter | None = None) -> tuple[int, Needed, list[str], list[str]]:
     """Read every manifest: ``(versions read, blob -> its users with the size each records, corrupt,
     unreadable)``. Bytes that do not match their digest are corrupt; bytes that cannot be read or parsed as a
     manifest are unreadable."""
@@ -77,7 +78,11 @@ def mark(opened: Opened) -> tuple[int, Needed, list[str], list[str]]:
             return pair, None, f"{kind}:{err}"
         except (ArtifactkitError, OSError) as err:
             return pair, None, f"unreadable:{err}"
-    for (name, version), manifest, problem in each(opened, read, opened.versions()):
+    listed = opened.versions()
+    progress = progress or Reporter(None)
+    progress.phase("manifests", entries_total=len(listed))
+    for (name, version), manifest, problem in each(opened, read, listed):
+        progress.advance(1)
         if problem:
             kind, _, why = problem.partition(":")
             (corrupt if kind == "corrupt" else unreadable).append(f"manifest {ArtifactRef(name, version, '')}: {why}")
@@ -90,7 +95,7 @@ def mark(opened: Opened) -> tuple[int, Needed, list[str], list[str]]:
     return versions, needed, corrupt, unreadable
 
 
-def verify_store(opened: Opened) -> VerifyReport:
+def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyReport:
     """Check every manifest digest, every referenced blob's size and bytes; change nothing.
 
     The backend's quiescence check spans the mark and the listing (a local store's lock, taken only if
@@ -98,7 +103,8 @@ def verify_store(opened: Opened) -> VerifyReport:
     confidence; hashing the blobs then runs without it, so a long verify never stops publishers.
     """
     with opened.quiescent() as quiet:
-        versions, needed, corrupt, unreadable = mark(opened)
+        progress = progress or Reporter(None)
+        versions, needed, corrupt, unreadable = mark(opened, progress)
         present = opened.blob_names()
         leftovers = [f"blobs/{name}" for name in sorted(present) if name not in needed] + opened.leftovers()
         quiescent = quiet()
@@ -122,8 +128,11 @@ def verify_store(opened: Opened) -> VerifyReport:
         if actual != sha:
             return "corrupt", f"blob {sha}: content hashes to {actual} (needed by {names})"
         return "", ""
-    for kind, problem in each(opened, check, sorted(needed.items())):
+    progress.phase("blobs", entries_total=len(needed), bytes_total=sum(users[0][1] for users in needed.values()))
+    for (_, users), (kind, problem) in zip(sorted(needed.items()), each(opened, check, sorted(needed.items())),
+                                           strict=True):
         (missing if kind == "missing" else corrupt if kind else []).append(problem)
+        progress.advance(1, users[0][1])
     return VerifyReport(
         ok=not (corrupt or missing or unreadable), versions=versions, blobs_checked=len(needed),
         corrupt=corrupt, missing=missing, unreadable=unreadable,

@@ -216,13 +216,16 @@ class WorkerPool:
             child.close()
 
     def run(self, shared: object, work: Sequence[Sequence[T]], local: Callable[[Sequence[T]], list[R]],
-            wire: Callable[[Sequence[T]], object] | None = None) -> list[list[R]]:
+            wire: Callable[[Sequence[T]], object] | None = None,
+            on_done: Callable[[int], None] | None = None) -> list[list[R]]:
         """Every batch of ``work`` through the task (children) or ``local`` (the parent), results in order.
 
         A child calls its task as ``function(shared, wire(batch))`` (``batch`` without ``wire``);
         ``local(batch)`` must compute the same. ``wire`` runs only for the batches a child takes: a
-        batch the parent does itself is never converted for the pipe and back.
+        batch the parent does itself is never converted for the pipe and back. ``on_done(number)`` is called
+        in the parent as each batch's result arrives (progress).
         """
+        done = on_done or (lambda number: None)
         import selectors  # noqa: PLC0415 - the parent's only, like subprocess above
         results: list[list[R] | None] = [None] * len(work)
         encoded: dict[int, bytes] = {}  # a batch pickled once, though it may wait for a child to be free
@@ -247,15 +250,16 @@ class WorkerPool:
                             next_batch += 1
                     events = selector.select(timeout=0)
                     for key, _ in events:
-                        self._take(key.data, selector, results)
+                        self._take(key.data, selector, results, done)
                     if events:
                         continue
                     if next_batch < len(work):
                         results[next_batch] = local(work[next_batch])
+                        done(next_batch)
                         next_batch += 1
                     elif any(child.pending for child in self._children):
                         for key, _ in selector.select():
-                            self._take(key.data, selector, results)
+                            self._take(key.data, selector, results, done)
                     else:
                         break
         except BaseException:
@@ -267,7 +271,7 @@ class WorkerPool:
             raise WorkerFailedError(f"batches {missing[:5]} came back from no worker")
         return [batch for batch in results if batch is not None]
 
-    def _take(self, child: _Child, selector: Any, results: list[Any]) -> None:
+    def _take(self, child: _Child, selector: Any, results: list[Any], done: Callable[[int], None]) -> None:
         if not child.ready:
             if child.wait_ready():
                 return
@@ -277,6 +281,7 @@ class WorkerPool:
             return
         number, value = child.receive()
         results[number] = value
+        done(number)
 
 
 class LazyPool:

@@ -24,6 +24,7 @@ from artifactkit.store.backend import Garbage, Guard
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import CHUNK
 from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
 from artifactkit.store.s3.layout import blob_key, fetch_version, listed_versions, manifest_key, parse_url
 from artifactkit.store.s3.leases import LeasePolicy, gc_lease, live_publishers, publish_lease
@@ -204,6 +205,6 @@ class BucketStore:
         guard.check()
 
     @contextlib.contextmanager
-    def blob_source(self, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
-        with fetched_blobs(self.bucket, needed, dest) as source:
+    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> Iterator[BlobSource]:
+        with fetched_blobs(self.bucket, needed, dest, progress) as source:
             yield source

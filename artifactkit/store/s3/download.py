@@ -16,13 +16,14 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError, UnsafeStoreError
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
 from artifactkit.store.private_dir import PrivateDir
+from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, PART_SIZE, Bucket
 
@@ -99,22 +100,28 @@ def _check_large(bucket: Bucket, sha: str, fd: int, size: int) -> None:
         raise _corrupt(sha, bucket, actual, count, size)
 
 
-def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir_fd: int, *, workers: int = WORKERS) -> None:
-    """Fetch every ``sha -> size`` into ``blob_dir_fd/<sha>``, each proven to hash to its name."""
+def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir_fd: int, *, workers: int = WORKERS,
+                progress: Reporter | None = None) -> None:
+    """Fetch every ``sha -> size`` into ``blob_dir_fd/<sha>``, each proven to hash to its name; ``progress`` is
+    told of each blob (or range of one) as it lands."""
     large: dict[str, int] = {}
     with ThreadPoolExecutor(workers, thread_name_prefix="artifactkit-download") as pool:
-        futures: list[Future[None]] = []
+        futures: dict[Future[None], tuple[int, int]] = {}  # -> (blobs, bytes) it completes
         try:
             for sha, size in sorted(needed.items()):
                 if size < MULTIPART_THRESHOLD:
-                    futures.append(pool.submit(fetch_whole, bucket, sha, size, blob_dir_fd))
+                    futures[pool.submit(fetch_whole, bucket, sha, size, blob_dir_fd)] = (1, size)
                     continue
                 large[sha] = _open_large(bucket, sha, size, blob_dir_fd)
-                futures += [pool.submit(fetch_range, bucket, sha, large[sha], first, min(first + PART_SIZE, size) - 1)
-                            for first in range(0, size, PART_SIZE)]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
+                for first in range(0, size, PART_SIZE):
+                    last = min(first + PART_SIZE, size) - 1
+                    futures[pool.submit(fetch_range, bucket, sha, large[sha], first, last)] = \
+                        (int(last == size - 1), last + 1 - first)
+            # In this thread, as each lands: the first failure stops the rest (as FIRST_EXCEPTION would).
+            for future in as_completed(futures):
                 future.result()
+                if progress is not None:
+                    progress.advance(*futures[future])
             for sha, fd in large.items():
                 _check_large(bucket, sha, fd, needed[sha])
         except BaseException:
@@ -128,7 +135,8 @@ def fetch_blobs(bucket: Bucket, needed: dict[str, int], blob_dir_fd: int, *, wor
 
 
 @contextlib.contextmanager
-def fetched_blobs(bucket: Bucket, needed: dict[str, int], dest: str) -> Iterator[BlobSource]:
+def fetched_blobs(bucket: Bucket, needed: dict[str, int], dest: str,
+                  progress: Reporter | None = None) -> Iterator[BlobSource]:
     """The blobs ``needed`` (digest -> size), fetched and checked in a private directory beside ``dest``.
 
     :class:`UnsafeStoreError` if someone swapped that directory: before the restore, the download stops
@@ -139,7 +147,7 @@ def fetched_blobs(bucket: Bucket, needed: dict[str, int], dest: str) -> Iterator
     # and then swept by the next download into the same parent.
     blobs = PrivateDir(os.path.dirname(dest), BLOBS_PREFIX, hex_digits=16)
     try:
-        fetch_blobs(bucket, needed, blobs.fd)
+        fetch_blobs(bucket, needed, blobs.fd, progress=progress)
         blobs.check()
         yield BlobSource(blobs.read_path(), dir_fd=blobs.fd)
     except BaseException as err:

@@ -151,6 +151,7 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     canary.mkdir()
     outcomes: dict[str, int] = {}
     from artifactkit.store.download import restore_tree
+    from artifactkit.store.progress import Reporter
 
     needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
     started = time.monotonic()
@@ -158,7 +159,7 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
         for run in range(RACE_RUNS):
             dest = work / f"out{run}"
             try:  # what Store.download does once it has the manifest: fetch the blobs, restore from them
-                with opened.blob_source(needed, str(dest)) as blobs:
+                with opened.blob_source(needed, str(dest), Reporter(None)) as blobs:
                     restore_tree(manifest.entries, str(dest), blob_path=blobs, shape_checked=True)
             except ArtifactkitError as err:  # a named refusal, never a generic crash
                 outcomes[type(err).__name__] = outcomes.get(type(err).__name__, 0) + 1
