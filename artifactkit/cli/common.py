@@ -1,12 +1,16 @@
-"""What every subcommand shares: exit codes, one renderer for human and JSON output."""
+"""What every subcommand shares: exit codes (one table), one-line messages, JSON and tables for output.
+
+The result type and its renderer are :mod:`artifactkit.cli.result`."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, TextIO
 
 from artifactkit.errors import (
@@ -20,36 +24,87 @@ from artifactkit.errors import (
 
 EXIT_OK: Final = 0        #: every check held
 EXIT_FAILED: Final = 1    #: a check failed (mismatches, corrupt store, ...)
-EXIT_SETUP: Final = 2     #: setup, isolation or usage error (and anything unexpected: see exit_code_of)
+EXIT_SETUP: Final = 2     #: setup, isolation or usage error (and anything unexpected: see EXIT_CODES)
 EXIT_INTERRUPTED: Final = 130  #: Ctrl-C (128 + SIGINT, as a shell reports it)
 
-#: The classes that mean "a check failed" (exit 1): what was stored or restored is not what was recorded.
-_FAILED_CHECKS: Final = (IntegrityError, MetadataMismatchError, TimestampNotRepresentable)
+#: The one table from exception class to exit code: the first class of an error's MRO listed here decides
+#: (:func:`exit_code_of`), so a subclass gets its parent's code unless it is listed itself. Every command, the
+#: last line of defence in ``main`` and the ``--json`` error document read their code from here alone.
+EXIT_CODES: Final[Mapping[type[BaseException], int]] = {
+    KeyboardInterrupt: EXIT_INTERRUPTED,
+    # A failed check: what was stored or restored is not what was recorded.
+    IntegrityError: EXIT_FAILED,
+    MetadataMismatchError: EXIT_FAILED,
+    TimestampNotRepresentable: EXIT_FAILED,
+    # Listed although their bases say the same: a store whose layout was tampered with is a setup problem of
+    # the store (nothing was changed), an over-limit manifest a setting to change (the message names it); no
+    # new entry for a base class of theirs may turn either into a failed check.
+    UnsafeStoreError: EXIT_SETUP,
+    ManifestLimitError: EXIT_SETUP,
+    ArtifactkitError: EXIT_SETUP,  # bad input or environment, named by the error
+    OSError: EXIT_SETUP,           # errno failures: a path, a permission, a full disk
+    # Anything else is a bug, and a bug is not a failed check (the line says "internal error" and the class).
+    BaseException: EXIT_SETUP,
+}
 
 
 def emit_json(doc: dict[str, Any], stream: TextIO | None = None) -> None:
-    """One JSON document, sorted keys, on stdout."""
+    """One JSON document, sorted keys, on stdout, written and flushed whole.
+
+    A Ctrl-C while it is written is held back until it is out: one landing in the middle of a large document
+    on a slow pipe would leave half a document, and ``main`` (which sees :func:`documents_written` move) no
+    way to add a whole one. The interrupt then comes from here, as the handler it was held from would have
+    raised it.
+    """
+    global _DOCUMENTS_WRITTEN  # noqa: PLW0603 - one count per process, like stdout itself
     out = stream or sys.stdout
-    out.write(json.dumps(doc, sort_keys=True, indent=2) + "\n")
+    text = json.dumps(doc, sort_keys=True, indent=2) + "\n"
+    with _sigint_held():
+        out.write(text)
+        out.flush()
+        _DOCUMENTS_WRITTEN += 1
+
+
+_DOCUMENTS_WRITTEN = 0
+
+
+def documents_written() -> int:
+    """How many JSON documents this process has written: ``main`` compares before and after a command, so
+    that an interrupt after the command's document does not add a second one."""
+    return _DOCUMENTS_WRITTEN
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT's Python handler swapped for one that notes the signal, and the noted signal handed to the
+    previous handler afterwards. Not a signal mask: a process-directed SIGINT may go to any thread that does
+    not block it (the native engine's), while Python runs every handler in the main thread, so swapping the
+    handler holds it back wherever the kernel delivered it."""
+    came: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    except ValueError:  # not the main thread (an embedding caller's worker): Python runs no handler here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if came and callable(previous):
+            previous(signal.SIGINT, None)  # Python's own: KeyboardInterrupt, now the document is whole
+        elif came and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
 
 #: The epilog of every subcommand's --help: scripts branch on these.
 EXIT_CODES_HELP: Final = ("exit codes: 0 all checks hold; 1 a check failed (mismatches found); "
-                          "2 setup, isolation or usage error")
+                          "2 setup, isolation or usage error; 130 interrupted (Ctrl-C); --json prints one "
+                          "document in every case, artifactkit.error/1 for 2 and 130")
 
 
 def exit_code_of(err: BaseException) -> int:
-    """The documented exit code of an exception's class: 1 for a failed check, 130 for Ctrl-C, else 2.
-
-    2 covers more than bad input: an :class:`UnsafeStoreError` (a store whose layout was tampered with: a
-    setup problem of the store, nothing was changed), a :class:`ManifestLimitError` (a setting must change:
-    the message names it), and anything unexpected (a bug is not a failed check; the line says which class).
-    """
-    if isinstance(err, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    if isinstance(err, (UnsafeStoreError, ManifestLimitError)):
-        return EXIT_SETUP  # named so that no reordering of _FAILED_CHECKS can move them
-    return EXIT_FAILED if isinstance(err, _FAILED_CHECKS) else EXIT_SETUP
+    """The documented exit code of an exception's class, from :data:`EXIT_CODES`."""
+    return next(EXIT_CODES[cls] for cls in type(err).__mro__ if cls in EXIT_CODES)
 
 
 def describe(err: BaseException, **arguments: str | None) -> str:
@@ -60,12 +115,12 @@ def describe(err: BaseException, **arguments: str | None) -> str:
     ``OSError`` may name an fd instead of a path (a call on an open file: ``fd 7: ...``).
     """
     if isinstance(err, OSError) and not isinstance(err, ArtifactkitError) and err.strerror:
-        where = _where(err.filename)
+        where = path_text(err.filename)
         label = next((name for name, value in arguments.items()
                       if value and where and os.path.abspath(value) == os.path.abspath(where)), None)
         if where is None:
             return one_line(err.strerror)
-        second = _where(err.filename2)
+        second = path_text(err.filename2)
         if second is not None:
             where = f"{where} -> {second}"
         return one_line(f"{label + ' ' if label else ''}{where}: {err.strerror}")
@@ -75,7 +130,7 @@ def describe(err: BaseException, **arguments: str | None) -> str:
     return one_line(text)
 
 
-def _where(name: object) -> str | None:
+def path_text(name: object) -> str | None:
     """An ``OSError`` filename as text: a path (str, bytes, PathLike), an fd (int), or whatever it is."""
     if name is None:
         return None
@@ -115,36 +170,6 @@ _SUMMARY_KINDS: Final = 3
 def one_line(text: str) -> str:
     """``text`` on one line: a multi-line message (every refused entry, one per line) joined with "; "."""
     return "; ".join(part.strip() for part in text.splitlines() if part.strip()) or text.strip()
-
-
-def report_error(err: BaseException, *, json_output: bool = False, expected: bool = True,
-                 **arguments: str | None) -> int:
-    """Tell a person (one line on stderr) and a script (``--json``: one ``artifactkit.error/1`` document on
-    stdout) what went wrong; return the exit code of its class. ``expected=False`` (the last line of
-    defence): a class artifactkit does not raise on purpose is named as an internal error, for the report."""
-    code = exit_code_of(err)
-    message = describe(err, **arguments)
-    if not expected and not isinstance(err, (ArtifactkitError, OSError)):
-        message = f"internal error ({type(err).__name__}){': ' + message if message else ''}"
-    # Many entries: a summary for the person (JSON's message and fields keep them all); else describe's line.
-    many = isinstance(err, ArtifactkitError) and len(str(err).splitlines()) > SUMMARY_ENTRIES + 1
-    error(summarize(str(err)) if many else message)
-    if json_output:
-        fields = err.context if isinstance(err, ArtifactkitError) else {}
-        if isinstance(err, OSError) and not isinstance(err, ArtifactkitError):
-            fields = {"errno": err.errno, "filename": _where(err.filename)}
-        emit_json({"schema": "artifactkit.error/1", "type": type(err).__name__, "message": message,
-                   "exit_code": code, "fields": {key: _plain(value) for key, value in fields.items()}})
-    return code
-
-
-def _plain(value: object) -> object:
-    """A context value as JSON can carry it (a path, a list of entries, a number; else its text)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return str(value)
 
 
 def error(message: str) -> None:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Final
+from typing import Any
 
-from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
+import attrs
+
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, describe, table
 from artifactkit.cli.progress import activity
+from artifactkit.cli.result import Result, command, failure, success
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import CopierError, resolve_copier
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.conformance.report import validated
 from artifactkit.errors import ArtifactkitError
-
-ERROR_SCHEMA: Final = "artifactkit.error/1"
 
 
 def register(subparsers: Any) -> None:
@@ -89,23 +90,17 @@ def _parse_corpus(names: list[str] | None) -> list[str] | None:
     return names
 
 
-def error_document(err: BaseException, exit_code: int) -> dict[str, Any]:
-    """``artifactkit.error/1``: type, message, exit code and the error's structured fields that JSON holds."""
-    fields = {key: value for key, value in getattr(err, "context", {}).items()
-              if isinstance(value, str | int | float | bool | type(None))}
-    return {"schema": ERROR_SCHEMA, "type": type(err).__name__, "message": str(err), "exit_code": exit_code,
-            "fields": fields}
+def _setup_error(err: BaseException, args: argparse.Namespace, report: Report | None = None) -> Result:
+    """An error that stopped the run. With a report (every tree was refused: nothing was checked, no verdict)
+    the document is the report as far as it got with the ``artifactkit.error/1`` object as ``error``, as
+    docs/conformance.md promises; else the error document alone."""
+    result = failure(err, arguments={"--base": args.base})
+    if report is None:
+        return result
+    return attrs.evolve(result, document={**report.to_json(), "error": result.document})
 
 
-def _setup_error(err: BaseException, args: argparse.Namespace, report: Report | None = None) -> int:
-    error(describe(err, **{"--base": args.base}))
-    if args.json:  # --json always prints its document: the report as far as it got, or the error alone
-        doc = error_document(err, EXIT_SETUP)
-        emit_json({**report.to_json(), "error": doc} if report is not None else doc)
-    return EXIT_SETUP
-
-
-def run(args: argparse.Namespace) -> int:
+def _conformance(args: argparse.Namespace) -> Result:
     try:
         require = _parse_require(args.require)
         copier = resolve_copier(args.copier)
@@ -118,12 +113,12 @@ def run(args: argparse.Namespace) -> int:
     if report.refusals and not report.checked:
         # The copier refused every tree it was given: nothing was checked, which is no verdict at all.
         return _setup_error(report.refusals[0], args, report)
-    for refused in report.refusals:  # the whole story of each refusal for people; the table has one line
-        error(describe(refused))
-    if args.json:
-        doc = report.to_json()
-        doc["required"] = list(require)
-        emit_json(doc)
-    else:
-        print(render(report, require))
-    return EXIT_OK if report.holds(require) else EXIT_FAILED
+    doc = report.to_json()
+    doc["required"] = list(require)
+    # The whole story of each refusal for people (the table has one line), on stderr under --json too.
+    return success(doc, render(report, require), exit_code=EXIT_OK if report.holds(require) else EXIT_FAILED,
+                   messages=tuple(describe(refused) for refused in report.refusals))
+
+
+#: The ``func`` of ``conformance``: its errors are results already; anything else goes on to ``main``.
+run = command(_conformance)

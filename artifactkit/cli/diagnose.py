@@ -14,8 +14,9 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any, Final
 
-from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, table
 from artifactkit.cli.progress import activity
+from artifactkit.cli.result import Result, command, failure, success
 from artifactkit.errors import ArtifactkitError
 from artifactkit.metadata.compare import FIELDS
 from artifactkit.trace.attribution import ARROW, Accesses, AccessGroup
@@ -160,13 +161,12 @@ def _exit_on_sigterm() -> Any:
         return None
 
 
-def run(args: argparse.Namespace) -> int:
+def _diagnose(args: argparse.Namespace) -> Result:
     try:
         config = DiagnoseConfig(cycles=args.cycles, interval_ms=args.interval_ms, readers=args.readers,
                                 isolation=args.isolation, copier=args.copier, base=args.base, corpus=args.corpus)
-    except ValueError as err:
-        error(str(err))
-        return EXIT_SETUP
+    except ValueError as err:  # a value it refuses (--cycles 0): a usage error
+        return failure(err)
     previous = _exit_on_sigterm()
     try:
         with activity("diagnose", json_output=args.json, total=args.cycles, unit="cycles") as update:
@@ -174,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
                 update(completed=step.cycle, detail=f"mismatches {step.mismatches}  reads {step.reads}")
             result = run_diagnose(config, progress=progress)
     except (OSError, ArtifactkitError) as err:
-        error(f"diagnose cannot run: {describe(err, **{'--base': args.base})}")
-        return EXIT_SETUP
+        return failure(err, prefix="diagnose cannot run: ", arguments={"--base": args.base})
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -184,10 +183,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             write_evidence(doc, args.output)
         except (OSError, ValueError) as err:
-            error(f"cannot write evidence: {describe(err, **{'--output': args.output})}")
-            return EXIT_SETUP
-    if args.json:
-        emit_json(doc)
-    else:
-        print(printable(render(result, args.base), sys.stdout.encoding))
-    return EXIT_OK if result.ok else EXIT_FAILED
+            return failure(err, prefix="cannot write evidence: ", arguments={"--output": args.output})
+    return success(doc, printable(render(result, args.base), sys.stdout.encoding),
+                   exit_code=EXIT_OK if result.ok else EXIT_FAILED)
+
+
+#: The ``func`` of ``diagnose``: its errors are results already; anything else goes on to ``main``.
+run = command(_diagnose)

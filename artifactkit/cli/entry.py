@@ -25,11 +25,23 @@ if TYPE_CHECKING:
 #: The line an interrupt prints, as :func:`artifactkit.cli.common.error` would (which is not imported yet).
 _LINE = b"artifactkit: error: interrupted\n"
 _EXIT_INTERRUPTED = 130  # common.EXIT_INTERRUPTED, which a test holds this to
+#: What ``--json`` prints for an interrupt, as :func:`artifactkit.cli.result.interrupted` renders it (json is
+#: not imported yet either); a test holds the two to the same bytes.
+_JSON = (b'{\n  "exit_code": 130,\n  "fields": {},\n  "message": "interrupted",\n'
+         b'  "schema": "artifactkit.error/1",\n  "type": "KeyboardInterrupt"\n}\n')
 
 
 def _interrupted_while_starting(signum: int, frame: "FrameType | None") -> None:
     posix.write(2, _LINE)
+    if "--json" in sys.argv[1:]:  # as main decides before it has parsed the arguments
+        _write_all(1, _JSON)
     posix._exit(_EXIT_INTERRUPTED)  # nothing to flush or clean up yet, and no traceback
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # A pipe takes 200 bytes whole (PIPE_BUF is 4096); a loop all the same, as a short write is allowed.
+    while data:
+        data = data[posix.write(fd, data):]
 
 
 _signal.signal(_signal.SIGINT, _interrupted_while_starting)
@@ -49,6 +61,10 @@ def run() -> int:
         # import can land in importlib's weakref callback, where Python prints "Exception ignored" and drops
         # it (seen: the publish then waited for its lock as if never interrupted).
         return main(sys.argv[1:], on_parsed=_python_handles_sigint)
-    except KeyboardInterrupt:  # between on_parsed and main's own handler
+    except KeyboardInterrupt:  # between on_parsed and main's own handler, or inside that handler
         posix.write(2, _LINE)
+        from artifactkit.cli.common import documents_written  # noqa: PLC0415 - loaded by main already
+
+        if "--json" in sys.argv[1:] and documents_written() == 0:
+            _write_all(1, _JSON)
         return _EXIT_INTERRUPTED

@@ -6,9 +6,12 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from artifactkit.cli.common import EXIT_INTERRUPTED, error, report_error
+import attrs
+
+from artifactkit.cli.common import documents_written
+from artifactkit.cli.result import failure, interrupted, render
 
 #: Which module registers each command, so that running one imports only its module: ``publish`` took
 #: 0.32 s on a 128-file tree, 12 ms of it publishing, because every module imported its engine (tracing,
@@ -43,12 +46,28 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class UsageError(Exception):
+    """The command line is not one the parser accepts (argparse's own message: a missing argument, a bad
+    value); argparse has already printed the usage and the message on stderr. Exit 2, as argparse exits."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error is raised (:class:`UsageError`) instead of exiting, so that ``main``
+    renders it like every other error: under ``--json`` one ``artifactkit.error/1`` document too. Subparsers
+    are made of the parser's own class, so every subcommand's errors come here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise UsageError(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with ``command`` (a known one) only the module that registers it."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="artifactkit",
         description="Prove that an artifact store preserves file metadata exactly "
-                    "(exit 0: all checks hold, 1: a check failed, 2: setup/isolation/usage error).")
+                    "(exit 0: all checks hold, 1: a check failed, 2: setup/isolation/usage error, 130: interrupted).")
     parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else SUBCOMMAND_MODULES
@@ -72,21 +91,25 @@ def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] |
     the console script gives Python's SIGINT handler back there (:mod:`artifactkit.cli.entry`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    json_output = "--json" in argv
+    json_output = "--json" in argv  # until the arguments are parsed; then what they say
+    before = documents_written()
     try:
         parser = build_parser(_command_of(argv))
         try:
             args = parser.parse_args(argv)
-        except SystemExit as exit_:  # argparse exits 2 on usage errors, 0 on --help
+        except SystemExit as exit_:  # argparse exits 0 on --help and --version
             return int(exit_.code or 0)
+        except UsageError as err:  # its usage and message are on stderr already: the document is what is left
+            return render(attrs.evolve(failure(err), messages=()), json_output=json_output)
+        json_output = bool(getattr(args, "json", False))
         if on_parsed is not None:
             on_parsed()
         return int(args.func(args))
     except KeyboardInterrupt:
-        error("interrupted")
-        return EXIT_INTERRUPTED
+        # One line; and one document, unless the command's own was written before the interrupt came.
+        return render(interrupted(), json_output=json_output and documents_written() == before)
     except Exception as err:  # noqa: BLE001 - the last line of defence, by design
-        return report_error(err, json_output=json_output, expected=False)
+        return render(failure(err, expected=False), json_output=json_output and documents_written() == before)
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_OK, EXIT_SETUP, describe, emit_json, error, table
+from artifactkit.cli.common import EXIT_CODES_HELP, table
+from artifactkit.cli.result import Result, command, success
 from artifactkit.errors import ArtifactkitError
 from artifactkit.isolation.probe import AtimeProbe, isolation_choice, probe_atime
 
@@ -44,14 +45,10 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        probe = probe_atime(args.directory)
-    except (OSError, ArtifactkitError) as err:
-        error(f"cannot probe: {describe(err, DIR=args.directory)}")
-        return EXIT_SETUP
-    if args.json:
-        emit_json(probe.to_json())
-    else:
-        print(render(probe))
-    return EXIT_OK
+def _probe(args: argparse.Namespace) -> Result:
+    probe = probe_atime(args.directory)
+    return success(probe.to_json(), render(probe))
+
+
+#: The ``func`` of ``probe``: a filesystem it cannot probe is a setup error (exit 2), named.
+run = command(_probe, OSError, ArtifactkitError, prefix="cannot probe: ", arguments=lambda a: {"DIR": a.directory})

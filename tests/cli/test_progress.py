@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -69,10 +70,24 @@ def test_a_long_command_shows_progress_on_a_terminal_and_nothing_in_a_pipe(site:
     assert (code, err) == (0, b""), "a pipe gets no progress"
 
 
-def test_json_on_a_terminal_shows_no_progress(site: Path) -> None:
-    code, out, err = _run(["publish", str(site / "src"), "--store", str(site / "store"), "--name", "demo",
-                           "--json"], stderr_tty=True)
-    assert code == 0 and err == b"" and out.startswith("{")
+@pytest.mark.parametrize("command", ["publish", "download", "verify", "gc", "ls"])
+def test_json_on_a_terminal_shows_no_progress_and_stdout_is_one_document(site: Path, command: str) -> None:
+    store = str(site / "store")
+    publish = ["publish", str(site / "src"), "--store", store, "--name", "demo"]
+    if command != "publish":
+        assert _run(publish, stderr_tty=False)[0] == 0
+    argv = {"publish": publish, "download": ["download", "demo", str(site / "out"), "--store", store],
+            "verify": ["verify", "--store", store], "gc": ["gc", "--store", store], "ls": ["ls", "--store", store]}
+    code, out, err = _run([*argv[command], "--json"], stderr_tty=True)
+    assert (code, err) == (0, b"")
+    assert json.loads(out)["schema"] == f"artifactkit.{command}/1"
+
+
+def test_an_error_on_a_terminal_under_json_is_one_line_and_one_document(site: Path) -> None:
+    """The error's line on the terminal (no progress left on it), its document on stdout."""
+    code, out, err = _run(["verify", "--store", str(site / "typo"), "--json"], stderr_tty=True)
+    assert code == 2 and err.count(b"\n") == 1 and b"\x1b" not in err, err
+    assert json.loads(out)["type"] == "NotAStoreError"
 
 
 @pytest.mark.parametrize(("argv", "what"), [

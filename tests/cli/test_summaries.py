@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from artifactkit.cli.common import SUMMARY_ENTRIES, report_error
+from artifactkit.cli.common import SUMMARY_ENTRIES
+from artifactkit.cli.result import failure, render
 from artifactkit.errors import NotRestorableError, UnsafePathError
+
+
+def report_error(err: BaseException, *, json_output: bool = False) -> int:
+    """What a command does with an error it expects: one result, rendered."""
+    return render(failure(err), json_output=json_output)
 
 PROBLEMS = [f"usr/share/doc/pkg{i}/copyright: owner 0:0 (this user is 1000)" for i in range(2000)] + [
     f"usr/bin/tool{i}: owner 0:0 (this user is 1000), xattr security.capability" for i in range(29)]
