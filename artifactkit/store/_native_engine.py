@@ -1,0 +1,73 @@
+"""The native core as an :class:`~artifactkit.store.executor.Executor`: ``ENGINES["native"]`` in
+:mod:`~artifactkit.store.engines` names :class:`NativeExecutor`, so this module importing (the core built)
+is what makes it the default engine.
+
+A whole operation's files go to the core in one call on ``workers`` threads (all usable cores when not
+asked): "is this content new?" is then decided across the whole publish, exactly as the reference's one
+``seen`` set does. What the core does not do is done here by the reference's own functions, in this
+process: a transaction that keeps small files in memory (a bucket's), a backend without a blobs directory,
+blobs reached through another seam's ``opener`` (tests' faulty steps).
+
+This module must not import :mod:`~artifactkit.store.engines` (which names it): that would be a cycle.
+
+Opt-in for now: importing it fails unless ``ARTIFACTKIT_ENGINE=native``, so a core built in a checkout does not
+switch the default engine under the suite before the suite's process-pool tests are made engine-aware
+(issue 28: the pool goes). Removing the :data:`OPT_IN` check makes the core the default where it is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+from artifactkit.store import _native_batches
+from artifactkit.store.download import create_items
+from artifactkit.store.executor import CreateItem, CreateJob, StageJob
+from artifactkit.store.stage import Staged, StageItem, stage_file
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: Until the native engine is the default: only an explicit ``ARTIFACTKIT_ENGINE=native`` selects it.
+OPT_IN = True
+if OPT_IN and os.environ.get("ARTIFACTKIT_ENGINE") != "native":
+    raise ImportError("the native engine is opt-in for now: ARTIFACTKIT_ENGINE=native selects it")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, which a container or ``taskset`` narrows)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+class NativeExecutor:
+    """The execute stage in the native core's threads, the GIL released for each call."""
+
+    name = "native"
+
+    def __init__(self, workers: int | None, task: str) -> None:
+        self.threads = workers if workers is not None and workers > 0 else usable_cores()
+        self.task = task
+
+    def expect(self, files: int) -> None:
+        """Threads start per call: nothing to warm up."""
+
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
+        txn = job.txn
+        if txn.in_memory or txn.blobs_path is None:
+            seen: set[str] = set()
+            yield [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
+                   for item in items]
+            return
+        blobs_fd = os.open(txn.blobs_path, _DIR)
+        try:
+            yield _native_batches.stage_files(job.root, txn.stage_fd, blobs_fd, items, self.threads)
+        finally:
+            os.close(blobs_fd)
+
+    def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
+        blobs = job.blobs
+        if blobs.opener is not None or (blobs.dir_fd is None and not blobs.directory):
+            create_items(job.root_fd, items, blobs)
+            return
+        _native_batches.create_files(job.root_fd, blobs, items, self.threads)
+
+    def close(self) -> None:
+        """Nothing outlives a call."""
