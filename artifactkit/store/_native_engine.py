@@ -53,21 +53,32 @@ class NativeExecutor:
         txn = job.txn
         if txn.in_memory or txn.blobs_path is None:
             seen: set[str] = set()
-            yield [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
-                   for item in items]
-            return
-        blobs_fd = os.open(txn.blobs_path, _DIR)
-        try:
-            yield _native_batches.stage_files(job.root, txn.stage_fd, blobs_fd, items, self.threads)
-        finally:
-            os.close(blobs_fd)
+            found = [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
+                     for item in items]
+        else:
+            blobs_fd = os.open(txn.blobs_path, _DIR)
+            try:
+                found = _native_batches.stage_files(job.root, txn.stage_fd, blobs_fd, items, self.threads)
+            finally:
+                os.close(blobs_fd)
+        # One call for the whole publish (so "new content?" spans it), so progress moves once, at its end.
+        job.on_batch(len(items), sum(entry.size for _, entry, _ in items))
+        yield found
 
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         blobs = job.blobs
         if blobs.opener is not None or (blobs.dir_fd is None and not blobs.directory):
             create_items(job.root_fd, items, blobs)
-            return
-        _native_batches.create_files(job.root_fd, blobs, items, self.threads)
+        else:
+            _native_batches.create_files(job.root_fd, blobs, items, self.threads)
+        job.on_batch(sum(len(entries) for _, entries in items),
+                     sum(e.size for _, entries in items for e in entries if e.kind == "file"))
 
     def close(self) -> None:
         """Nothing outlives a call."""
+
+    def __enter__(self) -> NativeExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
