@@ -13,7 +13,7 @@ checkers) and ``aws s3 sync`` (its default: 10 concurrent requests) up and down.
 tool gets a fresh bucket prefix; the uploads run in forward tool order in even rounds and reversed
 in odd ones (the downloads likewise, after all uploads), so each pair runs A-before-B in half the
 rounds. Then artifactkit re-publishes the unchanged tree into its prefix: the child counts the
-requests its boto3 client sends, by operation, and the bytes of every ``blobs/`` PUT (must be 0).
+requests its client sends, by operation, and the bytes of every ``blobs/`` PUT (must be 0).
 One untimed warm-up round on ``small`` runs first (binaries, imports, weed's first volumes). Ratios
 are artifactkit / peer: the median of the per-round ratios (paired), next to the ratio of medians;
 below 1 means artifactkit was faster. Every download is checked untimed (file count and bytes).
@@ -50,25 +50,32 @@ PEERS: Final = ("rclone", "aws")
 # -- the artifactkit child ---------------------------------------------------------------------
 
 def worker(task: dict[str, Any]) -> dict[str, Any]:
-    """One library call in a fresh process; what its boto3 client sent, counted by operation."""
+    """One library call in a fresh process; the requests its client sent, by operation (``Bucket.requests``),
+    and the bytes it put under ``blobs/`` (a thin wrapper around the two methods that send blob bytes)."""
     from artifactkit import Store  # noqa: PLC0415 - the child's own import, inside the parent's clock
+    from artifactkit.store.s3.objects import Bucket  # noqa: PLC0415
 
-    store = Store(task["url"])
-    calls: dict[str, int] = {}
     blob_put_bytes = [0]
+    real_put, real_upload = Bucket.put, Bucket.upload_file
 
-    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
-        calls[model.name] = calls.get(model.name, 0) + 1
-        if model.name in ("PutObject", "UploadPart") and "/blobs/" in f"/{params.get('Key', '')}":
-            body: Any = params.get("Body")
+    def counted_put(self: Bucket, key: str, body: Any, **kwargs: Any) -> str:
+        if key.startswith("blobs/"):
             blob_put_bytes[0] += len(body) if isinstance(body, bytes) else os.fstat(body.fileno()).st_size
+        return real_put(self, key, body, **kwargs)
 
-    store.bucket.client.meta.events.register("before-call.s3", count)  # type: ignore[attr-defined]
+    def counted_upload(self: Bucket, key: str, path: str) -> None:
+        if key.startswith("blobs/"):
+            blob_put_bytes[0] += os.path.getsize(path)
+        real_upload(self, key, path)
+
+    Bucket.put, Bucket.upload_file = counted_put, counted_upload  # type: ignore[method-assign]
+    store = Store(task["url"])
     start = time.perf_counter_ns()
     if task["op"] == "download":
         store.download("bench@1", task["dest"])
     else:
         store.publish(task["src"], "bench")
+    calls = store.bucket.requests  # type: ignore[attr-defined]
     return {"op_ns": time.perf_counter_ns() - start, "calls": dict(sorted(calls.items())),
             "blob_put_bytes": blob_put_bytes[0]}
 
@@ -188,10 +195,16 @@ def versions(bins: dict[str, str]) -> dict[str, str]:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         return (done.stdout or done.stderr).strip().splitlines()[0]
 
-    from importlib.metadata import version  # noqa: PLC0415
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
     return {"python": platform.python_version(), "kernel": platform.release(), "nproc": str(os.cpu_count()),
-            "artifactkit": version("artifactkit"), "boto3": version("boto3"), "botocore": version("botocore"),
+            "artifactkit": version("artifactkit"), "obstore": installed("obstore"), "boto3": installed("boto3"),
             "weed": first([bins["weed"], "version"]), "rclone": first([bins["rclone"], "version"]),
             "aws": first([bins["aws"], "--version"])}
 

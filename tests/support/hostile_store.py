@@ -71,8 +71,8 @@ def _local(store: Store) -> StoreLayout:
 
 
 def _put(bucket: Any, key: str, body: bytes, metadata: dict[str, str] | None = None) -> None:
-    # The raw client: no checksum, no condition — what any S3 tool with write access can do.
-    bucket.client.put_object(Bucket=bucket.bucket, Key=bucket.prefix + key, Body=body, Metadata=metadata or {})
+    # An unconditional PUT without a sha256 to check: what any S3 tool with write access can do.
+    bucket.put(key, body, metadata=metadata or {})
 
 
 def _write_file(path: str, data: bytes) -> None:
@@ -130,7 +130,7 @@ def remove_blob(store: Store, sha: str) -> None:
     """Delete the blob ``sha`` (absent is fine, as in S3)."""
     bucket = _bucket(store)
     if bucket is not None:
-        bucket.client.delete_object(Bucket=bucket.bucket, Key=f"{bucket.prefix}blobs/{sha}")
+        bucket.delete(f"blobs/{sha}")
         return
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_local(store).blob_path(sha))

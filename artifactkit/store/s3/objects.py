@@ -1,37 +1,40 @@
-"""The one module that talks to boto3: typed calls on one bucket, botocore errors mapped to ours.
+"""The one module that talks to the object store: typed calls on one bucket, client errors mapped to ours.
 
-Endpoint, region, credentials and profile come only from the standard AWS chain
-(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws/config`` ...). What this adds:
-bounded timeouts and retries, and a small error vocabulary. boto3 is imported on first use, so
+The client is obstore (Rust ``object_store``; ``docs/s3.md`` says why: 2,000 PUTs of 1 KiB cost it 1.2-1.5 s of
+client CPU, boto3 6.4-7.0 s); :mod:`~artifactkit.store.s3.connect` configures it. Imported on first use:
 ``import artifactkit`` works without the ``s3`` extra and *using* an ``s3://`` store names the extra.
 
-Facts it rests on (measured against SeaweedFS 4.48 and botocore 1.44, see ``docs/s3.md``):
-``put_object(IfNoneMatch="*")`` answers 412 on an existing key (AWS may answer a racing conditional
-write with 409 ``ConditionalRequestConflict`` instead; both mean "not created"); ``IfMatch`` on
-PutObject needs botocore >= 1.35.69; HEAD on a missing key says ``404`` whether the key or the
-bucket is missing, so one ``head_bucket`` tells them apart; a plain-http endpoint never reads
-``AWS_CA_BUNDLE``, so TLS settings for real endpoints are left alone.
+Facts it rests on (measured against SeaweedFS 4.48 and obstore 0.12.1): a PUT with ``If-None-Match: *``
+answers 412 on an existing key (AWS may answer a racing one with 409; both mean "not created"); obstore
+sends ``x-amz-checksum-sha256`` of the bytes it sends and the server refuses a body that does not hash to
+it (``BadDigest``); HEAD on a missing key says 404 whether the key or the bucket is missing (no body, no
+code), so one HEAD of the bucket tells them apart; obstore has no conditional DELETE, no HEAD of a bucket
+and shows no response headers, so those three go as presigned URLs; it has no listing of multipart
+uploads, so gc's abort of stale ones uses boto3.
 """
 
 from __future__ import annotations
 
-import base64
+import collections
 import contextlib
-import importlib
+import hashlib
+import re
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import IO, Any, Final
 
 import attrs
 
 from artifactkit.errors import (
     BucketNotFoundError,
-    MissingExtraError,
     RemoteAuthError,
     RemoteStoreError,
     RemoteUnavailableError,
 )
+from artifactkit.store.s3.connect import Connection, Limits, NoCredentialsError, import_extra
 
 MIB: Final = 1 << 20
 #: Blobs above this go up in parts (and come down in ranges) of ``PART_SIZE``.
@@ -39,16 +42,16 @@ MULTIPART_THRESHOLD: Final = 64 * MIB
 PART_SIZE: Final = 16 * MIB
 
 _AUTH_CODES: Final = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403",
-                                "ExpiredToken", "InvalidToken", "TokenRefreshRequired"})
+                                "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "401"})
 _NOT_CREATED: Final = (409, 412)  # 409: AWS's ConditionalRequestConflict for racing conditional writes
-
-
-def _import(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise MissingExtraError(
-            f"s3:// stores need boto3>=1.35.69: pip install 'artifactkit[s3]' ({err})", extra="s3") from err
+#: Attributes obstore returns that are not user metadata (``x-amz-meta-*``).
+_STANDARD: Final = frozenset({"Content-Disposition", "Content-Encoding", "Content-Language", "Content-Type",
+                              "Cache-Control", "Storage-Class"})
+#: What a GET body stream hands over at once, at least: bounds what a bounded read pulls past its limit.
+_STREAM_CHUNK: Final = 64 << 10
+_UNTRUSTED: Final = re.compile(r"InvalidCertificate|certificate verify failed|UnknownIssuer", re.IGNORECASE)
+_UNREACHABLE: Final = re.compile(r"error sending request|timed? ?out|connection|dns error|broken pipe|reset",
+                                 re.IGNORECASE)
 
 
 @attrs.frozen
@@ -61,12 +64,46 @@ class ObjectInfo:
     last_modified: datetime
 
 
-def _code(err: Any) -> str:
-    return str(err.response.get("Error", {}).get("Code", ""))
+def _code_status(err: BaseException) -> tuple[str, int]:
+    """The S3 error code and HTTP status in an obstore error's text ("" / 0 where it has none)."""
+    text = str(err)
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    status = re.search(r"status code: (\d{3})", text)
+    number = int(status[1]) if status else 0
+    return (code[1] if code else str(number) if number else ""), number
 
 
-def _status(err: Any) -> int:
-    return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+def _refused(err: BaseException, statuses: tuple[int, ...]) -> bool:
+    """A precondition that did not hold (or a vanished object, if 404 is in ``statuses``): no change made."""
+    if type(err).__name__ in ("AlreadyExistsError", "PreconditionError"):
+        return True
+    return _code_status(err)[1] in statuses or (404 in statuses and isinstance(err, FileNotFoundError))
+
+
+class _Body:
+    """A GET body as a file-like ``read(n)``: what ``s3/download.py`` reads blobs through."""
+
+    def __init__(self, bucket: Bucket, key: str, result: Any) -> None:
+        self._bucket, self._key = bucket, key
+        self._chunks: Iterator[Any] | None = iter(result.stream(min_chunk_size=_STREAM_CHUNK))
+        self._rest = memoryview(b"")
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            return b"".join(iter(lambda: self.read(MIB), b""))
+        while not self._rest and self._chunks is not None:
+            try:
+                self._rest = memoryview(next(self._chunks))
+            except StopIteration:
+                self._chunks = None
+            except Exception as err:  # the transfer failed midway: only obstore runs in next()
+                raise self._bucket.translate(err, self._key) from err
+        out, self._rest = bytes(self._rest[:size]), self._rest[size:]
+        return out
+
+    def close(self) -> None:
+        # Dropping the stream drops the connection: unread bytes are never fetched, let alone buffered.
+        self._chunks, self._rest = None, memoryview(b"")
 
 
 class Bucket:
@@ -74,239 +111,288 @@ class Bucket:
 
     def __init__(self, bucket: str, prefix: str, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
                  max_attempts: int = 3, max_connections: int = 16) -> None:
-        boto3 = _import("boto3")
-        config = _import("botocore.config").Config(
-            connect_timeout=connect_timeout_s, read_timeout=read_timeout_s,
-            # "standard" retries throttling, 5xx and dropped connections, never a 4xx such as 412.
-            retries={"max_attempts": max_attempts, "mode": "standard"}, max_pool_connections=max_connections)
-        exceptions = _import("botocore.exceptions")
-        self._client_error: type[Exception] = exceptions.ClientError
-        self._botocore_error: type[Exception] = exceptions.BotoCoreError
-        self._exc = exceptions
-        self.client: Any = boto3.session.Session().client("s3", config=config)
+        self._obstore: Any = import_extra("obstore")
         self.bucket = bucket
         self.prefix = prefix
-        self._errors = (self._client_error, self._botocore_error)
-        # Set once head_bucket answered: a later 404 on a HEAD then means a missing key. A bucket deleted
+        try:
+            self._conn = Connection(bucket, Limits(connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
+                                                   max_attempts=max_attempts, max_connections=max_connections))
+        except NoCredentialsError as err:
+            raise self.translate(err) from err
+        self.store: Any = self._conn.store
+        #: Requests sent, by S3 operation name (what the tests and ``diagnostics/bench_s3.py`` count).
+        self.requests: collections.Counter[str] = collections.Counter()
+        self._count_lock = threading.Lock()
+        # Set once the bucket answered: a later 404 on a HEAD then means a missing key. A bucket deleted
         # after that still shows up, as NoSuchBucket on the next PUT or GET (measured: re-checking on
         # every miss cost one extra request per new blob, 10,002 on a 10,000-file first publish).
         self._bucket_seen = False
 
     @property
     def endpoint(self) -> str:
-        """The server's URL, as the AWS chain resolved it (``AWS_ENDPOINT_URL``, config, or AWS itself)."""
-        return str(self.client.meta.endpoint_url)
+        """The server's URL, as the AWS environment resolved it (``AWS_ENDPOINT_URL``, a profile, or AWS)."""
+        return self._conn.endpoint
 
     def url(self, key: str | None = None) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key or ''}"
 
-    def translate(self, err: Exception, key: str | None = None) -> RemoteStoreError:
-        """A botocore exception as one of ours, naming the object and the server's code."""
+    def _count(self, operation: str, n: int = 1) -> None:
+        with self._count_lock:  # Counter's += is a read and a write: threads would lose counts
+            self.requests[operation] += n
+
+    def translate(self, err: BaseException, key: str | None = None) -> RemoteStoreError:
+        """A client exception (obstore's, a presigned request's, botocore's) as one of ours, naming the object
+        and the server's code."""
         where = self.url(key)
-        exc = self._exc
-        if isinstance(err, self._client_error):
-            code, status = _code(err), _status(err)
-            text = getattr(err, "response", {}).get("Error", {}).get("Message", "") or code
-            if code == "NoSuchBucket":
-                return BucketNotFoundError(f"{where}: bucket {self.bucket!r} does not exist", url=where, code=code)
-            if code in _AUTH_CODES:
-                return RemoteAuthError(f"{where}: access refused ({code}: {text}); check AWS_ACCESS_KEY_ID/"
-                                       "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=code)
-            if status >= 500:
-                return RemoteUnavailableError(f"{where}: server error {code} (HTTP {status})", url=where, code=code)
-            return RemoteStoreError(f"{where}: {code} (HTTP {status}): {text}", url=where, code=code)
-        if isinstance(err, exc.NoCredentialsError):
-            return RemoteAuthError(f"{where}: no credentials found in the AWS environment/config chain",
-                                   url=where, code="NoCredentials")
-        if isinstance(err, exc.ConnectTimeoutError | exc.ReadTimeoutError | exc.EndpointConnectionError
-                      | exc.ConnectionClosedError | exc.IncompleteReadError):
-            return RemoteUnavailableError(f"{where}: object store unreachable or too slow: {err}",
+        if isinstance(err, RemoteStoreError):
+            return err
+        if isinstance(err, NoCredentialsError) or "no credentials found" in str(err):
+            detail = re.search(r"no credentials found in the AWS environment/config chain(?: \(.*?\))?", str(err))
+            return RemoteAuthError(f"{where}: {detail[0] if detail else 'no credentials found'}", url=where,
+                                   code="NoCredentials")
+        response = getattr(err, "response", None)  # botocore's ClientError (only abort_uploads_before)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        else:
+            code, status = _code_status(err)
+        line = str(err).split("\n", 1)[0]
+        if code == "NoSuchBucket":
+            return BucketNotFoundError(f"{where}: bucket {self.bucket!r} does not exist", url=where, code=code)
+        if code in _AUTH_CODES or type(err).__name__ in ("PermissionDeniedError", "UnauthenticatedError"):
+            return RemoteAuthError(f"{where}: access refused ({code or status}: {line}); check AWS_ACCESS_KEY_ID/"
+                                   "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=code or "AccessDenied")
+        if status >= 500:
+            return RemoteUnavailableError(f"{where}: server error {code} (HTTP {status})", url=where, code=code)
+        if isinstance(err, FileNotFoundError):
+            return RemoteStoreError(f"{where}: NoSuchKey (HTTP 404): {line}", url=where, code=code or "NoSuchKey")
+        if not status and (untrusted := _UNTRUSTED.search(str(err))):
+            return RemoteUnavailableError(f"{where}: the TLS certificate of {self.endpoint} is not trusted "
+                                          f"({untrusted[0]}); "
+                                          "a private CA's certificate goes in AWS_CA_BUNDLE", url=where,
+                                          code="UntrustedCertificate")
+        if not status and (isinstance(err, OSError) or _UNREACHABLE.search(str(err))):
+            return RemoteUnavailableError(f"{where}: object store unreachable or too slow: {line}",
                                           url=where, code=type(err).__name__)
-        return RemoteStoreError(f"{where}: {type(err).__name__}: {err}", url=where, code=type(err).__name__)
+        return RemoteStoreError(f"{where}: {code or type(err).__name__} (HTTP {status}): {line}", url=where,
+                                code=code or type(err).__name__)
 
     @contextlib.contextmanager
     def _mapped(self, key: str | None = None) -> Iterator[None]:
+        """Only around client calls: an OSError of the caller's own (ENOSPC) must stay what it is."""
         try:
             yield
-        except self._errors as err:
+        except Exception as err:
             raise self.translate(err, key) from err
+
+    def _presigned(self, method: str, key: str, operation: str, **headers: str) -> tuple[int, Any]:
+        self._count(operation)
+        with self._mapped(key or None):
+            return self._conn.presigned(method, self.prefix + key if key else "", headers)
 
     def check_bucket(self) -> None:
         """Raise :class:`BucketNotFoundError` (or an auth/unreachable error) unless the bucket answers."""
-        try:
-            self.client.head_bucket(Bucket=self.bucket)
-            self._bucket_seen = True
-        except self._client_error as err:
-            if _status(err) == 404:
-                raise BucketNotFoundError(f"{self.url()}: bucket {self.bucket!r} does not exist",
-                                          url=self.url(), code="NoSuchBucket") from err
-            raise self.translate(err) from err
-        except self._botocore_error as err:
-            raise self.translate(err) from err
+        status, _ = self._presigned("HEAD", "", "HeadBucket")
+        self._raise_for(status, None)
+        self._bucket_seen = True
+
+    def _raise_for(self, status: int, key: str | None) -> None:
+        where = self.url(key)
+        if status == 404 and key is None:
+            raise BucketNotFoundError(f"{where}: bucket {self.bucket!r} does not exist", url=where,
+                                      code="NoSuchBucket")
+        if status in (401, 403):
+            raise RemoteAuthError(f"{where}: access refused ({status}); check AWS_ACCESS_KEY_ID/"
+                                  "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=str(status))
+        if status >= 500:
+            raise RemoteUnavailableError(f"{where}: server error (HTTP {status})", url=where, code=str(status))
+        if status >= 300:
+            raise RemoteStoreError(f"{where}: HTTP {status}", url=where, code=str(status))
 
     # -- writes
+    def _put(self, key: str, data: bytes | memoryview, metadata: dict[str, str] | None, mode: Any = None) -> str:
+        self._count("PutObject")
+        result = self._obstore.put(self.store, self.prefix + key, data, attributes=metadata or None, mode=mode,
+                                   use_multipart=False)
+        return str(result["e_tag"])
+
     def put(self, key: str, body: bytes | IO[bytes], *, sha256: str | None = None,
             metadata: dict[str, str] | None = None) -> str:
-        """Unconditional PUT; with ``sha256`` the server refuses a body that does not hash to it."""
-        extra: dict[str, Any] = {"Metadata": metadata or {}}
-        if sha256 is not None:
-            extra["ChecksumSHA256"] = base64.b64encode(bytes.fromhex(sha256)).decode()
+        """Unconditional PUT; with ``sha256`` a body that does not hash to it is refused (``BadDigest``).
+
+        obstore cannot send a given checksum, only the one of the bytes it sends: so the bytes are hashed
+        here against ``sha256`` first, and the server then checks what arrived against obstore's header."""
+        data = body if isinstance(body, bytes) else body.read()
+        if sha256 is not None and (actual := hashlib.sha256(data).hexdigest()) != sha256:
+            where = self.url(key)
+            raise RemoteStoreError(f"{where}: BadDigest: the body hashes to {actual}, not to the sha256 given "
+                                   f"({sha256}); not sent", url=where, code="BadDigest")
         with self._mapped(key):
-            return str(self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body, **extra)["ETag"])
+            return self._put(key, data, metadata)
 
     def create(self, key: str, body: bytes, *, metadata: dict[str, str] | None = None) -> str | None:
-        """Create ``key`` only if absent (``If-None-Match: *``): its ETag, or None if it already existed."""
+        """Create ``key`` only if absent (``If-None-Match: *``): its ETag, or None if it already existed.
+
+        ``body`` or ``metadata`` must hold a nonce of the caller's: obstore retries a PUT whose answer was
+        lost and does not say it did, so on every 412 the stored object is read back — equal body *and*
+        metadata mean the write that landed was ours (equal bytes alone are not proof: two publishers of
+        one tree write equal manifests)."""
         try:
-            response = self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body,
-                                              IfNoneMatch="*", Metadata=metadata or {})
-        except self._client_error as err:
-            if _status(err) not in _NOT_CREATED:
+            return self._put(key, body, metadata, mode="create")
+        except Exception as err:
+            if not _refused(err, _NOT_CREATED):
                 raise self.translate(err, key) from err
-            if getattr(err, "response", {}).get("ResponseMetadata", {}).get("RetryAttempts", 0):
-                # botocore retried (a timeout after the server applied our write): the 412 may be ours.
-                # Same bytes are not proof (two publishers of one tree write equal manifests): the
-                # caller's metadata (a nonce) is.
-                info, stored = self.head(key), self.get_bounded(key, len(body))
-                if info is not None and stored is not None and stored[:2] == (body, metadata or {}):
-                    return info.etag
-            return None
-        except self._botocore_error as err:
-            raise self.translate(err, key) from err
-        return str(response["ETag"])
+        stored = self._read_back(key, len(body))
+        if stored is not None and stored[:2] == (body, metadata or {}):
+            return stored[3]
+        return None
 
     def replace(self, key: str, body: bytes, etag: str) -> str | None:
         """Compare-and-swap (``If-Match``): the new ETag, or None if the object changed or vanished."""
         try:
-            response = self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body, IfMatch=etag)
-        except self._client_error as err:
-            if _status(err) in (*_NOT_CREATED, 404):
-                return None
-            raise self.translate(err, key) from err
-        except self._botocore_error as err:
-            raise self.translate(err, key) from err
-        return str(response["ETag"])
+            return self._put(key, body, None, mode={"e_tag": etag})
+        except Exception as err:
+            if not _refused(err, (*_NOT_CREATED, 404)) or _code_status(err)[0] == "NoSuchBucket":
+                raise self.translate(err, key) from err
+            return None
 
     def upload_file(self, key: str, path: str) -> None:
-        """Upload a large file in ``PART_SIZE`` parts on boto3's transfer threads (unconditional)."""
-        transfer = _import("boto3.s3.transfer")
-        config = transfer.TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=PART_SIZE,
-                                         max_concurrency=4, use_threads=True)
-        try:
-            self.client.upload_file(path, self.bucket, self.prefix + key, Config=config)
-        except Exception as err:  # s3transfer wraps botocore errors in S3UploadFailedError
-            cause = err if isinstance(err, self._errors) else err.__cause__ or err.__context__
-            if isinstance(cause, self._errors):
-                raise self.translate(cause, key) from err
-            raise
+        """Upload a large file in ``PART_SIZE`` parts, 4 at once (unconditional; each part checksummed)."""
+        parts = max(-(-Path(path).stat().st_size // PART_SIZE), 1)
+        for operation, n in ("CreateMultipartUpload", 1), ("UploadPart", parts), ("CompleteMultipartUpload", 1):
+            self._count(operation, n)
+        with self._mapped(key):
+            self._obstore.put(self.store, self.prefix + key, Path(path), use_multipart=True, chunk_size=PART_SIZE,
+                              max_concurrency=4)
 
     # -- reads
+    def _get(self, key: str, **options: Any) -> Any:
+        self._count("GetObject")
+        return self._obstore.get(self.store, self.prefix + key, options=options or None)
+
     @contextlib.contextmanager
-    def stream(self, key: str, *, first: int | None = None, last: int | None = None) -> Iterator[IO[bytes]]:
-        """The object's body as a stream (``first``..``last`` inclusive for a byte range)."""
-        extra = {} if first is None else {"Range": f"bytes={first}-{'' if last is None else last}"}
+    def stream(self, key: str, *, first: int | None = None, last: int | None = None) -> Iterator[_Body]:
+        """The object's body as a file-like ``read(n)`` (``first``..``last`` inclusive for a byte range)."""
+        options = {} if first is None else {"range": {"offset": first} if last is None else (first, last + 1)}
         with self._mapped(key):
-            body = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key, **extra)["Body"]
+            body = _Body(self, key, self._get(key, **options))
         try:
-            with self._mapped(key):
-                yield body
+            yield body
         finally:
             body.close()
 
     def get_bytes(self, key: str) -> bytes:
-        with self.stream(key) as body:
-            return bytes(body.read())
+        with self._mapped(key):
+            return bytes(self._get(key).bytes())
 
     def get_bounded(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int] | None:
         """(body, user metadata, Content-Length) of ``key``, or None if absent; at most ``max_bytes + 1``
         bytes of the body are read, none at all when the server says it is longer than ``max_bytes``."""
+        found = self._read_back(key, max_bytes)
+        return None if found is None else found[:3]
+
+    def _read_back(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int, str] | None:
+        """:meth:`get_bounded` and the object's ETag."""
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-            try:
-                length = int(response.get("ContentLength", -1))
-                # Never read(max_bytes + 1) at once: http.client allocates that many bytes first (128 MiB a
-                # manifest). The length the server gave + 1, or chunks up to the limit when it gave none.
-                body = b"" if length > max_bytes else _read_at_most(response["Body"],
-                                                                    (length if length >= 0 else max_bytes) + 1)
-                return body, dict(response.get("Metadata", {})), max(length, len(body))
-            finally:
-                response["Body"].close()  # unread bytes are dropped with the connection, never buffered
-        except self._client_error as err:
-            if _code(err) in ("NoSuchKey", "404"):
-                return None
+            result = self._get(key)
+        except FileNotFoundError as err:
+            if _code_status(err)[0] == "NoSuchBucket":
+                raise self.translate(err, key) from err
+            return None
+        except Exception as err:
             raise self.translate(err, key) from err
-        except self._botocore_error as err:
-            raise self.translate(err, key) from err
+        meta = result.meta
+        length = int(meta["size"])
+        metadata = {k: v for k, v in result.attributes.items() if k not in _STANDARD}
+        body = _Body(self, key, result)
+        try:
+            # The length the server gave + 1 (one byte more proves it lied), in chunks: memory grows with
+            # what arrives, never with what a header claims.
+            data = b"" if length > max_bytes else _read_at_most(body, length + 1)
+        finally:
+            body.close()
+        return data, metadata, max(length, len(data)), str(meta["e_tag"])
 
     def head(self, key: str) -> ObjectInfo | None:
         """Size, ETag and time of an object, or None if absent (a missing bucket is an error)."""
+        self._count("HeadObject")
         try:
-            response = self.client.head_object(Bucket=self.bucket, Key=self.prefix + key)
-        except self._client_error as err:
-            if _status(err) != 404:
-                raise self.translate(err, key) from err
+            meta = self._obstore.head(self.store, self.prefix + key)
+        except FileNotFoundError:
             if not self._bucket_seen:
                 self.check_bucket()
             return None
-        except self._botocore_error as err:
+        except Exception as err:
             raise self.translate(err, key) from err
-        return ObjectInfo(key, int(response["ContentLength"]), str(response["ETag"]), response["LastModified"])
+        return ObjectInfo(key, int(meta["size"]), str(meta["e_tag"]), meta["last_modified"])
 
     def objects_under(self, under: str) -> Iterator[ObjectInfo]:
         """Every object whose key starts with ``under``, in key order (1 request per 1,000 keys)."""
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix + under)
+        full = self.prefix + under
+        # obstore lists whole path segments ("a/b" lists "a/b/..."): list the enclosing "directory" and
+        # keep what starts with ``under``, so a partial last segment means what it means for S3.
+        directory = full if full.endswith("/") or not full else full.rpartition("/")[0]
         skip = len(self.prefix)
         with self._mapped(under):
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    yield ObjectInfo(obj["Key"][skip:], int(obj["Size"]), str(obj["ETag"]), obj["LastModified"])
+            self._count("ListObjectsV2")
+            pages = self._obstore.list(self.store, directory or None, chunk_size=1000)
+            for number, page in enumerate(pages):
+                if number:
+                    self._count("ListObjectsV2")
+                for meta in page:
+                    if meta["path"].startswith(full):
+                        yield ObjectInfo(meta["path"][skip:], int(meta["size"]), str(meta["e_tag"]),
+                                         meta["last_modified"])
 
     def server_now(self) -> datetime:
-        """The server's clock (its ``Date`` header, 1 s resolution): lease ages never trust ours."""
-        with self._mapped():
-            response = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix + "locks/", MaxKeys=1)
-        date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        """The server's clock (its ``Date`` header, 1 s resolution): lease ages never trust ours.
+
+        One presigned HEAD of the bucket: obstore shows no response headers, and every HTTP answer
+        carries ``Date`` (RFC 9110), so nothing needs writing to learn the time."""
+        status, headers = self._presigned("HEAD", "", "HeadBucket")
+        self._raise_for(status, None)
+        date = headers.get("Date")
         return parsedate_to_datetime(date) if date else datetime.now(UTC)
 
     # -- deletes
     def delete(self, key: str) -> None:
         """Idempotent, as in S3: a missing key is not an error."""
+        self._count("DeleteObject")
         with self._mapped(key):
-            self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+            self._obstore.delete(self.store, self.prefix + key)
 
     def delete_if_match(self, key: str, etag: str) -> bool:
         """Delete only while the ETag still matches: False if the object changed or vanished."""
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key, IfMatch=etag)
-        except self._client_error as err:
-            if _status(err) in (*_NOT_CREATED, 404):
-                return False
-            raise self.translate(err, key) from err
-        except self._botocore_error as err:
-            raise self.translate(err, key) from err
+        status, _ = self._presigned("DELETE", key, "DeleteObject", **{"If-Match": etag})
+        if status in (*_NOT_CREATED, 404):
+            return False
+        self._raise_for(status, key)
         return True
 
     def abort_uploads_before(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
         """Abort multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts); their
-        keys. ``dry_run``: only list them."""
+        keys. ``dry_run``: only list them. Through boto3: obstore cannot list multipart uploads."""
         aborted = []
+        client = self._conn.boto3_client()
         with self._mapped():
-            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
-                                                                                 Prefix=self.prefix)
+            self._count("ListMultipartUploads")
+            pages = client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.prefix)
             for page in pages:
                 for upload in page.get("Uploads", []):
-                    if upload["Initiated"] < cutoff and dry_run:
-                        aborted.append(str(upload["Key"])[len(self.prefix):])
-                    elif upload["Initiated"] < cutoff:
-                        self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
-                                                           UploadId=upload["UploadId"])
-                        aborted.append(str(upload["Key"])[len(self.prefix):])
+                    if upload["Initiated"] >= cutoff:
+                        continue
+                    if not dry_run:
+                        self._count("AbortMultipartUpload")
+                        client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
+                                                      UploadId=upload["UploadId"])
+                    aborted.append(str(upload["Key"])[len(self.prefix):])
         return aborted
 
 
-def _read_at_most(body: Any, count: int) -> bytes:
+def _read_at_most(body: _Body, count: int) -> bytes:
     """Up to ``count`` bytes of a response body, in chunks of at most 1 MiB (memory grows with what arrives)."""
     chunks, total = [], 0
-    while total < count and (chunk := body.read(min(1 << 20, count - total))):
+    while total < count and (chunk := body.read(min(MIB, count - total))):
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks)

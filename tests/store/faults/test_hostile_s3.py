@@ -63,18 +63,18 @@ def s3_demo(request: pytest.FixtureRequest, fast_tmp: Path) -> tuple[Store, Arti
 
 @pytest.fixture
 def body_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Bytes read from every GET body (blobs through ``stream``, any other through boto3's StreamingBody)."""
-    from botocore.response import StreamingBody
+    """Bytes read from every GET body (all go through the bucket's one body reader)."""
+    from artifactkit.store.s3 import objects
 
     counts: list[int] = []
-    real_read = StreamingBody.read
+    real_read = objects._Body.read
 
-    def counting_read(self: Any, amt: int | None = None) -> bytes:
-        data: bytes = real_read(self, amt)
+    def counting_read(self: Any, size: int = -1) -> bytes:
+        data: bytes = real_read(self, size)
         counts.append(len(data))
         return data
 
-    monkeypatch.setattr(StreamingBody, "read", counting_read)
+    monkeypatch.setattr(objects._Body, "read", counting_read)
     return counts
 
 

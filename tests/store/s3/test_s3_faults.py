@@ -40,7 +40,8 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_using_an_s3_store_without_boto3_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "boto3", None)
+    monkeypatch.setitem(sys.modules, "boto3", None)  # the extra's modules: obstore, and boto3 for profiles
+    monkeypatch.setitem(sys.modules, "obstore", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'artifactkit\[s3\]'"):
         Store("s3://some-bucket/p")
 
@@ -87,7 +88,7 @@ def test_a_corrupt_or_missing_blob_fails_download_and_verify_with_exit_1(
 
 
 def test_a_server_that_never_answers_is_a_named_error_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    require_module("boto3", "pip install 'artifactkit[s3]'")
+    require_module("obstore", "pip install 'artifactkit[s3]'")
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
