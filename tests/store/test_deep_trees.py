@@ -9,6 +9,7 @@ import pytest
 
 from artifactkit import ArtifactkitError, Store
 from artifactkit.errors import TreeTooDeepError
+from tests.support.stores import nothing_stored
 
 NAME = "d" * 200
 
@@ -41,22 +42,23 @@ def _remove_deep(root: Path, levels: int) -> None:
     os.rmdir(root)
 
 
-def test_a_tree_deeper_than_path_max_is_refused_with_a_named_error_and_no_store_appears(fast_tmp: Path) -> None:
+def test_a_tree_deeper_than_path_max_is_refused_with_a_named_error_and_no_store_appears(
+        fast_tmp: Path, any_store: Store) -> None:
     levels = 25  # 25 x 201 bytes: past the 4096-byte PATH_MAX
     _deep_tree(fast_tmp / "src", levels)
     try:
         with pytest.raises(TreeTooDeepError, match="PATH_MAX") as caught:
-            Store(fast_tmp / "store").publish(fast_tmp / "src", "deep")
+            Store(any_store.root).publish(fast_tmp / "src", "deep")
         assert isinstance(caught.value, ArtifactkitError) and isinstance(caught.value, OSError)
-        assert not (fast_tmp / "store").exists()
+        assert nothing_stored(any_store)
     finally:
         _remove_deep(fast_tmp / "src", levels)
 
 
-def test_a_deep_tree_within_path_max_still_publishes(fast_tmp: Path) -> None:
+def test_a_deep_tree_within_path_max_still_publishes(fast_tmp: Path, any_store: Store) -> None:
     _deep_tree(fast_tmp / "src", 15)  # 15 x 201 bytes: inside PATH_MAX
     try:
-        ref = Store(fast_tmp / "store").publish(fast_tmp / "src", "deep")
-        assert len(Store(fast_tmp / "store").manifest(ref).entries) == 17
+        ref = Store(any_store.root).publish(fast_tmp / "src", "deep")
+        assert len(Store(any_store.root).manifest(ref).entries) == 17
     finally:
         _remove_deep(fast_tmp / "src", 15)

@@ -50,16 +50,21 @@ def _times(*paths: Path) -> None:
         os.utime(path, ns=(OLD, OLD + 7), follow_symlinks=False)
 
 
-def round_trip(work: Path, **download: str) -> tuple[list[FileMeta], Path]:
-    """Publish ``work/src``, download it to ``work/out``; return the source capture and ``out``."""
+@pytest.fixture
+def local_store_dir(fs: Path) -> Path:
+    """The local case's store sits on the filesystem under test, as ``work/store``."""
+    return fs
+
+
+def round_trip(work: Path, store: Store, **download: str) -> tuple[list[FileMeta], Path]:
+    """Publish ``work/src`` into ``store``, download it to ``work/out``; return the source capture and ``out``."""
     src = work / "src"
     expected = capture_tree(src)
-    store = Store(work / "store")
     store.download(store.publish(src, "demo"), work / "out", **download)  # type: ignore[arg-type]
     return expected, work / "out"
 
 
-def test_owners_of_files_dirs_and_an_lchowned_symlink_round_trip_exactly(fs: Path) -> None:
+def test_owners_of_files_dirs_and_an_lchowned_symlink_round_trip_exactly(fs: Path, any_store: Store) -> None:
     require_real_root("give entries foreign owners")
     src = fs / "src"
     (src / "d").mkdir(parents=True)
@@ -69,12 +74,12 @@ def test_owners_of_files_dirs_and_an_lchowned_symlink_round_trip_exactly(fs: Pat
         os.chown(path, 1234, 5678)
     os.lchown(src / "d" / "l", 4321, 8765)
     _times(src / "d" / "f", src / "d" / "l", src / "d", src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, any_store)
     assert_metadata_equal(expected, capture_tree(out), stage="download")
     assert os.lstat(out / "d" / "l").st_uid == 4321 and os.stat(out / "d" / "f").st_gid == 5678
 
 
-def test_security_a_setuid_file_of_a_foreign_owner_never_becomes_setuid_root(fs: Path) -> None:
+def test_security_a_setuid_file_of_a_foreign_owner_never_becomes_setuid_root(fs: Path, any_store: Store) -> None:
     require_real_root("make a file owned by uid 1234")
     src = fs / "src"
     src.mkdir()
@@ -82,12 +87,12 @@ def test_security_a_setuid_file_of_a_foreign_owner_never_becomes_setuid_root(fs:
     tool.write_bytes(b"#!/bin/sh\n")
     os.chown(tool, 1234, 1234)
     os.chmod(tool, 0o4755)  # noqa: S103 - the setuid file under test
-    _, out = round_trip(fs)
+    _, out = round_trip(fs, any_store)
     st = os.stat(out / "tool")
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (1234, 0o4755), "setuid stays with its owner, not root"
 
 
-def test_user_trusted_xattrs_and_a_file_capability_round_trip(fs: Path) -> None:
+def test_user_trusted_xattrs_and_a_file_capability_round_trip(fs: Path, any_store: Store) -> None:
     require_real_root("set trusted.* xattrs and file capabilities")
     require_tool("setcap", "libcap2-bin")
     src = fs / "src"
@@ -97,14 +102,14 @@ def test_user_trusted_xattrs_and_a_file_capability_round_trip(fs: Path) -> None:
     os.setxattr(src / "bin", "trusted.note", b"\x00\x01binary")
     subprocess.run(["setcap", "cap_net_raw+ep", str(src / "bin")], check=True)
     _times(src / "bin", src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, any_store)
     assert_metadata_equal(expected, capture_tree(out), stage="download")
     assert os.getxattr(out / "bin", "trusted.note") == b"\x00\x01binary"
     assert subprocess.run(["getcap", str(out / "bin")], capture_output=True, text=True, check=True
                           ).stdout.split()[-1] == "cap_net_raw=ep"
 
 
-def test_security_an_access_acl_is_kept_and_the_group_never_gains_write(fs: Path) -> None:
+def test_security_an_access_acl_is_kept_and_the_group_never_gains_write(fs: Path, any_store: Store) -> None:
     require_tool("setfacl", "acl")
     require_acls_naming_other_ids()
     src = fs / "src"
@@ -114,14 +119,15 @@ def test_security_an_access_acl_is_kept_and_the_group_never_gains_write(fs: Path
     os.chmod(key, 0o640)
     subprocess.run(["setfacl", "-m", f"u:{os.getuid() + 1234}:rw", str(key)], check=True)
     _times(key, src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, any_store)
     assert_metadata_equal(expected, capture_tree(out), stage="download")
     acl = acl_text(os.getxattr(out / "key", "system.posix_acl_access"))
     assert acl is not None and f"u:{os.getuid() + 1234}:rw-" in acl and "g::r--" in acl
     assert stat.S_IMODE(os.stat(out / "key").st_mode) & 0o070 == 0o060, "the mask is rw-, the group class"
 
 
-def test_security_a_default_acl_of_the_destination_is_not_added_to_downloaded_entries(fs: Path) -> None:
+def test_security_a_default_acl_of_the_destination_is_not_added_to_downloaded_entries(
+        fs: Path, any_store: Store) -> None:
     require_tool("setfacl", "acl")
     require_acls_naming_other_ids()
     src = fs / "src"
@@ -133,21 +139,21 @@ def test_security_a_default_acl_of_the_destination_is_not_added_to_downloaded_en
     parent.mkdir()
     subprocess.run(["setfacl", "-d", "-m", "u:54321:rwx", str(parent)], check=True)
     expected = capture_tree(src)
-    store = Store(fs / "store")
+    store = any_store
     store.download(store.publish(src, "demo"), parent / "out")
     after = capture_tree(parent / "out")
     assert_metadata_equal(expected, after, stage="download")
     assert not any(name.startswith("system.posix_acl") for name in os.listxattr(parent / "out" / "priv" / "key"))
 
 
-def test_a_hard_link_group_of_three_names_is_one_inode_after_download(fs: Path) -> None:
+def test_a_hard_link_group_of_three_names_is_one_inode_after_download(fs: Path, any_store: Store) -> None:
     src = fs / "src"
     (src / "a").mkdir(parents=True)
     (src / "z").write_bytes(b"shared")
     os.link(src / "z", src / "a" / "two")
     os.link(src / "z", src / "three")
     _times(src / "z", src / "a", src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, any_store)
     assert {m.path: m.hardlink for m in expected if m.kind == "file"} == {"a/two": None, "three": "a/two",
                                                                          "z": "a/two"}
     assert_metadata_equal(expected, capture_tree(out), stage="download")
@@ -156,6 +162,7 @@ def test_a_hard_link_group_of_three_names_is_one_inode_after_download(fs: Path) 
 
 
 def test_a_sparse_gigabyte_with_4_kib_of_data_stays_sparse_in_the_store_and_the_destination(fs: Path) -> None:
+    # Local only: it reads the blob's blocks on disk (and a bucket would be sent the whole gigabyte).
     src = fs / "src"
     src.mkdir()
     big = src / "big"
@@ -164,7 +171,7 @@ def test_a_sparse_gigabyte_with_4_kib_of_data_stays_sparse_in_the_store_and_the_
         handle.seek(GIB // 2)
         handle.write(b"d" * 4096)
     _times(big, src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, Store(fs / "store"))
     assert_metadata_equal(expected, capture_tree(out), stage="download")
     entry = next(m for m in expected if m.path == "big")
     assert entry.extents == ((GIB // 2, 4096),)
@@ -175,7 +182,7 @@ def test_a_sparse_gigabyte_with_4_kib_of_data_stays_sparse_in_the_store_and_the_
     assert digest == entry.sha256
 
 
-def test_restorable_inode_flags_round_trip_and_immutable_is_refused_not_dropped(fs: Path) -> None:
+def test_restorable_inode_flags_round_trip_and_immutable_is_refused_not_dropped(fs: Path, any_store: Store) -> None:
     require_real_root("set inode flags")
     require_tool("chattr", "e2fsprogs")
     src = fs / "src"
@@ -183,14 +190,14 @@ def test_restorable_inode_flags_round_trip_and_immutable_is_refused_not_dropped(
     (src / "f").write_bytes(b"x")
     subprocess.run(["chattr", "+d", str(src / "f")], check=True)
     _times(src / "f", src)
-    expected, out = round_trip(fs)
+    expected, out = round_trip(fs, any_store)
     assert_metadata_equal(expected, capture_tree(out), stage="download")
     flags = get_flags(out / "f").flags
     assert flags is not None and flags & InodeFlag.FS_NODUMP_FL
     (src / "g").write_bytes(b"y")
     subprocess.run(["chattr", "+i", str(src / "g")], check=True)
     try:
-        store = Store(fs / "store")
+        store = any_store
         with pytest.raises(NotRestorableError, match=r"g: inode flag\(s\) i"):
             store.download(store.publish(src, "demo"), fs / "out2")
         assert not (fs / "out2").exists()

@@ -16,6 +16,7 @@ import pytest
 from artifactkit import Store, UnsafePathError
 from artifactkit.cli.main import main
 from artifactkit.store.paths import link_leaves_tree
+from tests.support.stores import nothing_stored
 
 T = 1_600_000_000_123_456_789
 
@@ -66,9 +67,9 @@ def site(fast_tmp: Path) -> Path:
     return fast_tmp
 
 
-def test_every_symlink_target_round_trips_as_the_same_link_with_its_own_times(site: Path) -> None:
+def test_every_symlink_target_round_trips_as_the_same_link_with_its_own_times(site: Path, any_store: Store) -> None:
     expected = _expected(site / "src")
-    store = Store(site / "store")
+    store = any_store
     store.publish(site / "src", "demo")
     recorded = {e.path: e.target for e in store.manifest("demo").entries if e.kind == "symlink"}
     assert recorded == LINKS, "every target recorded as it is"
@@ -77,12 +78,12 @@ def test_every_symlink_target_round_trips_as_the_same_link_with_its_own_times(si
     assert all((site / "out" / path).is_symlink() for path in LINKS)
 
 
-def test_a_download_of_links_leaving_the_tree_writes_nothing_through_them(site: Path) -> None:
+def test_a_download_of_links_leaving_the_tree_writes_nothing_through_them(site: Path, any_store: Store) -> None:
     # Links that point at the sibling directory the download lands beside: a restore that followed one
     # would create or touch something there.
     os.symlink("../outside", site / "src" / "out-link")
     os.symlink(str(site / "outside"), site / "src" / "abs-out-link")
-    store = Store(site / "store")
+    store = any_store
     store.publish(site / "src", "demo")
     (site / "work").mkdir()
     before = os.stat(site / "outside")
@@ -104,31 +105,32 @@ def test_the_contained_rule_only_lets_a_link_climb_as_far_as_its_own_depth(link:
     assert link_leaves_tree(link, target) is leaves
 
 
-def test_links_contained_refuses_every_link_that_leaves_the_tree_at_once_and_creates_no_store(site: Path) -> None:
+def test_links_contained_refuses_every_link_that_leaves_the_tree_at_once_and_creates_no_store(
+        site: Path, any_store: Store) -> None:
     with pytest.raises(UnsafePathError) as caught:
-        Store(site / "store").publish(site / "src", "demo", links="contained")
+        Store(any_store.root).publish(site / "src", "demo", links="contained")
     assert sorted(getattr(caught.value, "links", [])) == LEAVING
     for path in LEAVING:
         assert repr(path) in str(caught.value)
-    assert not (site / "store").exists()
+    assert nothing_stored(any_store)
 
 
-def test_links_contained_publishes_a_tree_whose_links_stay_inside(site: Path) -> None:
+def test_links_contained_publishes_a_tree_whose_links_stay_inside(site: Path, any_store: Store) -> None:
     for path in LEAVING:
         os.unlink(site / "src" / path)
-    ref = Store(site / "store").publish(site / "src", "demo", links="contained")
+    ref = Store(any_store.root).publish(site / "src", "demo", links="contained")
     assert ref.version == 1
 
 
-def test_an_unknown_links_policy_is_refused_before_anything_is_read(site: Path) -> None:
+def test_an_unknown_links_policy_is_refused_before_anything_is_read(site: Path, any_store: Store) -> None:
     with pytest.raises(ValueError, match="links"):
-        Store(site / "store").publish(site / "src", "demo", links="follow")  # type: ignore[arg-type]
-    assert not (site / "store").exists()
+        Store(any_store.root).publish(site / "src", "demo", links="follow")  # type: ignore[arg-type]
+    assert nothing_stored(any_store)
 
 
 def test_cli_publish_keeps_links_by_default_and_refuses_them_with_links_contained(
-        site: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = str(site / "store")
+        site: Path, any_store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(any_store.root)
     assert main(["publish", str(site / "src"), "--store", store, "--name", "demo", "--links", "contained",
                  "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)

@@ -25,6 +25,7 @@ from artifactkit.metadata.model import FileMeta, capture
 from artifactkit.store import download
 from artifactkit.store.manifest import parse_manifest
 from tests.support.capability import can_own_for_others, require_real_root, require_tool
+from tests.support.stores import is_bucket, raw_manifest, stored_names
 
 OLD = 1_000_000_000_123_456_789  # 2001, with every ns digit set
 NOBODY = 65534
@@ -48,7 +49,7 @@ def _devices(src: Path) -> None:
     os.mknod(src / "big", stat.S_IFCHR | 0o640, os.makedev(4095, (1 << 20) - 1))  # the largest the kernel keeps
 
 
-def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs: Path) -> None:
+def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs: Path, any_store: Store) -> None:
     require_real_root("create device nodes and give them foreign owners")
     src = fs / "src"
     (src / "dev").mkdir(parents=True)
@@ -70,7 +71,7 @@ def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs
     assert by_path["dev/null"].rdev == (1, 3) and by_path["dev/big"].rdev == (4095, (1 << 20) - 1)
     assert by_path["dev/whiteout"].rdev == (0, 0) and by_path["pipe"].rdev is None
     assert by_path["pipe"].hardlink == "dev/pipe-too" or by_path["dev/pipe-too"].hardlink == "pipe"
-    store = Store(fs / "store")
+    store = any_store
     ref = store.publish(src, "dev")
     assert_metadata_equal(expected, store.manifest(ref).entries, stage="publish")
     store.download(ref, fs / "out")
@@ -83,14 +84,14 @@ def test_fifos_devices_and_a_hard_linked_fifo_round_trip_exact_in_every_field(fs
     assert capture_tree(src) == expected, "publishing opened nothing: the source is as it was"
 
 
-def test_the_manifest_records_rdev_as_major_and_minor(fast_tmp: Path) -> None:
+def test_the_manifest_records_rdev_as_major_and_minor(fast_tmp: Path, any_store: Store) -> None:
     src = fast_tmp / "src"
     src.mkdir()
     os.mkfifo(src / "pipe")
     os.mknod(src / "whiteout", stat.S_IFCHR | 0o600, os.makedev(0, 0))  # any user may (Linux >= 5.8)
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(src, "p")
-    doc = json.loads(Path(store.layout.manifest_path(ref)).read_bytes())
+    doc = json.loads(raw_manifest(store, ref))
     lines = {entry["path"]: entry for entry in doc["entries"]}
     assert lines["whiteout"]["kind"] == "char" and lines["whiteout"]["rdev"] == [0, 0]
     assert lines["pipe"]["kind"] == "fifo" and "rdev" not in lines["pipe"] and "sha256" not in lines["pipe"]
@@ -129,7 +130,7 @@ def test_a_hard_link_between_a_fifo_and_a_file_is_an_integrity_error() -> None:
         parse_manifest(json.dumps(doc).encode(), where="m")
 
 
-def test_every_socket_of_a_source_is_named_at_once(fast_tmp: Path) -> None:
+def test_every_socket_of_a_source_is_named_at_once(fast_tmp: Path, any_store: Store) -> None:
     src = fast_tmp / "src"
     (src / "run").mkdir(parents=True)
     os.mkfifo(src / "pipe")
@@ -137,9 +138,9 @@ def test_every_socket_of_a_source_is_named_at_once(fast_tmp: Path) -> None:
         with socket.socket(socket.AF_UNIX) as sock:
             sock.bind(str(src / name))
     with pytest.raises(UnsupportedFileType, match=r"a\.sock.*run/b\.sock") as caught:
-        Store(fast_tmp / "store").publish(src, "s")
+        Store(any_store.root).publish(src, "s")
     assert caught.value.paths == ["a.sock", "run/b.sock"]  # type: ignore[attr-defined]
-    assert not (fast_tmp / "store" / "manifests" / "s").exists()
+    assert stored_names(any_store, "manifests/s") == []
 
 
 def test_capture_of_a_fifo_never_opens_it(fast_tmp: Path) -> None:
@@ -149,9 +150,10 @@ def test_capture_of_a_fifo_never_opens_it(fast_tmp: Path) -> None:
     assert (meta.kind, meta.mode, meta.rdev, meta.size) == ("fifo", 0o600, None, 0)
 
 
-def publish_and_download(work: str, owners: str) -> dict[str, object]:
-    """Publish ``work/src`` and download it to ``work/out`` as this process: what was refused, or what differs."""
-    store = Store(f"{work}/store")
+def publish_and_download(work: str, owners: str, root: str = "") -> dict[str, object]:
+    """Publish ``work/src`` and download it to ``work/out`` as this process, through the store at ``root``
+    (``work/store`` by default): what was refused, or what differs."""
+    store = Store(root or f"{work}/store")
     ref = store.publish(f"{work}/src", "t")
     try:
         with warnings.catch_warnings(record=True) as seen:
@@ -164,19 +166,21 @@ def publish_and_download(work: str, owners: str) -> dict[str, object]:
 
 
 _AS_USER = ("import json, sys; from tests.store.test_special_files import publish_and_download; "
-            "print(json.dumps(publish_and_download(sys.argv[1], sys.argv[2])))")
+            "print(json.dumps(publish_and_download(*sys.argv[1:])))")
 _REPO = Path(__file__).resolve().parents[2]
 
 
-def _as_normal_user(work: Path, owners: str = "exact") -> dict[str, object]:
+def _as_normal_user(work: Path, store: Store, owners: str = "exact") -> dict[str, object]:
     """Publish ``work/src`` and download it as a user without CAP_MKNOD: ``nobody`` in a child when we are
-    root, else this process itself."""
+    root, else this process itself. Through ``store`` if it is a bucket's (the child inherits the AWS
+    environment); a local store goes in ``work``, where that user may write."""
+    root = str(store.root) if is_bucket(store) else ""
     if not can_own_for_others():  # a user, or root of a user namespace (which cannot become nobody)
-        return publish_and_download(str(work), owners)
+        return publish_and_download(str(work), owners, root)
     require_tool("setpriv", "util-linux")
     os.chmod(work, 0o777)  # noqa: S103 - the unprivileged downloader writes its store and output here
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
-    done = subprocess.run([*prefix, sys.executable, "-c", _AS_USER, str(work), owners], capture_output=True,
+    done = subprocess.run([*prefix, sys.executable, "-c", _AS_USER, str(work), owners, root], capture_output=True,
                           text=True, check=False, cwd=_REPO)
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
@@ -204,16 +208,17 @@ def _user_tree(work: Path) -> Path:
     return src
 
 
-def test_a_normal_user_round_trips_fifos_exactly(shared_tmp: Path) -> None:
+def test_a_normal_user_round_trips_fifos_exactly(shared_tmp: Path, any_store: Store) -> None:
     work = shared_tmp
     src = _user_tree(work)
     if can_own_for_others():  # real root: the tree is nobody's, who downloads it (see _as_normal_user)
         os.chown(src, NOBODY, NOBODY)
         os.chown(src / "pipe", NOBODY, NOBODY)
-    assert _as_normal_user(work) == {"mismatches": [], "warned": []}
+    assert _as_normal_user(work, any_store) == {"mismatches": [], "warned": []}
 
 
-def test_a_normal_users_download_of_devices_is_refused_up_front_naming_each(shared_tmp: Path) -> None:
+def test_a_normal_users_download_of_devices_is_refused_up_front_naming_each(
+        shared_tmp: Path, any_store: Store) -> None:
     require_real_root("create the device nodes a normal user then downloads")
     work = shared_tmp
     src = _user_tree(work)
@@ -221,7 +226,7 @@ def test_a_normal_users_download_of_devices_is_refused_up_front_naming_each(shar
     _devices(src / "dev")
     for path in (src, src / "pipe", src / "dev", *(src / "dev").iterdir()):
         os.chown(path, NOBODY, NOBODY)
-    result = _as_normal_user(work)
+    result = _as_normal_user(work, any_store)
     refused = result["refused"]
     assert isinstance(refused, list) and result["out"] is False
     assert sorted(refused) == ["dev/big: char device 4095,1048575 (creating a device node needs CAP_MKNOD)",
@@ -230,13 +235,13 @@ def test_a_normal_users_download_of_devices_is_refused_up_front_naming_each(shar
         "the whiteout (0,0) is not refused: any user may create it"
 
 
-def test_owners_current_never_creates_a_device_and_says_which(fs: Path) -> None:
+def test_owners_current_never_creates_a_device_and_says_which(fs: Path, any_store: Store) -> None:
     require_real_root("create device nodes")
     src = fs / "src"
     src.mkdir()
     os.mkfifo(src / "pipe")
     _devices(src)
-    store = Store(fs / "store")
+    store = any_store
     ref = store.publish(src, "d")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -256,7 +261,7 @@ def test_a_device_entry_crosses_to_a_download_worker_with_its_rdev() -> None:
     assert download._from_wire(download.to_wire(entry)) == entry
 
 
-def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Path) -> None:
+def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Path, any_store: Store) -> None:
     src = fast_tmp / "src"
     for group in range(3):
         (src / f"d{group}").mkdir(parents=True)
@@ -268,7 +273,7 @@ def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Pat
                 os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(0, 0))
             _old(path, index)
     expected = capture_tree(src)
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.download(store.publish(src, "many"), fast_tmp / "out", workers=2)
     assert_metadata_equal(expected, capture_tree(fast_tmp / "out"), stage="download")
 
@@ -280,7 +285,8 @@ def test_a_split_hard_link_of_a_fifo_is_a_hardlink_split() -> None:
     assert [(m.path, m.field, m.diagnosis) for m in found] == [("b", "hardlink", "hardlink-split")]
 
 
-def test_a_stat_cached_republish_of_fifos_and_the_whiteout_records_the_same_manifest(fast_tmp: Path) -> None:
+def test_a_stat_cached_republish_of_fifos_and_the_whiteout_records_the_same_manifest(
+        fast_tmp: Path, any_store: Store) -> None:
     src = fast_tmp / "src"
     src.mkdir()
     os.mkfifo(src / "pipe")
@@ -288,7 +294,7 @@ def test_a_stat_cached_republish_of_fifos_and_the_whiteout_records_the_same_mani
     os.mknod(src / "whiteout", stat.S_IFCHR | 0o600, os.makedev(0, 0))
     for path in (src / "pipe", src / "whiteout", src):
         _old(path)
-    store = Store(fast_tmp / "store")
+    store = any_store
     first = store.publish(src, "c", stat_cache=True)
     second = store.publish(src, "c", stat_cache=True)
     assert store.manifest(first).entries == store.manifest(second).entries

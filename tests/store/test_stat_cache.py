@@ -21,9 +21,11 @@ from artifactkit.cli.main import main
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import stage, stat_cache, stat_cache_file
 from artifactkit.store.manifest import encode_entry
-from artifactkit.store.stat_cache import CACHE_NAME, CachedRead, StatCache
+from artifactkit.store.stat_cache import CachedRead, StatCache
+from tests.support.hostile_store import blob_exists, remove_blob
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import Rows, rewrite_rows
+from tests.support.stores import sibling_store, stat_cache_path
 
 FILES = {"a.txt": b"alpha\n", "b.txt": b"bravo\n", "sub/c.bin": bytes(range(256)) * 8, "sub/d.txt": b"delta\n"}
 
@@ -58,10 +60,10 @@ def _digests(store: Store, ref: Any) -> dict[str, str | None]:
 
 
 def test_a_republish_with_the_stat_cache_reads_no_unchanged_file(
-        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    store = Store(fast_tmp / "store")
+    store = any_store
     first = store.publish(src, "demo", stat_cache=True)
     assert len(reads) == len(FILES)
     reads.clear()
@@ -73,10 +75,10 @@ def test_a_republish_with_the_stat_cache_reads_no_unchanged_file(
 
 
 def test_without_the_option_every_file_is_read_even_with_a_cache_present(
-        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     reads.clear()
     store.publish(src, "demo")
@@ -108,10 +110,10 @@ def _replace_by_another_inode(path: Path) -> None:
 
 @pytest.mark.parametrize("change", [_rewrite_same_size_keep_mtime, _grow, _touch_mtime, _replace_by_another_inode])
 def test_a_changed_file_misses_and_its_new_content_is_published(
-        fast_tmp: Path, reads: list[str], no_window: None, change: Any) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, change: Any) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     change(src / "a.txt")
     _settle(src)
@@ -138,11 +140,11 @@ def test_a_lookup_misses_when_any_one_of_the_five_values_differs(field: str) -> 
 
 
 def test_a_racily_clean_entry_is_hashed_again(
-        fast_tmp: Path, reads: list[str], no_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
     newest = max(os.lstat(p).st_ctime_ns for p in src.rglob("*"))
-    store = Store(fast_tmp / "store")
+    store = any_store
     # The recording publish "started" in the tick of the newest change: a later write in that same
     # tick would leave every value as recorded, so those entries must not be trusted.
     with monkeypatch.context() as patch:
@@ -158,16 +160,16 @@ def test_a_racily_clean_entry_is_hashed_again(
 
 
 def test_the_default_window_rehashes_files_changed_just_before_the_recording_publish(
-        fast_tmp: Path, reads: list[str]) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str]) -> None:
     src = _tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)  # files written moments ago: inside the 2 s window
     reads.clear()
     store.publish(src, "demo", stat_cache=True)
     assert len(reads) == len(FILES)
 
 
-def _swap_two_digests(cache: Path, _other_store: Path) -> None:
+def _swap_two_digests(cache: Path, _other_cache: Path) -> None:
     def swap(rows: Rows) -> None:
         files = [row for row in rows if row[2] != "-"]
         files[0][2], files[1][2] = files[1][2], files[0][2]
@@ -175,38 +177,38 @@ def _swap_two_digests(cache: Path, _other_store: Path) -> None:
     rewrite_rows(cache, swap, checksum=False)  # the checksum no longer matches
 
 
-def _garbage(cache: Path, _other_store: Path) -> None:
+def _garbage(cache: Path, _other_cache: Path) -> None:
     cache.write_bytes(b"\x00not json{")
 
 
-def _truncated(cache: Path, _other_store: Path) -> None:
+def _truncated(cache: Path, _other_cache: Path) -> None:
     cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])
 
 
-def _symlink(cache: Path, _other_store: Path) -> None:
+def _symlink(cache: Path, _other_cache: Path) -> None:
     real = cache.with_name("elsewhere.json")
     cache.replace(real)
     cache.symlink_to(real.name)
 
 
-def _from_another_store(cache: Path, other_store: Path) -> None:
-    shutil.copy(other_store / CACHE_NAME, cache)  # a valid cache, of the same files, for another store
+def _from_another_store(cache: Path, other_cache: Path) -> None:
+    shutil.copy(other_cache, cache)  # a valid cache, of the same files, for another store
 
 
-def _deeply_nested_header(cache: Path, _other_store: Path) -> None:
+def _deeply_nested_header(cache: Path, _other_cache: Path) -> None:
     cache.write_bytes(b"[" * 100_000 + b"\n")  # json.loads raises RecursionError, before any checksum
 
 
 @pytest.mark.parametrize("spoil", [_swap_two_digests, _garbage, _truncated, _symlink, _from_another_store,
                                    _deeply_nested_header])
 def test_a_corrupt_or_foreign_cache_is_ignored_and_every_file_hashed(
-        fast_tmp: Path, reads: list[str], no_window: None, spoil: Any) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, spoil: Any) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    store, other = Store(fast_tmp / "store"), Store(fast_tmp / "other")
+    store, other = any_store, sibling_store(any_store, "other")
     expected = _digests(store, store.publish(src, "demo", stat_cache=True))
     other.publish(src, "demo", stat_cache=True)
-    spoil(Path(store.root, CACHE_NAME), Path(other.root))
+    spoil(stat_cache_path(store), stat_cache_path(other))
     reads.clear()
     ref = store.publish(src, "demo", stat_cache=True)
     assert len(reads) == len(FILES)
@@ -214,24 +216,24 @@ def test_a_corrupt_or_foreign_cache_is_ignored_and_every_file_hashed(
 
 
 def test_a_cached_digest_whose_blob_gc_removed_is_read_and_stored_again(
-        fast_tmp: Path, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(src, "demo", stat_cache=True)
     blob = _digests(store, ref)["a.txt"]
     assert blob is not None
-    os.unlink(store.layout.blob_path(blob))  # as if an older store had lost it
+    remove_blob(store, blob)  # as if an older store had lost it
     reads.clear()
     store.publish(src, "demo", stat_cache=True)
     assert [os.path.basename(p) for p in reads] == ["a.txt"]
-    assert os.path.exists(store.layout.blob_path(blob))
+    assert blob_exists(store, blob)
 
 
-def test_cli_publish_takes_stat_cache(fast_tmp: Path, reads: list[str], no_window: None) -> None:
+def test_cli_publish_takes_stat_cache(fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
-    args = ["publish", str(src), "--store", str(fast_tmp / "store"), "--name", "demo", "--stat-cache"]
+    args = ["publish", str(src), "--store", str(any_store.root), "--name", "demo", "--stat-cache"]
     assert main(args) == 0
     reads.clear()
     assert main(args) == 0

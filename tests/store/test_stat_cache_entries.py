@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,12 @@ import pytest
 from artifactkit import Store
 from artifactkit.metadata.flags import set_noatime_flag
 from artifactkit.store import layout, scan, stage, stat_cache, stat_cache_file
-from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.capability import require_real_root, require_tool
+from tests.support.hostile_store import remove_blob
 from tests.support.inode_clock import settle as _settle
 from tests.support.stat_cache_file import Rows, body_of, rewrite_rows, row_of
 from tests.support.stat_cache_tree import OLD, rich_tree
+from tests.support.stores import stat_cache_path
 
 
 @pytest.fixture
@@ -59,9 +61,9 @@ def _same_as_uncached(store: Store, src: Path, calls: dict[str, list[str]]) -> d
 
 
 def test_an_unchanged_tree_is_published_from_its_lines_without_capturing_or_reading_anything(
-        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     did = _same_as_uncached(store, src, calls)
     # Only the two names of the hard link are captured in full (a line names the link's first name,
@@ -70,9 +72,9 @@ def test_an_unchanged_tree_is_published_from_its_lines_without_capturing_or_read
 
 
 def test_an_atime_a_read_moved_is_what_the_republished_line_says(
-        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     before = os.lstat(src / "a.txt")
     (src / "a.txt").read_bytes()  # relatime/strictatime: an atime older than the mtime moves on a read
@@ -128,9 +130,10 @@ def _directory_renamed(src: Path) -> None:
     (_noatime_flag, ["d.txt"]), (_link_retargeted, []), (_second_name_removed, ["h1"]), (_directory_renamed, []),
 ])
 def test_every_change_that_moves_ctime_is_published_as_a_full_capture_would(
-        fast_tmp: Path, calls: dict[str, list[str]], change: Callable[[Path], None], read: list[str]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]], change: Callable[[Path], None],
+        read: list[str]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     change(src)
     _settle(src)
@@ -140,10 +143,11 @@ def test_every_change_that_moves_ctime_is_published_as_a_full_capture_would(
     assert did["read"] == read
 
 
-def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, any_store: Store,
+                                                          calls: dict[str, list[str]]) -> None:
     require_real_root("chown a source file to another uid")
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     os.chown(src / "a.txt", 4321, 4322)
     _settle(src)
@@ -152,14 +156,14 @@ def test_a_new_owner_is_published_as_a_full_capture_would(fast_tmp: Path, calls:
 
 
 def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
-        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     # The first publish's readlink moved the link's atime (relatime: it was older than its mtime), and a row
     # holds the atime its line says: the second publish records the moved one, and then the tree is unchanged.
     store.publish(src, "demo", stat_cache=True)
-    cache = Path(store.root, CACHE_NAME)
+    cache = stat_cache_path(store)
     first = os.lstat(cache)
     store.publish(src, "demo", stat_cache=True)
     assert (os.lstat(cache).st_ino, os.lstat(cache).st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
@@ -184,16 +188,16 @@ def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
 
 
 def test_a_hit_whose_blob_gc_removed_is_captured_again_not_parsed_back_from_its_line(
-        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(src, "demo", stat_cache=True)
     blob = {e.path: e.sha256 for e in store.manifest(ref).entries}["sub/c.bin"]
     assert blob is not None
     # A cache that proves itself but whose line for the file is not JSON: the line of a hit is only as
     # trusted as the cache, so a hit that must be read after all is captured from the source again.
-    rewrite_rows(Path(store.root, CACHE_NAME), lambda rows: row_of(rows, "c.bin").__setitem__(3, "}garbage"))
-    os.unlink(store.layout.blob_path(blob))
+    rewrite_rows(stat_cache_path(store), lambda rows: row_of(rows, "c.bin").__setitem__(3, "}garbage"))
+    remove_blob(store, blob)
     did = _same_as_uncached(store, src, calls)
     assert did["read"] == ["c.bin"] and "c.bin" in did["xattrs"]
 
@@ -201,11 +205,11 @@ def test_a_hit_whose_blob_gc_removed_is_captured_again_not_parsed_back_from_its_
 @pytest.mark.parametrize("extents", ["[[Infinity, 1]]", "[[1e400, 1]]", "[[1.5, 4096]]", '[["0", "4096"]]',
                                      "[" * 5000 + "]" * 5000], ids=["infinity", "overflow", "float", "text", "deep"])
 def test_a_content_hit_takes_only_extents_a_read_could_have_recorded(
-        fast_tmp: Path, calls: dict[str, list[str]], extents: str) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]], extents: str) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
-    rewrite_rows(Path(store.root, CACHE_NAME),
+    rewrite_rows(stat_cache_path(store),
                  lambda rows: row_of(rows, "c.bin").__setitem__(3, f', "extents": {extents}}}'))
     _directory_renamed(src)  # its files miss by path and are looked up by inode
     _settle(src)
@@ -223,32 +227,32 @@ def _digest_escapes(rows: Rows) -> None:
 
 @pytest.mark.parametrize("spoil", [_fields_garbled, _digest_escapes])
 def test_a_malformed_row_in_a_valid_cache_is_a_miss_not_a_crash(
-        fast_tmp: Path, calls: dict[str, list[str]], spoil: Callable[[Rows], None]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]], spoil: Callable[[Rows], None]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
-    rewrite_rows(Path(store.root, CACHE_NAME), spoil)
+    rewrite_rows(stat_cache_path(store), spoil)
     did = _same_as_uncached(store, src, calls)
     assert did["read"] == ["a.txt"]
 
 
 def test_a_valid_cache_whose_columns_do_not_line_up_is_ignored_whole(
-        fast_tmp: Path, calls: dict[str, list[str]]) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]]) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
-    rewrite_rows(Path(store.root, CACHE_NAME), lambda rows: body_of(rows).replace(b"\t", b"", 1))
+    rewrite_rows(stat_cache_path(store), lambda rows: body_of(rows).replace(b"\t", b"", 1))
     did = _same_as_uncached(store, src, calls)
     assert sorted(did["read"]) == ["a.txt", "c.bin", "d.txt", "h1", "sparse"]  # every file, as uncached
 
 
 def test_the_ctime_comparison_alone_catches_a_change_the_racy_rule_would_miss(
-        fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
     # A window far below zero trusts every time (as if the clock had stepped back past the change):
     # only the recorded ctime still tells an xattr change from no change at all.
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", -(10**18))
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     _xattr_set(src)
     did = _same_as_uncached(store, src, calls)
@@ -256,15 +260,15 @@ def test_the_ctime_comparison_alone_catches_a_change_the_racy_rule_would_miss(
 
 
 def test_on_whole_second_ext4_a_same_second_rewrite_is_caught_by_the_racy_window(
-        ext4_whole_seconds: Path, fast_tmp: Path) -> None:
+        ext4_whole_seconds: Path, fast_tmp: Path, any_store: Store) -> None:
     # ext4 with 128-byte inodes keeps whole seconds: a rewrite in the second the file was recorded in
     # leaves size, mtime (put back) and ctime as recorded. Only the racy window (2 s before the recording
     # publish started) keeps the cache from vouching for the old digest; the default window is kept here.
-    src = ext4_whole_seconds / "src"
+    src = Path(tempfile.mkdtemp(dir=ext4_whole_seconds)) / "src"  # a fresh one per backend on the session's mount
     src.mkdir()
     (src / "a.txt").write_bytes(b"alpha\n")
     (src / "b.txt").write_bytes(b"bravo\n")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     before = os.lstat(src / "a.txt")
     (src / "a.txt").write_bytes(b"ALPHA\n")
@@ -276,9 +280,9 @@ def test_on_whole_second_ext4_a_same_second_rewrite_is_caught_by_the_racy_window
 
 
 def test_a_cache_recorded_by_another_reader_is_not_used(
-        fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+        fast_tmp: Path, any_store: Store, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
     src = rich_tree(fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(src, "demo", stat_cache=True)
     real = stat_cache_file.reader_identity()
     monkeypatch.setattr(stat_cache_file, "reader_identity", lambda: [*real[:3], "0", real[4]])  # no capabilities
@@ -298,7 +302,8 @@ print(cached.digest == store.publish(sys.argv[2], "demo").digest)
 
 
 @pytest.mark.parametrize("first", ["full-root", "without-sys-admin"])
-def test_trusted_xattrs_seen_by_one_reader_are_not_reused_for_another(fast_tmp: Path, first: str) -> None:
+def test_trusted_xattrs_seen_by_one_reader_are_not_reused_for_another(fast_tmp: Path, any_store: Store,
+                                                                      first: str) -> None:
     # trusted.* xattrs are listed only with CAP_SYS_ADMIN: a line recorded by one reader would add them
     # to, or drop them from, the other's manifest if the cache did not know who recorded it.
     require_real_root("set trusted.* xattrs and drop CAP_SYS_ADMIN with setpriv")
@@ -307,11 +312,11 @@ def test_trusted_xattrs_seen_by_one_reader_are_not_reused_for_another(fast_tmp: 
     os.setxattr(src / "a.txt", "trusted.k", b"v")
     os.utime(src / "a.txt", ns=(OLD, OLD + 7))
     _settle(src)
-    store = fast_tmp / "store"
+    store = str(any_store.root)
     Store(store).publish(src, "demo")  # reads the link once: relatime moves its atime on that first read only
     limited = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin"]
     runs = [[], limited] if first == "full-root" else [limited, []]
     for prefix in runs:
-        done = subprocess.run([*prefix, sys.executable, "-c", _AS_READER, str(store), str(src)], capture_output=True,
+        done = subprocess.run([*prefix, sys.executable, "-c", _AS_READER, store, str(src)], capture_output=True,
                               text=True, check=True)
         assert done.stdout.split() == ["True"], done.stderr

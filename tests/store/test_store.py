@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,18 +22,18 @@ from artifactkit import (
 )
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.store.scan import capture_tree
-from artifactkit.testing.crash import snapshot
 from tests.support import workers
 from tests.support.capability import require_reading_unreadable_files
+from tests.support.hostile_store import blob_bytes
+from tests.support.stores import staging_names, store_snapshot, stored_names
 
 
 @pytest.mark.parametrize("corpus", ["basic", "edge-times"])
 def test_round_trip_on_strictatime_tmpfs_into_a_noatime_flagged_dir_is_exact(
-        tmpfs_strict: Path, tmp_path_factory: pytest.TempPathFactory, corpus: str) -> None:
-    work = tmpfs_strict / f"rt-{corpus}"
-    work.mkdir()
+        tmpfs_strict: Path, any_store: Store, corpus: str) -> None:
+    work = Path(tempfile.mkdtemp(prefix=f"rt-{corpus}-", dir=tmpfs_strict))
     supplied = materialize(corpus, work / "src")
-    store = Store(work / "store")
+    store = any_store
     ref = store.publish(work / "src", corpus)
     assert_metadata_equal(supplied, store.manifest(ref).entries, stage="publish")
     flagged = work / "flagged"
@@ -51,8 +52,8 @@ def test_round_trip_on_strictatime_tmpfs_into_a_noatime_flagged_dir_is_exact(
     assert {(m.field, m.diagnosis) for m in moved} <= {("atime_ns", "advanced-by-read")}
 
 
-def test_every_bundled_corpus_round_trips_exactly_on_tmpfs(fast_tmp: Path) -> None:
-    store = Store(fast_tmp / "store")
+def test_every_bundled_corpus_round_trips_exactly_on_tmpfs(fast_tmp: Path, any_store: Store) -> None:
+    store = any_store
     for name in corpus_names():
         if name == "special-modes" or needs_root(name):
             continue  # special-modes: the next test, gated on reading mode 000 alone; others: the matrix
@@ -62,39 +63,42 @@ def test_every_bundled_corpus_round_trips_exactly_on_tmpfs(fast_tmp: Path) -> No
         assert_metadata_equal(supplied, capture_tree(fast_tmp / f"out-{name}"), stage=f"download {name}")
 
 
-def test_the_special_modes_corpus_round_trips_exactly_where_its_mode_000_file_is_readable(fast_tmp: Path) -> None:
+def test_the_special_modes_corpus_round_trips_exactly_where_its_mode_000_file_is_readable(
+        fast_tmp: Path, any_store: Store) -> None:
     require_reading_unreadable_files()
-    store = Store(fast_tmp / "store")
+    store = any_store
     supplied = materialize("special-modes", fast_tmp / "src")
     store.download(store.publish(fast_tmp / "src", "special"), fast_tmp / "out")
     assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="download special-modes")
 
 
-def test_identical_content_is_stored_once_and_a_republish_adds_no_blob(fast_tmp: Path) -> None:
+def test_identical_content_is_stored_once_and_a_republish_adds_no_blob(fast_tmp: Path, any_store: Store) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     first = store.publish(fast_tmp / "src", "demo")
-    blobs = sorted(os.listdir(store.layout.blobs_dir))
+    blobs = stored_names(store, "blobs")
     files = [e for e in store.manifest(first).entries if e.kind == "file"]
     assert len(blobs) == len({e.sha256 for e in files}) < len(files)
     second = store.publish(fast_tmp / "src", "demo")
-    assert sorted(os.listdir(store.layout.blobs_dir)) == blobs
+    assert stored_names(store, "blobs") == blobs
     assert (first.version, second.version) == (1, 2) and first.digest == second.digest
 
 
-def test_blobs_are_plain_files_named_by_their_sha256(fast_tmp: Path) -> None:
+def test_blobs_are_plain_files_named_by_their_sha256(fast_tmp: Path, any_store: Store) -> None:
     import hashlib
 
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
-    for name in os.listdir(store.layout.blobs_dir):
-        assert hashlib.sha256(Path(store.layout.blobs_dir, name).read_bytes()).hexdigest() == name
+    names = stored_names(store, "blobs")
+    assert names
+    for name in names:
+        assert hashlib.sha256(blob_bytes(store, name)).hexdigest() == name
 
 
-def test_list_is_sorted_by_name_then_version_and_resolves_name_at_version(fast_tmp: Path) -> None:
+def test_list_is_sorted_by_name_then_version_and_resolves_name_at_version(fast_tmp: Path, any_store: Store) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     for name in ("zeta", "alpha", "zeta", "alpha", "alpha"):
         store.publish(fast_tmp / "src", name)
     assert [(r.name, r.version) for r in store.list()] == [
@@ -105,46 +109,47 @@ def test_list_is_sorted_by_name_then_version_and_resolves_name_at_version(fast_t
         store.resolve("alpha@9")
 
 
-def test_download_refuses_an_existing_destination_and_leaves_it_alone(fast_tmp: Path) -> None:
+def test_download_refuses_an_existing_destination_and_leaves_it_alone(fast_tmp: Path, any_store: Store) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(fast_tmp / "src", "demo")
     (fast_tmp / "dest").mkdir()
     (fast_tmp / "dest" / "mine").write_text("keep")
     with pytest.raises(FileExistsError):
         store.download(ref, fast_tmp / "dest")
     assert os.listdir(fast_tmp / "dest") == ["mine"]
-    assert sorted(os.listdir(fast_tmp)) == ["dest", "src", "store"]
+    assert sorted(os.listdir(fast_tmp)) == ["dest", "src"]  # no staging beside it (the store is elsewhere)
 
 
-def test_publish_refuses_a_socket_and_changes_nothing(fast_tmp: Path) -> None:
+def test_publish_refuses_a_socket_and_changes_nothing(fast_tmp: Path, any_store: Store) -> None:
     # FIFOs and device nodes are kept since issue 27 (tests/store/test_special_files.py); a socket is not data.
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
-    before = snapshot(fast_tmp / "store")
+    before = store_snapshot(store)
     special = fast_tmp / "src" / "data" / "special"
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(special))
     sock.close()
     with pytest.raises(UnsupportedFileType, match="special"):
         store.publish(fast_tmp / "src", "demo")
-    assert snapshot(fast_tmp / "store") == before
+    assert store_snapshot(store) == before
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "../../outside", "sub/../../x"])
 def test_publish_keeps_symlinks_that_can_leave_the_tree_and_links_contained_refuses_them(
-        fast_tmp: Path, target: str) -> None:
+        fast_tmp: Path, any_store: Store, target: str) -> None:
     materialize("basic", fast_tmp / "src")
     os.symlink(target, fast_tmp / "src" / "data" / "escape")
     with pytest.raises(UnsafePathError, match="escape"):
-        Store(fast_tmp / "store").publish(fast_tmp / "src", "demo", links="contained")
-    Store(fast_tmp / "store").publish(fast_tmp / "src", "demo")
-    Store(fast_tmp / "store").download("demo", fast_tmp / "out")
+        Store(any_store.root).publish(fast_tmp / "src", "demo", links="contained")
+    Store(any_store.root).publish(fast_tmp / "src", "demo")
+    Store(any_store.root).download("demo", fast_tmp / "out")
     assert os.readlink(fast_tmp / "out" / "data" / "escape") == target
 
 
-def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, any_store: Store,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import artifactkit.store.publish as store_module
 
     materialize("basic", fast_tmp / "src")
@@ -157,21 +162,21 @@ def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, mon
         return tree
 
     monkeypatch.setattr(store_module, "scan_tree", scan_then_modify)
-    store = Store(fast_tmp / "store")
+    store = any_store
     with pytest.raises(SourceChangedError, match=r"README\.txt"):
         store.publish(fast_tmp / "src", "demo")
-    assert store.list() == [] and os.listdir(store.layout.staging_dir) == []
+    assert store.list() == [] and staging_names(store) == []
 
 
-def test_four_spawn_processes_publishing_one_name_get_100_distinct_versions(fast_tmp: Path) -> None:
+def test_four_spawn_processes_publishing_one_name_get_100_distinct_versions(fast_tmp: Path, any_store: Store) -> None:
     materialize("basic", fast_tmp / "src")
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
+    with ctx.Pool(4) as pool:  # the children inherit the S3 case's AWS environment
         results = pool.starmap(workers.publish_many,
-                               [(str(fast_tmp / "store"), str(fast_tmp / "src"), "shared", 25)] * 4)
+                               [(str(any_store.root), str(fast_tmp / "src"), "shared", 25)] * 4)
     versions = sorted(v for batch in results for v, _ in batch)
     assert versions == list(range(1, 101))
-    store = Store(fast_tmp / "store")
+    store = Store(any_store.root)
     refs = store.list()
     assert [r.version for r in refs] == list(range(1, 101))
     supplied = store.manifest(refs[0]).entries

@@ -14,6 +14,7 @@ from artifactkit.conformance.corpus import materialize, parse_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.download import verify_entries
 from artifactkit.store.scan import capture_tree
+from tests.support.hostile_store import blob_bytes, put_blob
 
 BIG = (8 << 20) + 4099  # above the in-memory limit: the kernel-copy path
 
@@ -37,9 +38,9 @@ def test_an_artifact_may_be_named_like_the_stores_own_lock_files(fast_tmp: Path,
     store.gc()
 
 
-def test_a_large_file_round_trips_exactly_and_its_blob_matches_its_name(fast_tmp: Path) -> None:
+def test_a_large_file_round_trips_exactly_and_its_blob_matches_its_name(fast_tmp: Path, any_store: Store) -> None:
     supplied = materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(fast_tmp / "src", "big")
     assert store.verify().clean
     store.download(ref, fast_tmp / "out")
@@ -73,17 +74,15 @@ def test_a_copy_that_fails_over_midway_to_sendfile_still_copies_every_byte(
     assert_metadata_equal(supplied, capture_tree(fast_tmp / "out"), stage="download")
 
 
-def test_a_corrupt_large_blob_fails_the_download_and_leaves_nothing(fast_tmp: Path) -> None:
+def test_a_corrupt_large_blob_fails_the_download_and_leaves_nothing(fast_tmp: Path, any_store: Store) -> None:
     materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
-    store = Store(fast_tmp / "store")
+    store = any_store
     ref = store.publish(fast_tmp / "src", "big")
     entry = next(e for e in store.manifest(ref).entries if e.kind == "file")
     assert entry.sha256 is not None
-    blob = Path(store.layout.blobs_dir, entry.sha256)
-    blob.chmod(0o644)
-    with blob.open("r+b") as handle:
-        handle.seek(BIG - 10)
-        handle.write(b"X")
+    data = bytearray(blob_bytes(store, entry.sha256))
+    data[BIG - 10] = ord("X")
+    put_blob(store, entry.sha256, bytes(data))
     (fast_tmp / "work").mkdir()
     with pytest.raises(IntegrityError, match=entry.sha256):
         store.download(ref, fast_tmp / "work" / "dest")
@@ -91,7 +90,7 @@ def test_a_corrupt_large_blob_fails_the_download_and_leaves_nothing(fast_tmp: Pa
 
 
 def test_a_source_changed_in_place_while_copied_never_leaves_a_blob_that_mismatches_its_name(
-        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        fast_tmp: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]
     source = fast_tmp / "src" / "big.bin"
     real_preadv = os.preadv
@@ -107,7 +106,7 @@ def test_a_source_changed_in_place_while_copied_never_leaves_a_blob_that_mismatc
         return n
 
     monkeypatch.setattr(os, "preadv", hash_then_scribble)
-    store = Store(fast_tmp / "store")
+    store = any_store
     try:
         store.publish(fast_tmp / "src", "big")
     except Exception as err:  # noqa: BLE001 - refusing the publish is one of the two right outcomes
@@ -188,17 +187,18 @@ def test_publish_creates_a_missing_store_and_its_parents(fast_tmp: Path) -> None
 
 
 @pytest.mark.parametrize("ref", ["demo@0", "demo@-1", "demo@x"])
-def test_a_version_that_is_not_a_positive_integer_gets_the_same_kind_of_message(fast_tmp: Path, ref: str) -> None:
+def test_a_version_that_is_not_a_positive_integer_gets_the_same_kind_of_message(
+        fast_tmp: Path, any_store: Store, ref: str) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
     with pytest.raises(ValueError, match=r"^version '.+' of 'demo' must be a positive integer \(1, 2, \.\.\.\)$"):
         store.resolve(ref)
 
 
-def test_a_very_long_destination_name_still_gets_a_staging_directory(fast_tmp: Path) -> None:
+def test_a_very_long_destination_name_still_gets_a_staging_directory(fast_tmp: Path, any_store: Store) -> None:
     supplied = materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     dest = fast_tmp / ("d" * 250)
     store.download(store.publish(fast_tmp / "src", "demo"), dest)
     assert_metadata_equal(supplied, capture_tree(dest), stage="download")

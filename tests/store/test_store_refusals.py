@@ -11,14 +11,15 @@ import pytest
 import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store.manifest import digest_of
 from artifactkit.testing.crash import snapshot
+from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
+from tests.support.stores import plant_staging, raw_manifest, s3_xfail
 
 
 @pytest.fixture
-def published(fast_tmp: Path) -> tuple[Store, Path]:
+def published(fast_tmp: Path, any_store: Store) -> tuple[Store, Path]:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
     (fast_tmp / "work").mkdir()
     return store, fast_tmp
@@ -27,14 +28,10 @@ def published(fast_tmp: Path) -> tuple[Store, Path]:
 def forge(store: Store, edit: object, *, rename: bool = True) -> None:
     """Edit the only manifest; with ``rename`` also re-name it by its new digest (a careful attacker)."""
     ref = store.list()[-1]
-    path = Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
-    doc = json.loads(path.read_bytes())
+    doc = json.loads(raw_manifest(store, ref))
     edit(doc)  # type: ignore[operator]
-    body = json.dumps(doc).encode()
-    path.chmod(0o644)  # the store writes manifests 0o444; only root's DAC override writes through that
-    path.write_bytes(body)
-    if rename:
-        path.rename(path.with_name(f"{ref.version}.{digest_of(body)}.json"))
+    # Named (a local file name, a bucket's pin) by the new body's digest, or still by the old one.
+    forge_manifest(store, ref.name, ref.version, json.dumps(doc).encode(), digest=None if rename else ref.digest)
 
 
 def outside_untouched(tmp: Path, before: dict[str, tuple[object, ...]]) -> None:
@@ -89,11 +86,9 @@ def test_a_flipped_byte_in_a_blob_fails_download_and_verify_names_the_blob(publi
     manifest = store.manifest("demo")
     victim = next(e for e in manifest.entries if e.path == "bin/tool")
     assert victim.sha256 is not None
-    blob = Path(store.layout.blobs_dir, victim.sha256)
-    os.chmod(blob, 0o644)
-    data = bytearray(blob.read_bytes())
+    data = bytearray(blob_bytes(store, victim.sha256))
     data[100] ^= 0x01
-    blob.write_bytes(bytes(data))
+    put_blob(store, victim.sha256, bytes(data))
     before = snapshot(tmp, times=True)
     with pytest.raises(IntegrityError, match=victim.sha256):
         store.download("demo", tmp / "work" / "dest")
@@ -107,17 +102,20 @@ def test_a_missing_blob_fails_download_and_verify_lists_it(published: tuple[Stor
     store, tmp = published
     victim = next(e for e in store.manifest("demo").entries if e.path == "README.txt")
     assert victim.sha256 is not None
-    os.unlink(Path(store.layout.blobs_dir, victim.sha256))
+    remove_blob(store, victim.sha256)
     with pytest.raises(IntegrityError, match="missing"):
         store.download("demo", tmp / "work" / "dest")
     assert os.listdir(tmp / "work") == []
     assert [victim.sha256 in item for item in store.verify().missing] == [True]
 
 
+@s3_xfail("issue 24: S3 gc keeps unreferenced blobs and abandoned uploads younger than the grace period "
+          "(LeasePolicy.grace_s, 1 h) and verify does not count abandoned uploads as orphaned: not yet on the S3 "
+          "backend", raises=AssertionError)
 def test_gc_removes_only_what_no_version_needs(published: tuple[Store, Path]) -> None:
     store, tmp = published
-    Path(store.layout.blobs_dir, "f" * 64).write_bytes(b"orphan")
-    os.mkdir(Path(store.layout.staging_dir, "publish-crashed"))
+    put_blob(store, "f" * 64, b"orphan")
+    plant_staging(store, "publish-crashed")
     report = store.verify()
     assert report.ok and not report.clean and len(report.orphaned) == 2
     gc = store.gc()

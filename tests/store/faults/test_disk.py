@@ -18,6 +18,7 @@ from artifactkit.store.scan import capture_tree
 from artifactkit.testing.crash import snapshot
 from artifactkit.testing.mounts import Mounts
 from tests.support.capability import in_user_namespace, require_loop_devices, skip_or_fail
+from tests.support.stores import store_snapshot
 
 
 def errno_of(err: BaseException) -> int | None:
@@ -73,17 +74,17 @@ def test_a_publish_that_fills_the_store_fails_with_enospc_and_leaves_earlier_ver
 
 
 def test_a_download_that_fills_the_destination_fails_with_enospc_and_leaves_nothing(
-        mounts: Mounts, fast_tmp: Path) -> None:
+        mounts: Mounts, fast_tmp: Path, any_store: Store) -> None:
     materialize(big_tree(6 << 20), fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
-    before = snapshot(fast_tmp / "store")
+    before = store_snapshot(store)
     small = mounts.tmpfs("relatime", size="4m")
     with pytest.raises(OSError) as caught:
         store.download("demo", small / "dest")
     assert errno_of(caught.value) == errno.ENOSPC, caught.value
     assert os.listdir(small) == [], "no partial destination and no staging directory"
-    assert snapshot(fast_tmp / "store") == before
+    assert store_snapshot(store) == before
 
 
 def test_a_read_only_store_refuses_publish_and_gc_with_erofs_but_still_serves_downloads(
@@ -109,25 +110,26 @@ def test_a_read_only_store_refuses_publish_and_gc_with_erofs_but_still_serves_do
 
 
 def test_an_unwritable_destination_raises_a_clear_error_and_leaves_the_store_as_it_was(
-        mounts: Mounts, fast_tmp: Path, read_only_afterwards: list[Path]) -> None:
+        mounts: Mounts, fast_tmp: Path, any_store: Store, read_only_afterwards: list[Path]) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
-    before = snapshot(fast_tmp / "store")
+    before = store_snapshot(store)
     read_only = mounts.tmpfs("relatime", size="4m")
     remount(read_only, "ro")
     read_only_afterwards.append(read_only)
     with pytest.raises(OSError) as caught:
         store.download("demo", read_only / "dest")
     assert caught.value.errno == errno.EROFS
-    assert snapshot(fast_tmp / "store") == before
+    assert store_snapshot(store) == before
 
 
-def test_a_destination_in_a_directory_nobody_may_write_is_a_permission_error(fast_tmp: Path) -> None:
+def test_a_destination_in_a_directory_nobody_may_write_is_a_permission_error(
+        fast_tmp: Path, any_store: Store) -> None:
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
+    store = any_store
     store.publish(fast_tmp / "src", "demo")
-    before = snapshot(fast_tmp / "store")
+    before = store_snapshot(store)
     locked = fast_tmp / "locked"
     locked.mkdir(mode=0o555)
     immutable = os.access(locked, os.W_OK)  # root ignores modes: only the immutable flag stops it
@@ -145,4 +147,4 @@ def test_a_destination_in_a_directory_nobody_may_write_is_a_permission_error(fas
     (fast_tmp / "a-file").write_bytes(b"")
     with pytest.raises(NotADirectoryError):
         store.download("demo", fast_tmp / "a-file" / "dest")
-    assert snapshot(fast_tmp / "store") == before
+    assert store_snapshot(store) == before

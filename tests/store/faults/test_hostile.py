@@ -20,18 +20,18 @@ import pytest
 import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathError, UnsupportedFileType
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store.manifest import digest_of
 from artifactkit.store.scan import capture_tree
-from artifactkit.testing.crash import snapshot
+from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
+from tests.support.stores import STORE_KINDS, plant_staging, store_snapshot, stored_names
 
 Doc = dict[str, Any]
 
 
 @pytest.fixture
-def site(fast_tmp: Path) -> Path:
-    """A store with ``demo@1``, an empty ``work`` dir for destinations and an ``outside`` dir to keep clean."""
+def site(fast_tmp: Path, any_store: Store) -> Path:
+    """``any_store`` with ``demo@1``, an empty ``work`` dir for destinations and an ``outside`` dir to keep clean."""
     materialize("basic", fast_tmp / "src")
-    Store(fast_tmp / "store").publish(fast_tmp / "src", "demo")
+    Store(any_store.root).publish(fast_tmp / "src", "demo")
     (fast_tmp / "work").mkdir()
     (fast_tmp / "outside").mkdir()
     return fast_tmp
@@ -44,9 +44,7 @@ def entry(doc: Doc, path: str) -> Doc:
 def forge_bytes(store: Store, body: bytes) -> None:
     """Replace the only manifest by ``body``, named by its own digest (an attacker who knows the scheme)."""
     ref = store.list()[-1]
-    old = Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{ref.digest}.json")
-    old.unlink()
-    Path(store.layout.manifests_dir, ref.name, f"{ref.version}.{digest_of(body)}.json").write_bytes(body)
+    forge_manifest(store, ref.name, ref.version, body)
 
 
 def edited(store: Store, edit: Callable[[Doc], object]) -> bytes:
@@ -105,21 +103,22 @@ RAW_CASES: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
-def assert_nothing_escaped(site: Path, store_before: dict[str, Any]) -> None:
+def assert_nothing_escaped(site: Path, store: Store, store_before: dict[str, Any]) -> None:
     assert os.listdir(site / "work") == [], "no partial destination and no staging left behind"
     assert os.listdir(site / "outside") == []
-    assert snapshot(site / "store") == store_before, "the store is unchanged"
+    assert store_snapshot(store) == store_before, "the store is unchanged"
 
 
 @pytest.mark.parametrize("case", sorted(MANIFEST_CASES))
-def test_a_crafted_manifest_is_refused_with_its_named_error_and_nothing_escapes(site: Path, case: str) -> None:
-    store = Store(site / "store")
+def test_a_crafted_manifest_is_refused_with_its_named_error_and_nothing_escapes(
+        site: Path, any_store: Store, case: str) -> None:
+    store = Store(any_store.root)
     edit, error = MANIFEST_CASES[case]
     forge_bytes(store, edited(store, edit))
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(error):
         store.download("demo", site / "work" / "dest")
-    assert_nothing_escaped(site, before)
+    assert_nothing_escaped(site, store, before)
 
 
 #: Links whose targets leave the tree: refused here once, data now (links as they are, never followed). A
@@ -135,8 +134,8 @@ LINK_CASES: dict[str, tuple[str, str]] = {
 
 @pytest.mark.parametrize("case", sorted(LINK_CASES))
 def test_a_forged_manifest_with_links_leaving_the_tree_restores_them_as_links_and_nothing_escapes(
-        site: Path, case: str) -> None:
-    store = Store(site / "store")
+        site: Path, any_store: Store, case: str) -> None:
+    store = Store(any_store.root)
     path, target = LINK_CASES[case]
     target = target.format(outside=site / "outside")
     forge_bytes(store, edited(store, _add({**_LINK, "path": path, "target": target})))
@@ -148,25 +147,27 @@ def test_a_forged_manifest_with_links_leaving_the_tree_restores_them_as_links_an
 
 
 @pytest.mark.parametrize("case", sorted(RAW_CASES))
-def test_unreadable_manifest_bytes_are_refused_as_an_integrity_error(site: Path, case: str) -> None:
-    store = Store(site / "store")
+def test_unreadable_manifest_bytes_are_refused_as_an_integrity_error(
+        site: Path, any_store: Store, case: str) -> None:
+    store = Store(any_store.root)
     forge_bytes(store, RAW_CASES[case](store.manifest("demo").to_bytes()))
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(IntegrityError):
         store.download("demo", site / "work" / "dest")
-    assert_nothing_escaped(site, before)
+    assert_nothing_escaped(site, store, before)
     assert store.verify().unreadable, "verify names it too"
 
 
 @pytest.mark.parametrize("dangling", [False, True], ids=["to-a-dir", "dangling"])
-def test_a_destination_that_is_a_planted_symlink_is_refused(site: Path, dangling: bool) -> None:
-    store = Store(site / "store")
+def test_a_destination_that_is_a_planted_symlink_is_refused(
+        site: Path, any_store: Store, dangling: bool) -> None:
+    store = Store(any_store.root)
     os.symlink(site / ("nowhere" if dangling else "outside"), site / "work" / "dest")
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(FileExistsError):
         store.download("demo", site / "work" / "dest")
     assert os.listdir(site / "work") == ["dest"] and os.listdir(site / "outside") == []
-    assert snapshot(site / "store") == before
+    assert store_snapshot(any_store) == before
 
 
 def _racing(site: Path, monkeypatch: pytest.MonkeyPatch, attack: Callable[[], None]) -> threading.Thread:
@@ -192,9 +193,9 @@ def _racing(site: Path, monkeypatch: pytest.MonkeyPatch, attack: Callable[[], No
 
 
 def test_a_symlink_swapped_in_at_the_destination_during_the_download_is_refused(
-        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = Store(site / "store")
-    before = snapshot(site / "store")
+        site: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(any_store.root)
+    before = store_snapshot(any_store)
     thread = _racing(site, monkeypatch, lambda: os.symlink(site / "outside", site / "work" / "dest"))
     try:
         with pytest.raises(FileExistsError, match="appeared during the download"):
@@ -202,12 +203,12 @@ def test_a_symlink_swapped_in_at_the_destination_during_the_download_is_refused(
     finally:
         thread.join()
     assert os.listdir(site / "work") == ["dest"] and os.listdir(site / "outside") == []
-    assert snapshot(site / "store") == before
+    assert store_snapshot(any_store) == before
 
 
 def test_a_destination_parent_swapped_for_a_symlink_during_the_download_receives_nothing(
-        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = Store(site / "store")
+        site: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(any_store.root)
 
     def swap_parent() -> None:
         os.rename(site / "work", site / "work-moved")
@@ -237,32 +238,33 @@ def _special(kind: str) -> Callable[[Path], None]:
 
 
 @pytest.mark.parametrize("kind", ["socket"])  # FIFOs and devices are kept since issue 27
-def test_a_source_holding_a_special_file_is_refused_before_the_store_is_touched(site: Path, kind: str) -> None:
+def test_a_source_holding_a_special_file_is_refused_before_the_store_is_touched(
+        site: Path, any_store: Store, kind: str) -> None:
     materialize("basic", site / "src2")
     _special(kind)(site / "src2" / "data" / "special")
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(UnsupportedFileType, match="data/special"):
-        Store(site / "store").publish(site / "src2", "demo")
-    assert snapshot(site / "store") == before
+        Store(any_store.root).publish(site / "src2", "demo")
+    assert store_snapshot(any_store) == before
 
 
 def test_a_source_symlink_pointing_out_of_the_tree_is_published_as_is_and_refused_when_contained(
-        site: Path) -> None:
+        site: Path, any_store: Store) -> None:
     materialize("basic", site / "src2")
     os.symlink("../../outside", site / "src2" / "data" / "escape")
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(UnsafePathError, match="escape"):
-        Store(site / "store").publish(site / "src2", "demo", links="contained")
-    assert snapshot(site / "store") == before
-    Store(site / "store").publish(site / "src2", "demo")
-    entry = next(e for e in Store(site / "store").manifest("demo").entries if e.path == "data/escape")
+        Store(any_store.root).publish(site / "src2", "demo", links="contained")
+    assert store_snapshot(any_store) == before
+    Store(any_store.root).publish(site / "src2", "demo")
+    entry = next(e for e in Store(any_store.root).manifest("demo").entries if e.path == "data/escape")
     assert entry.target == "../../outside"
 
 
 @pytest.mark.parametrize("change", ["grow", "shrink"])
 @pytest.mark.parametrize("size", [4000, (8 << 20) + 1], ids=["in-memory", "streamed"])
 def test_a_source_file_that_changes_size_while_read_is_refused(
-        site: Path, monkeypatch: pytest.MonkeyPatch, change: str, size: int) -> None:
+        site: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch, change: str, size: int) -> None:
     materialize("basic", site / "src2")
     victim = site / "src2" / "data" / "victim.bin"
     victim.write_bytes(os.urandom(size))
@@ -295,14 +297,14 @@ def test_a_source_file_that_changes_size_while_read_is_refused(
 
     monkeypatch.setattr(os, "pread", read_then_mutate)
     monkeypatch.setattr(os, "preadv", hash_chunk_then_mutate)
-    before = snapshot(site / "store")
+    before = store_snapshot(any_store)
     with pytest.raises(SourceChangedError, match=r"victim\.bin"):
-        Store(site / "store").publish(site / "src2", "demo")
+        Store(any_store.root).publish(site / "src2", "demo")
     assert fired == [True]
-    assert snapshot(site / "store") == before
+    assert store_snapshot(any_store) == before
 
 
-def run_verify_cli(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+def run_verify_cli(store: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
     """``artifactkit verify --store S --json`` through the store subcommands' own parser."""
     import argparse
 
@@ -316,28 +318,34 @@ def run_verify_cli(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int
 
 
 def _corrupt_blob(store: Store) -> None:
-    blob = Path(store.layout.blobs_dir, sorted(os.listdir(store.layout.blobs_dir))[0])
-    blob.chmod(0o644)
-    blob.write_bytes(blob.read_bytes() + b"!")
+    sha = stored_names(store, "blobs")[0]
+    put_blob(store, sha, blob_bytes(store, sha) + b"!")
 
 
 VERIFY_FINDINGS: dict[str, tuple[Callable[[Store], object], str]] = {
     "corrupt-blob": (_corrupt_blob, "corrupt"),
-    "missing-blob": (lambda s: os.unlink(s.layout.blob_path(sorted(os.listdir(s.layout.blobs_dir))[0])), "missing"),
-    "orphaned-staging": (lambda s: os.mkdir(Path(s.layout.staging_dir, "publish-1-00000000deadbeef")), "orphaned"),
+    "missing-blob": (lambda s: remove_blob(s, stored_names(s, "blobs")[0]), "missing"),
+    "orphaned-staging": (lambda s: plant_staging(s, "publish-1-00000000deadbeef"), "orphaned"),
     "unreadable-manifest": (lambda s: forge_bytes(s, b'{"format": "artifactkit.manifest/1", "entr'), "unreadable"),
 }
 
 
-@pytest.mark.parametrize("finding", sorted(VERIFY_FINDINGS))
+_NO_UPLOADS_IN_VERIFY = pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="issue 24: verify does not list a bucket's abandoned multipart "
+    "uploads (its staging) as orphaned, only gc finds them: not yet on the S3 backend")
+
+
+@pytest.mark.parametrize(("any_store", "finding"), [
+    pytest.param(kind, finding, marks=_NO_UPLOADS_IN_VERIFY if (kind, finding) == ("s3", "orphaned-staging") else ())
+    for kind in STORE_KINDS for finding in sorted(VERIFY_FINDINGS)], indirect=["any_store"])
 def test_the_verify_command_reports_each_finding_with_exit_1_and_changes_nothing(
-        site: Path, capsys: pytest.CaptureFixture[str], finding: str) -> None:
-    store = Store(site / "store")
-    assert run_verify_cli(site / "store", capsys)[0] == 0
+        site: Path, any_store: Store, capsys: pytest.CaptureFixture[str], finding: str) -> None:
+    store = Store(any_store.root)
+    assert run_verify_cli(store.root, capsys)[0] == 0
     damage, field = VERIFY_FINDINGS[finding]
     damage(store)
-    before = snapshot(site / "store", times=True)
-    code, report = run_verify_cli(site / "store", capsys)
+    before = store_snapshot(store, times=True)
+    code, report = run_verify_cli(store.root, capsys)
     assert code == 1 and report["clean"] is False
     assert len(report[field]) == 1, report
-    assert snapshot(site / "store", times=True) == before, "verify never repairs"
+    assert store_snapshot(store, times=True) == before, "verify never repairs"

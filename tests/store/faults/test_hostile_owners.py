@@ -39,6 +39,12 @@ def fs(request: pytest.FixtureRequest, mounts: Mounts) -> Iterator[Path]:
     yield Path(tempfile.mkdtemp(dir=base))
 
 
+@pytest.fixture
+def local_store_dir(fs: Path) -> Path:
+    """The local case's store sits on the filesystem under test, as ``fs/store``."""
+    return fs
+
+
 def _download_current(store: Store, dest: Path) -> list[ReownedWarning]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -56,7 +62,7 @@ def _capability(path: Path) -> str:
 
 
 def test_owners_current_as_root_gives_every_entry_root_without_setuid_capabilities_or_privileged_xattrs(
-        fs: Path) -> None:
+        fs: Path, any_store: Store) -> None:
     require_real_root("give entries foreign owners, setuid bits, trusted.* xattrs and capabilities")
     require_tool("setcap", "libcap2-bin")
     src = fs / "src"
@@ -78,7 +84,7 @@ def test_owners_current_as_root_gives_every_entry_root_without_setuid_capabiliti
     os.chmod(own_setuid, 0o4755)  # noqa: S103 - root's own setuid file: the manifest is not trusted either
     for path in (tool, src / "d" / "link", src / "mine", own_setuid, src / "d", src):
         os.utime(path, ns=(OLD, OLD + 7), follow_symlinks=False)
-    store = Store(fs / "store")
+    store = any_store
     store.publish(src, "demo")
     [warning] = _download_current(store, fs / "out")
     out = fs / "out"
@@ -96,7 +102,7 @@ def test_owners_current_as_root_gives_every_entry_root_without_setuid_capabiliti
     assert "4 entr" in str(warning) and len(str(warning)) < 1000
 
 
-def test_the_reowned_warning_lists_every_entry_and_its_message_only_the_first_20(fs: Path) -> None:
+def test_the_reowned_warning_lists_every_entry_and_its_message_only_the_first_20(fs: Path, any_store: Store) -> None:
     require_real_root("give entries a foreign owner")
     src = fs / "src"
     src.mkdir()
@@ -104,7 +110,7 @@ def test_the_reowned_warning_lists_every_entry_and_its_message_only_the_first_20
         path = src / f"f{number:02d}"
         path.write_bytes(b"x")
         os.chown(path, 1234, 1234)
-    store = Store(fs / "store")
+    store = any_store
     store.publish(src, "demo")
     [warning] = _download_current(store, fs / "out")
     assert len(_entries(warning)) == 30
@@ -122,20 +128,20 @@ def _as_format_1(store: Store) -> None:
     forge_manifest(store, ref.name, ref.version, json.dumps(doc).encode())
 
 
-def _setuid_tree(fs: Path) -> Store:
+def _setuid_tree(fs: Path, store: Store) -> Store:
     src = fs / "src"
     src.mkdir()
     (src / "tool").write_bytes(b"#!/bin/sh\n")
     os.chmod(src / "tool", 0o6755)  # noqa: S103 - the setuid/setgid file under test
     (src / "plain").write_bytes(b"x")
-    store = Store(fs / "store")
     store.publish(src, "demo")
     _as_format_1(store)
     return store
 
 
-def test_a_setuid_entry_without_a_recorded_owner_is_refused_by_an_exact_download(fs: Path) -> None:
-    store = _setuid_tree(fs)
+def test_a_setuid_entry_without_a_recorded_owner_is_refused_by_an_exact_download(
+        fs: Path, any_store: Store) -> None:
+    store = _setuid_tree(fs, any_store)
     assert store.manifest("demo").entries[-1].uid is None
     with pytest.raises(NotRestorableError, match=r"tool: setuid/setgid with no recorded owner") as caught:
         store.download("demo", fs / "out")
@@ -143,8 +149,9 @@ def test_a_setuid_entry_without_a_recorded_owner_is_refused_by_an_exact_download
     assert not (fs / "out").exists()
 
 
-def test_a_setuid_entry_without_a_recorded_owner_loses_the_bits_with_owners_current(fs: Path) -> None:
-    store = _setuid_tree(fs)
+def test_a_setuid_entry_without_a_recorded_owner_loses_the_bits_with_owners_current(
+        fs: Path, any_store: Store) -> None:
+    store = _setuid_tree(fs, any_store)
     [warning] = _download_current(store, fs / "out")
     st = os.stat(fs / "out" / "tool")
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o755)

@@ -55,32 +55,6 @@ def test_an_unchanged_tree_republished_to_a_bucket_reads_nothing_and_commits_the
     assert os.listdir(stat_cache_dir(store.bucket.url())) == ["stat-cache.json"]
 
 
-def test_a_changed_file_is_read_again_and_only_it(s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
-    src = _tree(fast_tmp / "src")
-    store = Store(s3_url)
-    store.publish(src, "demo", stat_cache=True)
-    store.publish(src, "demo", stat_cache=True)
-    (src / "d" / "f3").write_bytes(b"changed\n")
-    reads.clear()
-    cached = store.publish(src, "demo", stat_cache=True)
-    assert reads == ["f3"]
-    assert cached.digest == store.publish(src, "demo").digest
-
-
-def test_a_blob_deleted_from_the_bucket_is_read_and_put_again(s3_url: str, fast_tmp: Path,
-                                                              reads: list[str]) -> None:
-    src = _tree(fast_tmp / "src")
-    store = Store(s3_url)
-    store.publish(src, "demo", stat_cache=True)
-    ref = store.publish(src, "demo", stat_cache=True)
-    victim = next(e for e in store.manifest(ref).entries if e.path == "d/f5")
-    store.bucket.delete(f"blobs/{victim.sha256}")
-    reads.clear()
-    store.publish(src, "demo", stat_cache=True)
-    assert reads == ["f5"]
-    assert store.verify().ok
-
-
 def test_the_cache_of_one_bucket_store_is_not_another_ones(s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
     src = _tree(fast_tmp / "src")
     Store(s3_url).publish(src, "demo", stat_cache=True)

@@ -62,21 +62,6 @@ def test_publish_in_one_process_and_download_in_another_is_exact_and_blobs_hash_
     assert hashlib.sha256(manifest).hexdigest() == digest  # a person can sha256sum the manifest too
 
 
-def test_four_spawn_processes_publishing_one_name_get_distinct_versions_that_each_download_exact(
-        s3_url: str, fast_tmp: Path) -> None:
-    supplied = materialize("basic", fast_tmp / "src")
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        results = pool.starmap(s3_workers.publish_many, [(s3_url, str(fast_tmp / "src"), "shared", 2)] * 4)
-    versions = sorted(v for per_worker in results for v, _ in per_worker)
-    assert versions == list(range(1, 9))
-    store = Store(s3_url)
-    assert [r.version for r in store.list()] == versions
-    for version in (1, 8):
-        store.download("shared", fast_tmp / f"out-{version}", version=version)
-        assert_metadata_equal(supplied, capture_tree(fast_tmp / f"out-{version}"), stage=f"download v{version}")
-
-
 def test_republishing_an_unchanged_tree_sends_no_blob_bytes(s3_url: str, fast_tmp: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     materialize("basic", fast_tmp / "src")

@@ -1,0 +1,156 @@
+"""One store suite, two backends: ``any_store`` is a fresh :class:`Store` in a directory and on a real S3 server.
+
+A test that takes ``any_store`` runs once per backend (``[local]``, ``[s3]``) with one body. The S3 case gets a
+fresh prefix on the session's SeaweedFS (``seaweedfs`` in ``tests/conftest.py``) through
+:func:`tests.support.hostile_store.store_of_kind`, so it is skipped for a missing ``weed`` or boto3 exactly as
+every other S3 test is, and ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` turns that skip into a failure. The local store
+is ``local_store_dir / "store"``: by default a directory of its own beside the test's work directory (so a
+test's "nothing left beside the destination" sees the same names on both backends); a module whose store must
+sit on a particular filesystem overrides the ``local_store_dir`` fixture.
+
+What a test checks *inside* a store goes through the documented, transparent layout (``docs/store.md``,
+``docs/s3.md``) with the helpers below, never through a backend's internals: a directory's files, a bucket's
+keys.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artifactkit import Store
+from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.store.stat_cache import CACHE_NAME
+from artifactkit.testing.crash import snapshot
+from tests.support.hostile_store import STORE_KINDS, store_of_kind
+
+__all__ = ["STORE_KINDS", "any_store", "is_bucket", "local_store_dir", "nothing_stored", "plant_staging",
+           "raw_manifest", "s3_xfail", "sibling_store", "staging_names", "stat_cache_path", "store_snapshot",
+           "stored_names"]
+
+
+@pytest.fixture
+def local_store_dir() -> Iterator[Path]:
+    """Where the local case's store goes: a fresh directory on a tmpfs where one exists, outside the test's own."""
+    shm = Path("/dev/shm")
+    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix="artifactkit-store-", dir=base))
+    try:
+        yield path
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(path)], check=False, capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def any_store(request: pytest.FixtureRequest) -> Store:
+    """A fresh, empty store: ``local`` (a directory, not yet created) or ``s3`` (a new prefix on SeaweedFS)."""
+    if request.param == "local":
+        return Store(request.getfixturevalue("local_store_dir") / "store")
+    # A bucket store's stat cache lives in the user's cache directory: this test's own, not root's ~/.cache.
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(request.getfixturevalue("tmp_path") / "user-cache"))
+    return store_of_kind(request.param, request, Path())
+
+
+def s3_xfail(reason: str, raises: type[BaseException] | tuple[type[BaseException], ...]) -> pytest.MarkDecorator:
+    """Run a test on both backends with only the ``s3`` case a strict xfail, expected to raise ``raises``.
+
+    Strict: the day the bucket backend does it, the test fails until the mark goes. ``raises`` keeps it exact:
+    any other failure of the s3 case (a skip turned into a failure by CI included) is still a failure.
+    """
+    return pytest.mark.parametrize("any_store", ["local", pytest.param("s3", marks=pytest.mark.xfail(
+        strict=True, reason=reason, raises=raises))], indirect=True)
+
+
+def _bucket(store: Store) -> Any:
+    return getattr(store, "bucket", None)
+
+
+def is_bucket(store: Store) -> bool:
+    """Whether ``store`` is the bucket backend's (for the few lines where the layouts differ)."""
+    return _bucket(store) is not None
+
+
+def stored_names(store: Store, under: str) -> list[str]:
+    """Sorted names of what is stored directly under the layout directory ``under`` ("blobs", "manifests/x")."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        prefix = under.rstrip("/") + "/"
+        return sorted({info.key[len(prefix):].partition("/")[0] for info in bucket.objects_under(prefix)})
+    path = Path(store.root, under)
+    return sorted(os.listdir(path)) if path.is_dir() else []
+
+
+def staging_names(store: Store) -> list[str]:
+    """What a publish left half-made: a local store's ``staging/`` entries, a bucket's unfinished uploads."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        return sorted(bucket.abort_uploads_before(datetime.now(UTC).replace(year=9999), dry_run=True))
+    return stored_names(store, "staging")
+
+
+def plant_staging(store: Store, name: str) -> None:
+    """What a killed publisher leaves: a directory in a local store's ``staging/``, a bucket's unfinished upload."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        # The raw client, as hostile_store writes: what any S3 tool with write access can leave behind.
+        bucket.client.create_multipart_upload(Bucket=bucket.bucket, Key=bucket.prefix + name)
+        return
+    os.mkdir(Path(store.root, "staging", name))
+
+
+def store_snapshot(store: Store, *, times: bool = False) -> dict[str, tuple[object, ...]]:
+    """Everything the store holds, to compare before and after: files (``snapshot``) or keys, sizes, ETags;
+    with ``times`` also each file's mtime or each object's time of writing."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        found: dict[str, tuple[object, ...]] = {
+            info.key: (info.size, info.etag, *((info.last_modified,) if times else ()))
+            for info in bucket.objects_under("")}
+        found.update({f"upload:{key}": () for key in staging_names(store)})
+        return found
+    return snapshot(Path(store.root), times=times) if os.path.lexists(store.root) else {}
+
+
+def nothing_stored(store: Store) -> bool:
+    """No store was made: no directory at a local root, no key under a bucket prefix."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        return store_snapshot(store) == {}
+    return not os.path.lexists(store.root)
+
+
+def sibling_store(store: Store, name: str) -> Store:
+    """Another fresh store of the same kind beside ``store``: the directory ``name`` next to it, or the prefix
+    ``PREFIX-name`` in the same bucket."""
+    if is_bucket(store):
+        return Store(f"{str(store.root).rstrip('/')}-{name}")
+    return Store(Path(store.root).with_name(name))
+
+
+def stat_cache_path(store: Store) -> Path:
+    """The file of the store's stat cache: in a local store's root, or in the user's cache directory for a
+    bucket's (``docs/store.md``; ``any_store`` points that at the test's own ``tmp_path``)."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        from artifactkit.store.s3.backend import stat_cache_dir
+
+        return Path(stat_cache_dir(bucket.url()), CACHE_NAME)
+    return Path(store.root, CACHE_NAME)
+
+
+def raw_manifest(store: Store, ref: ArtifactRef) -> bytes:
+    """A version's manifest bytes as stored, read with no check (a file, or the object)."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        return bytes(bucket.get_bytes(f"manifests/{ref.name}/{ref.version}.json"))
+    return Path(StoreLayout.at(store.root).manifest_path(ref)).read_bytes()
