@@ -1,6 +1,6 @@
 """Deliberately faulty restore steps, each a real-world bug class the shared assertion must catch.
 
-Each has the signature of the store's restore seam (``restore_tree(entries, dest, blob_path=, executor=)``)
+Each has the signature of the store's restore seam (``restore_tree(entries, dest, blob_path=, executor=, progress=)``)
 so a test can swap one into a real :class:`Store` and watch the download stage fail.
 """
 
@@ -42,7 +42,7 @@ def _naive_restore(entries: Iterable[FileMeta], dest: str, blob_path: Callable[[
 
 def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
                            shape_checked: bool = False, owners: str = "exact",
-                           executor: object = None) -> None:
+                           executor: object = None, progress: object = None) -> None:
     """Sets mtime and keeps whatever atime the copy left (``utime`` with the current atime)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
@@ -52,7 +52,7 @@ def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path:
 
 def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *,
                                   blob_path: Callable[[str], str], shape_checked: bool = False,
-                                  owners: str = "exact", executor: object = None) -> None:
+                                  owners: str = "exact", executor: object = None, progress: object = None) -> None:
     """Sets times from whole seconds (``int(st.st_atime)``-style code)."""
     _naive_restore(entries, dest, blob_path,
                    lambda e: ((e.atime_ns // NS) * NS, (e.mtime_ns // NS) * NS))
@@ -60,7 +60,7 @@ def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *,
 
 def restore_through_float(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
                            shape_checked: bool = False, owners: str = "exact",
-                           executor: object = None) -> None:
+                           executor: object = None, progress: object = None) -> None:
     """Sets times through float seconds (``os.utime(p, (st.st_atime, st.st_mtime))``)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
