@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from artifactkit import Store
-from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit import ArtifactRef, Store
+from artifactkit.store.layout import StoreLayout
 from artifactkit.store.stat_cache import CACHE_NAME
 from artifactkit.testing.crash import snapshot
 from tests.support.hostile_store import STORE_KINDS, store_of_kind
@@ -102,8 +102,13 @@ def plant_staging(store: Store, name: str) -> None:
     """What a killed publisher leaves: a directory in a local store's ``staging/``, a bucket's unfinished upload."""
     bucket = _bucket(store)
     if bucket is not None:
-        # The raw client, as hostile_store writes: what any S3 tool with write access can leave behind.
-        bucket.client.create_multipart_upload(Bucket=bucket.bucket, Key=bucket.prefix + name)
+        # A plain boto3 client on the endpoint the AWS environment names (any_store set it): what any S3 tool
+        # with write access can leave behind, not a call of the store's own client.
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+                              region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+        client.create_multipart_upload(Bucket=bucket.bucket, Key=bucket.prefix + name)
         return
     os.mkdir(Path(store.root, "staging", name))
 
