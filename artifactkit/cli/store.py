@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_bytes, table
-from artifactkit.cli.progress import activity
+from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
 from artifactkit.errors import ArtifactkitError, ReownedWarning
 from artifactkit.store.store import Store
@@ -99,8 +99,9 @@ def _store_command(build: Callable[[argparse.Namespace], Result]) -> Callable[[a
 
 
 def _publish(a: argparse.Namespace) -> Result:
-    with activity(f"publishing {a.src} as {a.name}", json_output=a.json):
-        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links)
+    with store_activity(f"publishing {a.name}", json_output=a.json) as progress:
+        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
+                                     progress=progress)
     return success({"schema": "artifactkit.publish/1", **_ref_doc(ref)},
                    f"published {ref} (manifest sha256 {ref.digest})")
 
@@ -108,8 +109,8 @@ def _publish(a: argparse.Namespace) -> Result:
 def _download(a: argparse.Namespace) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReownedWarning)
-        with activity(f"downloading {a.ref} into {a.dest}", json_output=a.json):
-            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers)
+        with store_activity(f"downloading {a.ref}", json_output=a.json) as progress:
+            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers, progress=progress)
     warned = [w.message for w in caught if issubclass(w.category, ReownedWarning)]
     # Every changed entry as data ("path (what changed)"); the warnings' messages are summaries for people.
     # reowned_entries: the same list under the name docs/store.md gave it first.
@@ -122,8 +123,8 @@ def _download(a: argparse.Namespace) -> Result:
 
 
 def _verify(a: argparse.Namespace) -> Result:
-    with activity(f"verify: hashing every manifest and blob in {a.store}", json_output=a.json):
-        report = Store(a.store).verify()
+    with store_activity("verifying", json_output=a.json) as progress:
+        report = Store(a.store).verify(progress=progress)
     rows = [(kind, str(len(items)), "; ".join(items[:3]) + (" ..." if len(items) > 3 else ""))
             for kind, items in (("corrupt", report.corrupt), ("missing", report.missing),
                                 ("unreadable", report.unreadable), ("orphaned", report.orphaned),
@@ -137,8 +138,8 @@ def _verify(a: argparse.Namespace) -> Result:
 
 
 def _gc(a: argparse.Namespace) -> Result:
-    with activity(f"gc: sweeping {a.store}", json_output=a.json):
-        report = Store(a.store).gc(dry_run=a.dry_run)
+    with store_activity("gc", json_output=a.json) as progress:
+        report = Store(a.store).gc(dry_run=a.dry_run, progress=progress)
     blobs, staging = len(report.removed_blobs), len(report.removed_staging)
     if not (blobs or staging):
         text = f"{'would remove' if a.dry_run else 'removed'} nothing: no leftovers in {a.store}"
