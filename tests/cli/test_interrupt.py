@@ -1,23 +1,25 @@
 """Ctrl-C at any moment of the command, from its first line on, is one line on stderr and exit 130; under
 ``--json`` also one ``artifactkit.error/1`` document on stdout.
 
-The command runs as a real process and gets a real SIGINT at delays spread over its whole start-up and run.
-It runs the console script pip writes, under ``python -S`` with the package and its dependencies on
-``PYTHONPATH``: what the interpreter does before our first line (``site`` running an installation's ``.pth``
-files, e.g. the editable finder's 0.1 s here) is Python's own start-up, which no package can change.
+The command runs as a real process and gets a real SIGINT at points chosen by what it does, not by a clock: an
+audit hook (:func:`sys.addaudithook`) in the child raises SIGINT at the N-th audited event (every import, open,
+mkdir, flock, rename, ...), for N over its whole start-up and run. It runs what the console script pip writes
+runs, under ``python -S`` with the package and its dependencies on ``PYTHONPATH``: what the interpreter does
+before our first line (``site`` running an installation's ``.pth`` files, e.g. the editable finder's 0.1 s
+here) is Python's own start-up, which no package can change.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
-import re
 import select
+import shutil
 import signal
 import site
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -35,111 +37,134 @@ from artifactkit.store.store_dirs import opened_store
 LINE = "artifactkit: error: interrupted"
 
 
-#: What pip writes as the ``artifactkit`` console script for ``artifactkit.cli.entry:run``.
-CONSOLE_SCRIPT = """import sys
-from artifactkit.cli.entry import run
-if __name__ == "__main__":
-    sys.exit(run())
-"""
-
-
 def _env() -> dict[str, str]:
     package_root = str(Path(artifactkit.__file__).parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *site.getsitepackages()])}
 
 
-def _interrupted_after(delay_s: float, script: Path, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    process = subprocess.Popen([sys.executable, "-S", str(script), *argv], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(delay_s)
-    process.send_signal(signal.SIGINT)
-    try:
-        _, err = process.communicate(timeout=SWALLOWED_AFTER_S)
-    except subprocess.TimeoutExpired:
-        # Still waiting for the lock: the signal was dropped (see _swallowed_by_python). A person presses
-        # Ctrl-C again; the test too, and then checks where the first one went.
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-        return SWALLOWED, err
-    return process.returncode, err
+#: The console script (``from artifactkit.cli.entry import run``; ``sys.exit(run())``) with an audit hook
+#: installed once entry.py's first lines have run, so the count starts where the package's Ctrl-C handling
+#: does. At the event numbered ``ARTIFACTKIT_TEST_SIGINT_AT`` the process sends itself SIGINT (``raise_signal``:
+#: the handler runs right there, as for a Ctrl-C arriving at that instant); at 0 it only records what happens.
+#: Python audits no write to stdout, and the moment just after the result is out is one to test (a second
+#: document could come there): stdout is wrapped to audit its writes and flushes as ``stdout.write`` and
+#: ``stdout.flush`` events. At the end the script writes one line per event to the fd in
+#: ``ARTIFACTKIT_TEST_EVENTS_FD``: the event's name and who handled SIGINT at that moment ("entry" while entry.py's
+#: start-up handler did, else "python"). ``posix``, ``_signal`` and ``sys`` are built in, so the hook itself
+#: imports nothing the command would otherwise import.
+SWEEP_SCRIPT = """import sys
+from artifactkit.cli.entry import run
+import _signal, posix
+_at, _events = int(posix.environ[b"ARTIFACTKIT_TEST_SIGINT_AT"]), []
+def _hook(event, args):
+    if _at < 0:
+        return
+    python = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+    _events.append(event + (" python" if python else " entry"))
+    if len(_events) == _at:
+        _signal.raise_signal(_signal.SIGINT)
+class _AuditedStdout:
+    def __init__(self, stream):
+        self._stream = stream
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+    def write(self, text):
+        written = self._stream.write(text)
+        sys.audit("stdout.write")
+        return written
+    def flush(self):
+        self._stream.flush()
+        sys.audit("stdout.flush")
+sys.stdout = _AuditedStdout(sys.stdout)
+sys.addaudithook(_hook)
+code = run()
+_at = -1
+posix.write(int(posix.environ[b"ARTIFACTKIT_TEST_EVENTS_FD"]), "\\n".join(_events).encode())
+sys.exit(code)
+"""
 
 
-#: An interrupted publish ends in milliseconds; one still waiting for its lock after this never got the signal.
-SWALLOWED_AFTER_S = 10
-SWALLOWED = -1000
+def _sweep_run(at: int, argv: list[str], env: dict[str, str]) -> tuple[int, str, str, list[str]]:
+    """One run of the command, SIGINT at event ``at`` (0: none); (exit code, stdout, stderr, events seen)."""
+    events_read, events_write = os.pipe()
+    with os.fdopen(events_read, "rb") as events:
+        process = subprocess.Popen(
+            [sys.executable, "-S", "-c", SWEEP_SCRIPT, *argv], pass_fds=(events_write,), text=True,
+            env={**env, "ARTIFACTKIT_TEST_SIGINT_AT": str(at), "ARTIFACTKIT_TEST_EVENTS_FD": str(events_write)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(events_write)
+        # A bound on a hang, not a delay: an interrupted command ends in milliseconds.
+        out, err = process.communicate(timeout=120)
+        return process.returncode, out, err, events.read().decode().split("\n")
 
 
-#: How Python reports a ``KeyboardInterrupt`` it dropped while starting (and then went on): in importlib's
-#: weakref callback, and in the interpreter's own check of the script's path (seen on main: 3 runs in 6 had
-#: one, at 10-36 ms, in frozen zipimport/importlib frames).
-_DROPPED_BY_PYTHON = ("Exception ignored in: <function _get_module_lock.",
-                      "Failed checking if argv[0] is an import path entry")
-
-
-def _swallowed_by_python(err: str) -> bool:
-    """Whether the first SIGINT landed in Python's start-up before our first line ran, where Python reports
-    and drops the ``KeyboardInterrupt`` (only frozen frames), and the second one got our line. entry.py's
-    handler ends the process itself, so after its first line this cannot happen."""
-    if not err.endswith(LINE + "\n"):
-        return False
-    head = err.removesuffix(LINE + "\n")
-    frames = re.findall(r'^  File "([^"]+)", line \d+', head, flags=re.MULTILINE)
-    return (head.startswith(_DROPPED_BY_PYTHON) and _ends_in_keyboard_interrupt(head)
-            and all(frame.startswith("<frozen ") for frame in frames))
-
-
-def _ends_in_keyboard_interrupt(text: str) -> bool:
-    # "KeyboardInterrupt: " (an empty message) too: seen at 14 ms, after "python: failed to set
-    # __main__.__loader__", the interpreter's own line while it sets up the script's module.
-    return text.rstrip().removesuffix(":").endswith("KeyboardInterrupt")
-
-
-#: entry.py's first line that does anything: a SIGINT pending when it runs is raised there, before it installs.
-_INSTALL = "_signal.signal(_signal.SIGINT, _interrupted_while_starting)"
-
-
-def _before_our_first_line(err: str) -> bool:
-    """Whether ``err`` is Python's own traceback of a SIGINT that landed in the interpreter's start-up or in its
-    import machinery locating or loading ``artifactkit.cli.entry``, before its first line ran (or raised on that
-    line itself, the handler not yet in place), never in another line of the package: once entry.py's first
-    line has installed the handler, no ``KeyboardInterrupt`` reaches the top. (Before entry.py, the script
-    imported the CLI first: frames of main.py, argparse.)
-    """
-    frames = re.findall(r'^  File "([^"]+)", line \d+.*\n(?:    (.*)\n)?', err, flags=re.MULTILINE)
-    ours = [(frame, line.strip()) for frame, line in frames if frame.startswith(_PACKAGE)]
-    return (_ends_in_keyboard_interrupt(err) and ours in ([], [(entry.__file__, _INSTALL)])
-            and all(frame.startswith(("<frozen ", _PACKAGE)) or frame.endswith("console-script")
-                    for frame, _ in frames))
-
-
-_PACKAGE = str(Path(artifactkit.__file__).parent)
-#: 2 ms apart over the start-up (about 20-40 ms under ``-S``), then into the command's wait for the lock.
-DELAYS_MS = [*range(0, 60, 2), *range(80, 320, 40)]
+def _points(events: list[str]) -> list[int]:
+    """Where to interrupt (1-based event numbers): 8 spread evenly over the start-up (entry.py's handler in
+    charge: all alike, and cheap to reach), and in the run (Python's handler: a KeyboardInterrupt that every
+    ``finally`` sees) the first event of each kind, the named points of a publish: the first import of the
+    command's lazily imported modules, the first listing and xattr read of the scan, the first mkdir (the
+    staging), the first lock, the first rename (a blob into place), the staging's removal, the first write of
+    the result; and the run's last event, just after the result is out. (Each run costs a whole start-up:
+    every event of the run would take minutes.)"""
+    start_up = [number for number, event in enumerate(events, 1) if event.endswith(" entry")]
+    firsts: dict[str, int] = {}
+    for number, event in enumerate(events, 1):
+        if event.endswith(" python"):
+            firsts.setdefault(event.split()[0], number)
+    spread = {start_up[i * (len(start_up) - 1) // 7] for i in range(8)} if start_up else set()
+    return sorted(spread | set(firsts.values()) | {len(events)})
 
 
 def test_ctrl_c_at_any_moment_of_start_up_and_run_is_one_line_and_exit_130(fast_tmp: Path) -> None:
-    env = _env()
-    script = fast_tmp / "console-script"
-    script.write_text(CONSOLE_SCRIPT)
+    # Fixed: a hash seed (set iteration order) and one worker, so every run does the same in the same order.
+    env = {**_env(), "PYTHONHASHSEED": "0"}
     materialize("basic", fast_tmp / "src")
-    store = Store(fast_tmp / "store")
-    store.publish(fast_tmp / "src", "demo")
-    argv = ["publish", str(fast_tmp / "src"), "--store", str(fast_tmp / "store"), "--name", "demo"]
-    # gc's exclusive lock, held here: the publish waits for it until the signal comes, however fast it starts.
-    with opened_store(store.layout) as dirs, store_lock(dirs.locks, exclusive=True, where="test"):
-        outcomes = [(delay, *_interrupted_after(delay / 1000, script, argv, env)) for delay in DELAYS_MS]
-    for delay_ms, code, err in outcomes:
-        # Our one line and 130; or the signal came before our first line ran: killed before Python installed
-        # its handler (nothing printed; a shell reports 130 too), or Python's own start-up traceback (exit 1
-        # while the interpreter initializes, killed by SIGINT once it runs the script).
-        assert (code == EXIT_INTERRUPTED and err == LINE + "\n") \
-            or (code == -signal.SIGINT and err == "") \
-            or (code in (1, -signal.SIGINT) and _before_our_first_line(err)) \
-            or (code == SWALLOWED and _swallowed_by_python(err)), \
-            f"SIGINT after {delay_ms} ms: exit {code}, stderr {err!r}"
-    assert sum(code == EXIT_INTERRUPTED for _, code, _ in outcomes) >= len(outcomes) // 2, outcomes
-    assert os.listdir(fast_tmp / "store" / "staging") == [], "every interrupted publish cleaned up"
-    assert [ref.version for ref in store.list()] == [1]
+    Store(fast_tmp / "template").publish(fast_tmp / "src", "demo")
+    (fast_tmp / "src" / "new").write_text("content the store has not seen: a blob to stage\n")
+
+    def interrupted_at(at: int, json_output: bool) -> tuple[int, str, str, list[str], Path]:
+        store = fast_tmp / f"store-{'json' if json_output else 'text'}-{at}"  # each run a store of its own
+        shutil.copytree(fast_tmp / "template", store, symlinks=True)
+        argv = ["publish", str(fast_tmp / "src"), "--store", str(store), "--name", "demo", "--workers", "1"]
+        return (*_sweep_run(at, [*argv, "--json"] if json_output else argv, env), store)
+
+    runs, seen, removal = [], {}, {}
+    for json_output in (False, True):
+        code, _, err, events, _ = interrupted_at(0, json_output)
+        assert code == 0 and len(events) > 500, (err, events)  # the full start-up and publish, uninterrupted
+        seen[json_output] = events
+        removal[json_output] = events.index("shutil.rmtree python") + 1  # the staging's removal begins
+        # Each mode takes every other point: together they take all of them, in half the runs. Both take the
+        # last, where the result is rendered and a second document could come.
+        points = _points(events)
+        runs += [(at, json_output) for rank, at in enumerate(points) if rank % 2 == json_output or at == len(events)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # each run is its own process and its own store
+        outcomes = list(pool.map(lambda run: (*run, *interrupted_at(*run)), runs))
+    for at, json_output, code, out, err, _, store in outcomes:
+        where = f"SIGINT at event {at} ({seen[json_output][at - 1]}{', --json' if json_output else ''})"
+        assert (code, err) == (EXIT_INTERRUPTED, LINE + "\n"), f"{where}: exit {code}, stderr {err!r}"
+        # Interrupted before the result was out: nothing, or under --json the interrupt's document; while or
+        # after it was written: the result, whole (json.loads takes exactly one document, nothing after it).
+        if json_output:
+            assert json.loads(out) == interrupted().document or json.loads(out)["schema"] == "artifactkit.publish/1", \
+                f"{where}: stdout {out!r}"
+        else:
+            assert out in ("", "published demo@2", "published demo@2\n") or out.startswith("published demo@2 "), \
+                f"{where}: stdout {out!r}"
+        assert [ref.version for ref in Store(store).list()] in ([1], [1, 2]), where
+        report, left = Store(store).verify(), os.listdir(store / "staging")
+        assert report.ok, f"{where}: {report}"
+        if at < removal[json_output]:
+            assert left == [], f"{where}: the interrupted publish left its staging"
+        else:
+            # A known gap of the store (local_backend's publish removes its staging with an rmtree in a
+            # ``finally`` that a KeyboardInterrupt stops): interrupted in that removal, after the commit, the rest
+            # stays. verify names it a leftover and gc removes it, so nothing is lost; nothing else may be left.
+            assert report.orphaned == [f"staging/{name}" for name in left], f"{where}: {report}"
+            Store(store).gc()
+            assert os.listdir(store / "staging") == [], where
+    handlers = {seen[json_output][at - 1].split()[1] for at, json_output in runs}
+    assert handlers == {"entry", "python"}, "both the start-up handler and Python's were interrupted"
 
 
 def test_the_start_up_handler_says_what_main_says() -> None:
