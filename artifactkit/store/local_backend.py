@@ -133,9 +133,7 @@ class LocalStore:
                 finally:
                     os.close(txn_fd)
             finally:
-                # dir_fd: rmtree's fd-based walk, which follows no link (the name is inside staging/). The
-                # executor stopped every worker before the exception reached here: nothing still writes in it.
-                shutil.rmtree(txn, dir_fd=dirs.staging, ignore_errors=True)
+                _remove_staging(dirs.staging, txn)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
         # Written in staging/ and renamed into the root, both through their checked fds.
@@ -239,6 +237,20 @@ class LocalTxn:
                 # fsync left a name dir that a power cut could still take with our version in it.
                 self.sync_dir(dirs.manifests)
         return True
+
+
+def _remove_staging(staging_fd: int, txn: str) -> None:
+    """Remove a publish's transaction directory, whole even when a Ctrl-C lands in the middle of it.
+
+    dir_fd: rmtree's fd-based walk, which follows no link (the name is inside staging/). The executor stopped
+    every worker before an exception reached here: nothing still writes in it. A KeyboardInterrupt inside the
+    removal (found by the CLI's interrupt sweep: after a commit, the rest stayed for gc) finishes it first.
+    """
+    try:
+        shutil.rmtree(txn, dir_fd=staging_fd, ignore_errors=True)
+    except KeyboardInterrupt:
+        shutil.rmtree(txn, dir_fd=staging_fd, ignore_errors=True)
+        raise
 
 
 def _remove(parent_fd: int, name: str) -> None:
