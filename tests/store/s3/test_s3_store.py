@@ -78,8 +78,9 @@ def test_republishing_an_unchanged_tree_sends_no_blob_bytes(s3_url: str, fast_tm
 def test_a_large_file_goes_up_in_parts_and_comes_down_in_ranges_exactly(
         s3_url: str, fast_tmp: Path, raw_s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # 5 MiB parts are the S3 minimum; lower the thresholds so 12 MiB makes three parts and three ranges.
-    for module in (objects, s3_publish, s3_download):
+    for module in (objects, s3_publish):
         monkeypatch.setattr(module, "MULTIPART_THRESHOLD", 10 << 20)
+    monkeypatch.setattr(s3_download, "RANGES_FROM", 10 << 20)
     for module in (objects, s3_download):
         monkeypatch.setattr(module, "PART_SIZE", 5 << 20)
     src = fast_tmp / "src"
