@@ -61,16 +61,6 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     return store_of_kind(request.param, request, Path())
 
 
-def s3_xfail(reason: str, raises: type[BaseException] | tuple[type[BaseException], ...]) -> pytest.MarkDecorator:
-    """Run a test on both backends with only the ``s3`` case a strict xfail, expected to raise ``raises``.
-
-    Strict: the day the bucket backend does it, the test fails until the mark goes. ``raises`` keeps it exact:
-    any other failure of the s3 case (a skip turned into a failure by CI included) is still a failure.
-    """
-    return pytest.mark.parametrize("any_store", ["local", pytest.param("s3", marks=pytest.mark.xfail(
-        strict=True, reason=reason, raises=raises))], indirect=True)
-
-
 def _bucket(store: Store) -> Any:
     return getattr(store, "bucket", None)
 

@@ -16,7 +16,7 @@ import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure
@@ -134,7 +134,10 @@ class BucketStore:
         return size, digest.hexdigest()
 
     def leftovers(self) -> list[str]:
-        return []  # a bucket has no staging a verify could list: abandoned uploads are gc's (staging_garbage)
+        # A bucket's staging: multipart uploads never completed (a killed publisher's parts), of any age; gc
+        # aborts those older than the grace period.
+        everything = datetime.max.replace(tzinfo=UTC)
+        return [f"uploads/{key}" for key in self.bucket.abort_uploads_before(everything, dry_run=True)]
 
     @contextlib.contextmanager
     def quiescent(self) -> Iterator[Callable[[], bool]]:

@@ -330,14 +330,8 @@ VERIFY_FINDINGS: dict[str, tuple[Callable[[Store], object], str]] = {
 }
 
 
-_NO_UPLOADS_IN_VERIFY = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="issue 24: verify does not list a bucket's abandoned multipart "
-    "uploads (its staging) as orphaned, only gc finds them: not yet on the S3 backend")
-
-
 @pytest.mark.parametrize(("any_store", "finding"), [
-    pytest.param(kind, finding, marks=_NO_UPLOADS_IN_VERIFY if (kind, finding) == ("s3", "orphaned-staging") else ())
-    for kind in STORE_KINDS for finding in sorted(VERIFY_FINDINGS)], indirect=["any_store"])
+    (kind, finding) for kind in STORE_KINDS for finding in sorted(VERIFY_FINDINGS)], indirect=["any_store"])
 def test_the_verify_command_reports_each_finding_with_exit_1_and_changes_nothing(
         site: Path, any_store: Store, capsys: pytest.CaptureFixture[str], finding: str) -> None:
     store = Store(any_store.root)
