@@ -33,7 +33,7 @@ from artifactkit.testing.crash import snapshot
 from tests.support.hostile_store import STORE_KINDS, store_of_kind
 
 __all__ = ["STORE_KINDS", "any_store", "is_bucket", "local_store_dir", "nothing_stored", "plant_staging",
-           "raw_manifest", "s3_xfail", "sibling_store", "staging_names", "stat_cache_path", "store_snapshot",
+           "raw_manifest", "sibling_store", "staging_names", "stat_cache_path", "store_snapshot",
            "stored_names"]
 
 
