@@ -11,21 +11,13 @@ from types import ModuleType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.native.trees import File, build, native_create, python_create, restore, restored, write_blobs
+from tests.native.trees import File, build, names, native_create, python_create, restore, restored, unique, write_blobs
 from tests.strategies import timestamps_ns
 
-names = st.text(alphabet=st.sampled_from("ab -_.é雪Z9"), min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
 contents = st.sampled_from([b"", b"x", b"same content\n", bytes(range(256)) * 20]) | st.binary(max_size=9000)
 files = st.builds(File, path=names, data=contents, mode=st.sampled_from([0o644, 0o400, 0o4755, 0o2711, 0o1777]),
                   times=st.tuples(timestamps_ns, timestamps_ns), hole=st.sampled_from([0, 0, 8192]),
                   xattrs=st.dictionaries(st.sampled_from(["user.a", "user.é"]), st.binary(max_size=40), max_size=2))
-
-
-def unique(items: list[File]) -> list[File]:
-    seen: dict[str, File] = {}
-    for f in items:
-        seen.setdefault(f.path.casefold(), f)
-    return list(seen.values())
 
 
 # `work` hands out a fresh directory at every call, so sharing it across examples is safe.

@@ -12,24 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.native.trees import File, build, stage_items, stage_native, stage_python, staged_files
+from tests.native.trees import File, build, names, stage_items, stage_native, stage_python, staged_files, unique
 from tests.strategies import timestamps_ns
 
-# Names a shell would trip over: spaces, dashes, unicode, a leading dot; never "/" or NUL.
-names = st.text(alphabet=st.sampled_from("ab -_.é雪Z9"), min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
 # A small pool of contents, so equal files (staged once) and already stored blobs come up often.
 contents = st.sampled_from([b"", b"x", b"same content\n", bytes(range(256)) * 20, b"\0" * 5000])
 files = st.builds(File, path=names, data=contents | st.binary(max_size=9000),
                   mode=st.sampled_from([0o644, 0o400, 0o4755]),
                   times=st.tuples(timestamps_ns, timestamps_ns), hole=st.sampled_from([0, 0, 0, 8192, 1 << 16]),
                   xattrs=st.dictionaries(st.sampled_from(["user.a", "user.é"]), st.binary(max_size=40), max_size=2))
-
-
-def unique(items: list[File]) -> list[File]:
-    seen: dict[str, File] = {}
-    for f in items:
-        seen.setdefault(f.path.casefold(), f)
-    return list(seen.values())
 
 
 # `work` hands out a fresh directory at every call, so sharing it across examples is safe.

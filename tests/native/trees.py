@@ -10,6 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from hypothesis import strategies as st
+
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
@@ -176,3 +178,15 @@ def same_error(first: BaseException, second: BaseException) -> None:
     for name in ("errno", "filename", "filename2", "context"):
         assert getattr(first, name, None) == getattr(second, name, None), name
     assert type(first.__cause__) is type(second.__cause__)
+
+
+#: Names a shell would trip over: spaces, dashes, unicode, a leading dot; never "/" or NUL.
+names = st.text(alphabet=st.sampled_from("ab -_.é雪Z9"), min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
+
+
+def unique(items: list[File]) -> list[File]:
+    """The first file of each name, names compared case-folded."""
+    seen: dict[str, File] = {}
+    for f in items:
+        seen.setdefault(f.path.casefold(), f)
+    return list(seen.values())
