@@ -25,7 +25,6 @@ from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, StageJob
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 #: Until the native engine is the default: only an explicit ``ARTIFACTKIT_ENGINE=native`` selects it.
 OPT_IN = True
 if OPT_IN and os.environ.get("ARTIFACTKIT_ENGINE") != "native":
@@ -51,16 +50,13 @@ class NativeExecutor:
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         txn = job.txn
-        if txn.in_memory or txn.blobs_path is None:
+        if txn.in_memory or txn.blobs_fd < 0:
             seen: set[str] = set()
             found = [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
                      for item in items]
         else:
-            blobs_fd = os.open(txn.blobs_path, _DIR)
-            try:
-                found = _native_batches.stage_files(job.root, txn.stage_fd, blobs_fd, items, self.threads)
-            finally:
-                os.close(blobs_fd)
+            # The transaction's checked fd of blobs/, never its path (a writer of the store may have swapped it).
+            found = _native_batches.stage_files(job.root, txn.stage_fd, txn.blobs_fd, items, self.threads)
         # One call for the whole publish (so "new content?" spans it), so progress moves once, at its end.
         job.on_batch(len(items), sum(entry.size for _, entry, _ in items))
         yield found

@@ -52,6 +52,9 @@ class PublishTxn(Protocol):
     stage_path: str
     #: The store's blob directory for worker processes (``None``: a backend with none; staging in-process).
     blobs_path: str | None
+    #: The store's blob directory as this process opened and checked it (``-1``: none): identity and has-blob
+    #: answers come from it, never from the path, which a writer of the store could have swapped since.
+    blobs_fd: int
     #: Whether the executor keeps a small file's bytes in memory (``Staged.data``) instead of staging them.
     in_memory: bool
 

@@ -49,7 +49,7 @@ class PythonExecutor:
                 job.on_batch(len(part), sum(entry.size for _, entry, _ in part))
             return
         assert txn.blobs_path is not None
-        st, blobs = os.fstat(txn.stage_fd), os.stat(txn.blobs_path)
+        st, blobs = os.fstat(txn.stage_fd), os.fstat(txn.blobs_fd)  # the checked fd's inode, never the path's
         shared: StageShared = (job.root, txn.stage_path, (st.st_dev, st.st_ino), txn.blobs_path,
                                (blobs.st_dev, blobs.st_ino), len(items))
 

@@ -180,6 +180,7 @@ class LocalTxn:
         self.stage_path = stage_path
         self.stage_fd = stage_fd
         self.blobs_path = dirs.layout.blobs_dir
+        self.blobs_fd = dirs.blobs
         self._staged: dict[str, str] = {}  # digest -> staging file name
 
     def blob_lookup(self, lookups: int) -> HasBlob:
