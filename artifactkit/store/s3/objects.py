@@ -257,13 +257,13 @@ class Bucket:
             return None
 
     def upload_file(self, key: str, path: str) -> None:
-        """Upload a large file in ``PART_SIZE`` parts, 4 at once (unconditional; each part checksummed)."""
+        """Upload a large file in ``PART_SIZE`` parts, 8 at once (unconditional; each part checksummed)."""
         parts = max(-(-Path(path).stat().st_size // PART_SIZE), 1)
         for operation, n in ("CreateMultipartUpload", 1), ("UploadPart", parts), ("CompleteMultipartUpload", 1):
             self._count(operation, n)
         with self._mapped(key):
             self._obstore.put(self.store, self.prefix + key, Path(path), use_multipart=True, chunk_size=PART_SIZE,
-                              max_concurrency=4)
+                              max_concurrency=8)
 
     # -- reads
     def _get(self, key: str, **options: Any) -> Any:
