@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="evidence JSON (default: %(default)s)")
     parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/s3.md")
     parser.add_argument("--table-from", metavar="FILE", help="re-render the tables of an existing JSON into the docs")
+    parser.add_argument("--block", default="bench-s3", help="the generated block of docs/s3.md (default %(default)s)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table_from:
         from docs_tables import rerender  # noqa: PLC0415
 
-        return rerender(args.table_from, render, "s3.md", "bench-s3")
+        return rerender(args.table_from, render, "s3.md", args.block)
     # The parent's helpers, imported here: the artifactkit child (--worker) loads the library alone.
     from bench_env import command_line  # noqa: PLC0415
     from bench_store import build_corpus  # noqa: PLC0415
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         handle.write("\n")
     print(render(doc))
     if not args.no_docs:
-        write_table("s3.md", "bench-s3", render(doc))
+        write_table("s3.md", args.block, render(doc))
     return 0
 
 
