@@ -97,6 +97,7 @@ class Connection:
                 raise NoCredentialsError(f"no credentials found in the AWS environment/config chain ({err})") \
                     from err
         self.session = session
+        self._boto3: Any = None
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or profile.get("endpoint_url")
         self.region: str = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile.get("region")
                             or "us-east-1")
@@ -161,7 +162,13 @@ class Connection:
         raise AssertionError("unreachable")
 
     def boto3_client(self) -> Any:
-        """A boto3 client on the same endpoint and identity, for what obstore lacks (multipart-upload listing)."""
+        """A boto3 client on the same endpoint and identity, for what obstore lacks (multipart-upload listing);
+        made once per connection (a client costs ~0.1 s to build, and gc asks for one under its lease each run)."""
+        if self._boto3 is None:
+            self._boto3 = self._new_boto3_client()
+        return self._boto3
+
+    def _new_boto3_client(self) -> Any:
         boto3 = import_extra("boto3")
         config = import_extra("botocore.config").Config(
             connect_timeout=self.limits.connect_timeout_s, read_timeout=self.limits.read_timeout_s,
