@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from hypothesis import HealthCheck, settings
 
 from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_mounts, skip_or_fail
+from tests.support.tmpfs import scratch_dir, tmpfs_available
 
 settings.register_profile(
     "artifactkit", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -56,16 +55,11 @@ def fast_tmp(tmp_path: Path) -> Iterator[Path]:
 
     For tests where the filesystem is not the point; falls back to ``tmp_path``.
     """
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+    if not tmpfs_available():
         yield tmp_path
         return
-    path = Path(tempfile.mkdtemp(prefix="artifactkit-test-", dir=shm))
-    try:
+    with scratch_dir("artifactkit-test-") as path:
         yield path
-    finally:
-        subprocess.run(["chmod", "-R", "u+rwx", str(path)], check=False, capture_output=True)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,6 @@ keys.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +28,7 @@ from artifactkit.store.layout import StoreLayout
 from artifactkit.store.stat_cache import CACHE_NAME
 from artifactkit.testing.crash import snapshot
 from tests.support.hostile_store import STORE_KINDS, store_of_kind
+from tests.support.tmpfs import scratch_dir
 
 __all__ = ["STORE_KINDS", "any_store", "is_bucket", "local_store_dir", "nothing_stored", "plant_staging",
            "raw_manifest", "sibling_store", "staging_names", "stat_cache_path", "store_snapshot",
@@ -40,14 +38,8 @@ __all__ = ["STORE_KINDS", "any_store", "is_bucket", "local_store_dir", "nothing_
 @pytest.fixture
 def local_store_dir() -> Iterator[Path]:
     """Where the local case's store goes: a fresh directory on a tmpfs where one exists, outside the test's own."""
-    shm = Path("/dev/shm")
-    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-    path = Path(tempfile.mkdtemp(prefix="artifactkit-store-", dir=base))
-    try:
+    with scratch_dir("artifactkit-store-") as path:
         yield path
-    finally:
-        subprocess.run(["chmod", "-R", "u+rwx", str(path)], check=False, capture_output=True)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(params=STORE_KINDS)
