@@ -150,7 +150,7 @@ def test_ctrl_c_at_any_moment_of_start_up_and_run_is_one_line_and_exit_130(fast_
     for at, json_output, code, out, err, events, store in outcomes:
         where = f"SIGINT at event {at} ({seen[json_output][at - 1]}{', --json' if json_output else ''})"
         assert (code, err) == (EXIT_INTERRUPTED, LINE + "\n"), \
-            f"{where}: exit {code}, stderr {err!r}; the run saw {len(events)} events, the calibration {len(seen[json_output])}"
+            f"{where}: exit {code}, stderr {err!r}; {len(events)} events seen, {len(seen[json_output])} calibrated"
         # Interrupted before the result was out: nothing, or under --json the interrupt's document; while or
         # after it was written: the result, whole (json.loads takes exactly one document, nothing after it).
         if json_output:
