@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from artifactkit.store.download import create_items
+from artifactkit.store.download import to_wire as entry_to_wire
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob
 from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, to_wire
 from artifactkit.store.workers import BATCH_FILES, LazyPool, batches
@@ -99,7 +100,6 @@ def _covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
 
 
 def _items_to_wire(batch: Sequence[CreateItem]) -> list[object]:
-    from artifactkit.store.download import to_wire as entry_to_wire  # noqa: PLC0415 - next to its pair
     return [(path, [entry_to_wire(entry) for entry in entries]) for path, entries in batch]
 
 

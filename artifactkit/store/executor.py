@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 CreateItem = tuple[str, "list[FileMeta]"]
 
 
+def _ignore(entries: int, byte_count: int) -> None:
+    """A job's ``on_batch`` where nobody watches its progress."""
+
+
 @attrs.frozen
 class StageJob:
     """What every batch of one publish shares: the source root, the transaction it stages into, and whether a
@@ -41,7 +45,7 @@ class StageJob:
     txn: PublishTxn
     has_blob: HasBlob
     #: Called as batches finish with ``(entries, bytes)`` they covered: the progress a person sees.
-    on_batch: Callable[[int, int], None] = attrs.field(default=lambda entries, byte_count: None, kw_only=True)
+    on_batch: Callable[[int, int], None] = attrs.field(default=_ignore, kw_only=True)
 
 
 @attrs.frozen
@@ -54,15 +58,13 @@ class CreateJob:
     root_identity: tuple[int, int]
     blobs: BlobSource
     #: As :attr:`StageJob.on_batch`.
-    on_batch: Callable[[int, int], None] = attrs.field(default=lambda entries, byte_count: None, kw_only=True)
+    on_batch: Callable[[int, int], None] = attrs.field(default=_ignore, kw_only=True)
 
     @classmethod
     def at(cls, root_fd: int, root_path: str, blobs: BlobSource,
            on_batch: Callable[[int, int], None] | None = None) -> CreateJob:
         st = os.fstat(root_fd)
-        if on_batch is None:
-            return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs)
-        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs, on_batch=on_batch)
+        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs, on_batch=on_batch or _ignore)
 
 
 class Executor(Protocol):
