@@ -114,7 +114,11 @@ def test_ramfs_cannot_be_isolated_and_the_error_names_the_remedy(mounts: Mounts)
 def test_a_planted_reader_shows_up_as_unexplained_with_its_pid(ext4_relatime: Path) -> None:
     # Root already (the mount fixture requires it), so fanotify is there to name the stranger;
     # without it the accounting split is covered in test_watcher.
-    planted = subprocess.Popen([sys.executable, "-c", PLANTED_READER, str(ext4_relatime)],
+    # A base of its own: the mount is shared by the session's tests, and a reader walking whatever
+    # they left there (each open held by the fanotify holder) once took over 30 s for one pass.
+    base = ext4_relatime / "planted-reader"
+    base.mkdir()
+    planted = subprocess.Popen([sys.executable, "-c", PLANTED_READER, str(base)],
                                stdout=subprocess.PIPE, text=True)
     assert planted.stdout is not None
     stdout = planted.stdout
@@ -129,11 +133,12 @@ def test_a_planted_reader_shows_up_as_unexplained_with_its_pid(ext4_relatime: Pa
         assert int(stdout.readline()) > 0
 
     try:
-        result = run_diagnose(DiagnoseConfig(cycles=2, readers=2, base=str(ext4_relatime)),
+        result = run_diagnose(DiagnoseConfig(cycles=2, readers=2, base=str(base)),
                               progress=after_a_planted_read)
     finally:
         planted.kill()
         planted.wait()
+        base.rmdir()  # diagnose cleaned its work tree up: anything left is a failure here
     accesses = result.accesses
     assert accesses.method == "fanotify"
     assert accesses.unexplained > 0
