@@ -28,7 +28,7 @@ from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
 from artifactkit.store.s3.layout import blob_key, fetch_version, listed_versions, manifest_key, parse_url
 from artifactkit.store.s3.leases import LeasePolicy, gc_lease, live_publishers, publish_lease
-from artifactkit.store.s3.objects import Bucket
+from artifactkit.store.s3.objects import Bucket, Upload
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import CacheSite
@@ -85,6 +85,7 @@ class BucketStore:
         self.where = bucket.url()
         self._bodies: dict[ArtifactRef, bytes] = {}  # what ref() read, for the manifest_bytes() that follows
         self._cutoff: datetime | None = None
+        self._stale_uploads: dict[str, Upload] = {}  # staging_garbage's listing, by the name it reported
 
     def versions(self, name: str | None = None) -> list[tuple[str, int]]:
         return listed_versions(self.bucket, name)
@@ -187,8 +188,10 @@ class BucketStore:
 
     def staging_garbage(self) -> list[Garbage]:
         # A killed publisher's multipart parts, abandoned longer than the grace period; their bytes are not
-        # listed cheaply (a request per upload), so they count none.
-        return [Garbage(key, 0) for key in self.bucket.abort_uploads_before(self._grace_cutoff(), dry_run=True)]
+        # listed cheaply (a request per upload), so they count none. Kept: remove_staging aborts exactly these,
+        # never what a second listing would find.
+        self._stale_uploads = {upload.key: upload for upload in self.bucket.uploads_before(self._grace_cutoff())}
+        return [Garbage(name, 0) for name in self._stale_uploads]
 
     def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
         cutoff = self._grace_cutoff()
@@ -196,9 +199,9 @@ class BucketStore:
                 if info.key.removeprefix("blobs/") not in needed and info.last_modified < cutoff]
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
-        if staging:
+        for item in staging:
             guard.check()
-            self.bucket.abort_uploads_before(self._grace_cutoff())
+            self.bucket.abort_upload(self._stale_uploads[item.name])
 
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         with ThreadPoolExecutor(REQUESTS, thread_name_prefix="artifactkit-gc") as pool:

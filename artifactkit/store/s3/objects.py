@@ -64,6 +64,14 @@ class ObjectInfo:
     last_modified: datetime
 
 
+@attrs.frozen
+class Upload:
+    """One multipart upload never completed: its key relative to the store prefix and the server's id for it."""
+
+    key: str
+    upload_id: str
+
+
 def _code_status(err: BaseException) -> tuple[str, int]:
     """The S3 error code and HTTP status in an obstore error's text ("" / 0 where it has none)."""
     text = str(err)
@@ -369,24 +377,32 @@ class Bucket:
         self._raise_for(status, key)
         return True
 
-    def abort_uploads_before(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
-        """Abort multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts); their
-        keys. ``dry_run``: only list them. Through boto3: obstore cannot list multipart uploads."""
-        aborted = []
+    def uploads_before(self, cutoff: datetime) -> list[Upload]:
+        """The multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts), in
+        the listing's order. Through boto3: obstore cannot list multipart uploads."""
+        found = []
         client = self._conn.boto3_client()
         with self._mapped():
             self._count("ListMultipartUploads")
-            pages = client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.prefix)
-            for page in pages:
-                for upload in page.get("Uploads", []):
-                    if upload["Initiated"] >= cutoff:
-                        continue
-                    if not dry_run:
-                        self._count("AbortMultipartUpload")
-                        client.abort_multipart_upload(Bucket=self.bucket, Key=upload["Key"],
-                                                      UploadId=upload["UploadId"])
-                    aborted.append(str(upload["Key"])[len(self.prefix):])
-        return aborted
+            for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.prefix):
+                found += [Upload(str(item["Key"])[len(self.prefix):], str(item["UploadId"]))
+                          for item in page.get("Uploads", []) if item["Initiated"] < cutoff]
+        return found
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort one multipart upload; its parts' bytes are freed by the server."""
+        client = self._conn.boto3_client()
+        with self._mapped(upload.key):
+            self._count("AbortMultipartUpload")
+            client.abort_multipart_upload(Bucket=self.bucket, Key=self.prefix + upload.key, UploadId=upload.upload_id)
+
+    def abort_uploads_before(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
+        """Abort the uploads :meth:`uploads_before` lists (``dry_run``: only list them); their keys."""
+        uploads = self.uploads_before(cutoff)
+        if not dry_run:
+            for upload in uploads:
+                self.abort_upload(upload)
+        return [upload.key for upload in uploads]
 
 
 def _read_at_most(body: _Body, count: int) -> bytes:
