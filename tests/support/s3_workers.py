@@ -29,11 +29,6 @@ def download(workdir: str, url: str, ref: str) -> str:
     return str(Store(url).download(ref, os.path.join(workdir, "out")))
 
 
-def publish_many(url: str, src: str, name: str, count: int) -> list[tuple[int, str]]:
-    store = Store(url)
-    return [(ref.version, ref.digest) for ref in (store.publish(src, name) for _ in range(count))]
-
-
 def _pool_file(index: int) -> bytes:
     return f"pool content {index}\n".encode() * (1 + index % 7)
 
