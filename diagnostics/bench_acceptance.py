@@ -104,9 +104,9 @@ def _scale_rows(scale: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def extrapolate(doc: dict[str, Any], cores: tuple[int, ...] = (2, 8, 16)) -> dict[str, Any] | None:
-    """A model, not a measurement: the wall time outside the native core (one Python thread: scan, plan,
-    manifest, commit, directory work) stays; the time inside it (``core_ms``, measured at 1 thread) divides
-    by the threads. T(N) = outside + core / N. The 2-thread prediction is set beside the measured 2-thread
+    """A model, not a measurement: the serial wall time (the Python thread, and the core's calls that take no
+    ``threads``) stays; the time in the core's threaded calls (``threaded_ms``, measured at 1 thread) divides
+    by the threads. T(N) = serial + threaded / N. The 2-thread prediction is set beside the measured 2-thread
     run, which says how far the model holds on this machine; nothing above its cores is measured."""
     res = doc["results"].get("many")
     natives = sorted((s for s in doc["setups"] if s["engine"] == "native"), key=lambda s: s["threads"])
@@ -118,15 +118,15 @@ def extrapolate(doc: dict[str, Any], cores: tuple[int, ...] = (2, 8, 16)) -> dic
     found: dict[str, Any] = {"cp_a_ms": cp_ms, "files": files, "from": one, "measured": top, "ops": {}}
     for op in SPEEDUP_OPS:
         cell = res["cells"][f"{one}/{op}"]
-        if "core_ms" not in cell:
+        if "threaded_ms" not in cell:
             return None
-        outside, core = cell["outside_core_ms"], cell["core_ms"]
-        at = {n: outside + core / n for n in cores}
+        serial, threaded = cell["serial_ms"], cell["threaded_ms"]
+        at = {n: serial + threaded / n for n in cores}
         found["ops"][op] = {
-            "outside_core_ms": outside, "core_ms": core, "serial_share": round(outside / (outside + core), 3),
+            "serial_ms": serial, "threaded_ms": threaded, "serial_share": round(serial / (serial + threaded), 3),
             "measured_ms": {natives[-1]["threads"]: res["cells"][f"{top}/{op}"]["median_ms"]},
             "model_ms": {n: round(t, 1) for n, t in at.items()},
             "model_vs_cp_a": {n: round(t / cp_ms, 2) for n, t in at.items()},
             "model_files_per_s_per_thread": {n: round(files / (t / 1e3) / n) for n, t in at.items()},
-            "limit_ms": round(outside, 1)}
+            "limit_ms": round(serial, 1)}
     return found

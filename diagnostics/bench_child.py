@@ -6,7 +6,8 @@ engine's executor, the native core), so the clock runs around the operation alon
 ``subprocess.run`` for ``cp``/``rsync`` (their fork+exec is part of what a user pays). Printed: one JSON
 object with the wall time, the CPU time split into user and system (this process's threads and the tools
 it ran), the peak RSS, the engine the library says it uses, the manifest digest of a publish, and for the
-native engine the wall time spent inside the core's functions (the part its threads share).
+native engine the wall time spent inside each of the core's functions (those taking ``threads``: the part
+its threads share).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Final
 
 EXTERNAL: Final = frozenset({"cp_a", "rsync"})
@@ -65,32 +67,35 @@ def _operate(task: dict[str, Any], rss_file: str | None) -> str | None:
     return None
 
 
-def _time_the_core() -> dict[str, int]:
-    """Wrap every function of ``artifactkit._native`` with a clock: the wall time inside the core, where its
-    threads run with the GIL released; the rest of the operation is this process's one Python thread.
+def time_the_core(core: ModuleType) -> dict[str, dict[str, Any]]:
+    """Wrap every function of ``core`` (``artifactkit._native``) with a clock: per function, the wall time inside it and
+    its calls, and whether it runs on threads (its signature takes ``threads``, as PyO3 records it in
+    ``__text_signature__``). The rest of the operation is this process's one Python thread.
 
-    Generic on purpose: whatever moves into the core later (the scan, the manifest) is counted without
-    changing this script. The library calls the core as ``_native.name(...)``, so the wrapper is what it
-    calls; ``calls`` shows it (a core reached another way would count 0). One clock read per call.
+    Generic on purpose: whatever moves into the core later (a scan, the manifest) is counted without changing
+    this script, and a single-threaded core function is not mistaken for parallel work. The library calls
+    the core as ``_native.name(...)``, so the wrapper is what it calls; ``calls`` shows it (a core reached
+    another way would count 0). Two clock reads per call.
     """
-    from artifactkit import _native  # noqa: PLC0415 - only the native engine's children
+    spent: dict[str, dict[str, Any]] = {}
 
-    spent = {"ns": 0, "calls": 0}
+    def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        signature = getattr(function, "__text_signature__", None) or ""
+        mine = spent[name] = {"ns": 0, "calls": 0, "threaded": "threads" in signature.strip("()").split(", ")}
 
-    def timed(function: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter_ns()
             try:
                 return function(*args, **kwargs)
             finally:
-                spent["ns"] += time.perf_counter_ns() - start
-                spent["calls"] += 1
+                mine["ns"] += time.perf_counter_ns() - start
+                mine["calls"] += 1
         return call
 
-    for name in dir(_native):
-        value = getattr(_native, name)
+    for name in dir(core):
+        value = getattr(core, name)
         if callable(value) and not isinstance(value, type):  # functions, not NativeFailure
-            setattr(_native, name, timed(value))
+            setattr(core, name, timed(name, value))
     return spent
 
 
@@ -127,7 +132,11 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
     engine = engine_name()  # what the library itself says it will use, under this child's environment
     if engine == "native" and not native_available():  # imports the executor and the core, off the clock
         raise SystemExit("ARTIFACTKIT_ENGINE=native but the native core does not import")
-    core = _time_the_core() if engine == "native" and task["op"] in AK_OPS else None
+    core = None
+    if engine == "native" and task["op"] in AK_OPS:
+        from artifactkit import _native  # noqa: PLC0415 - only the native engine's children
+
+        core = time_the_core(_native)
     base_rss = _vm_hwm_kib()  # interpreter + imports: the high-water mark before the op
     external = task["op"] in EXTERNAL
     rss_file = task["dest"] + ".rss" if external and task.get("measure_rss") else None
@@ -156,7 +165,10 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_kib": peak, "base_rss_kib": base_rss, "engine": engine, "digest": digest}
     result["cpu_ns"] = result["user_ns"] + result["sys_ns"]
     if core is not None:
-        result["core_ns"], result["core_calls"] = core["ns"], core["calls"]
+        called = {name: got for name, got in core.items() if got["calls"]}
+        result["core"] = called
+        result["core_ns"] = sum(got["ns"] for got in called.values())
+        result["threaded_ns"] = sum(got["ns"] for got in called.values() if got["threaded"])
     if profile is not None:
         result["profile"] = _profile_top(profile)
     return result

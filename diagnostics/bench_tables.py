@@ -81,18 +81,18 @@ def _threads_table(doc: dict[str, Any]) -> str:
     if res is None or "speedup" not in res:
         return "(not run: needs `many` at 1 and 2 threads)"
     lines = ["| operation (`many`) | speed-up (paired) | CPU, 1 thread → most | files/s per thread | "
-             "inside the core ms | outside the core ms |", "|---|---|---|---|---|---|"]
+             "on the core's threads ms | serial ms |", "|---|---|---|---|---|---|"]
     for op, got in res["speedup"].items():
         low, high = res["cells"][f"{got['from']}/{op}"], res["cells"][f"{got['to']}/{op}"]
         lines.append(f"| {OP_NAMES[op]}: {got['from']} → {got['to']} | {got['paired_median']:.2f}x | "
                      f"{_fmt(low['cpu_ms'])} → {_fmt(high['cpu_ms'])} ms | {_fmt(low['files_per_s_per_thread'])} → "
-                     f"{_fmt(high['files_per_s_per_thread'])} | {_fmt(low.get('core_ms', 0))} → "
-                     f"{_fmt(high.get('core_ms', 0))} | {_fmt(low.get('outside_core_ms', 0))} → "
-                     f"{_fmt(high.get('outside_core_ms', 0))} |")
+                     f"{_fmt(high['files_per_s_per_thread'])} | {_fmt(low.get('threaded_ms', 0))} → "
+                     f"{_fmt(high.get('threaded_ms', 0))} | {_fmt(low.get('serial_ms', 0))} → "
+                     f"{_fmt(high.get('serial_ms', 0))} |")
     model = extrapolate(doc)
     if model:
         counts = list(next(iter(model["ops"].values()))["model_ms"])
-        lines += ["", f"Extrapolation (a model, not a measurement: T(N) = outside + inside / N from the "
+        lines += ["", f"Extrapolation (a model, not a measurement: T(N) = serial + threaded / N from the "
                   f"{model['from']} run; this machine has {doc['environment']['nproc']} cores):", "",
                   "| operation (`many`) | serial share at 1 thread | measured at "
                   f"{model['measured']} ms | " + " | ".join(f"model {n} threads: ms (x `cp -a`; files/s per thread)"
@@ -145,14 +145,16 @@ def _time_table(doc: dict[str, Any]) -> str:
     if res is None:
         return "(not run: `many`)"
     lines = ["| operation (`many`) | engine | wall ms | user ms | sys ms | CPU / wall | inside the core ms | "
-             "outside the core ms (one Python thread) |", "|---|---|---|---|---|---|---|---|"]
+             "of it on threads ms | serial ms (Python + the core's unthreaded calls) | core calls |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for cell in res["cells"].values():
         if cell["engine"] is None and cell["op"] != "cp_a":
             continue
-        inside = _fmt(cell["core_ms"]) if "core_ms" in cell else ""
-        outside = _fmt(cell["outside_core_ms"]) if "outside_core_ms" in cell else ""
+        core = [_fmt(cell[k]) if k in cell else "" for k in ("core_ms", "threaded_ms", "serial_ms")]
+        calls = ", ".join(f"`{name}` {n}" for name, n in cell.get("core_calls", {}).items())
         lines.append(f"| {LABELS[cell['op']]} | {_who(cell)} | {_fmt(cell['median_ms'])} | {_fmt(cell['user_ms'])} | "
-                     f"{_fmt(cell['sys_ms'])} | {cell['cpu_ms'] / cell['median_ms']:.2f} | {inside} | {outside} |")
+                     f"{_fmt(cell['sys_ms'])} | {cell['cpu_ms'] / cell['median_ms']:.2f} | {' | '.join(core)} | "
+                     f"{calls} |")
     for op, rows in res.get("profile", {}).items():
         lines += ["", f"cProfile of one {op} of `many` on {default_setup(doc)} (tottime: the time in the function "
                   "itself; the core's calls are builtins of `_native`; profiling inflates every Python call):", "",

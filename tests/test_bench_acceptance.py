@@ -20,7 +20,8 @@ DIAGNOSTICS = Path(__file__).resolve().parent.parent / "diagnostics"
 def bench() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(DIAGNOSTICS))  # the modules import their siblings by name
     try:
-        yield {name: importlib.import_module(name) for name in ("bench_acceptance", "bench_tables", "bench_syscalls")}
+        yield {name: importlib.import_module(name)
+               for name in ("bench_acceptance", "bench_tables", "bench_syscalls", "bench_child")}
     finally:
         sys.path.remove(str(DIAGNOSTICS))
 
@@ -31,7 +32,7 @@ def _cell(group: str, op: str, engine: str | None, threads: int, ms: float, *,
             "min_ms": ms, "max_ms": ms, "cpu_ms": ms, "user_ms": ms / 2, "sys_ms": ms / 2, "files_per_s": 1e3,
             "files_per_s_per_thread": 1e3 / threads, "mib_per_s": 1.0, "peak_rss_mib": 25.0}
     if core is not None:
-        cell.update(core_ms=core, outside_core_ms=ms - core, core_calls=1)
+        cell.update(core_ms=core + 10, threaded_ms=core, serial_ms=ms - core, core_calls={"stage_files": 1})
     return cell
 
 
@@ -132,10 +133,10 @@ def test_the_scale_lines_are_judged_only_on_100000_files(bench: dict[str, Module
     assert {v for line, v in _verdicts(bench, small).items() if line.startswith("scale")} == {"not judged"}
 
 
-def test_the_extrapolation_divides_only_the_time_inside_the_core(bench: dict[str, ModuleType]) -> None:
+def test_the_extrapolation_divides_only_the_time_in_the_cores_threaded_calls(bench: dict[str, ModuleType]) -> None:
     model = bench["bench_acceptance"].extrapolate(_doc())
     assert model is not None
-    publish = model["ops"]["publish"]  # 1 thread: 100 ms outside the core, 300 ms inside
+    publish = model["ops"]["publish"]  # 1 thread: 100 ms serial, 300 ms on the core's threads
     assert publish["model_ms"] == {2: 250.0, 8: 137.5, 16: 118.8}
     assert publish["limit_ms"] == 100.0 and publish["serial_share"] == 0.25
 
@@ -156,3 +157,24 @@ def test_the_strace_summary_parser_takes_each_call_and_not_the_total(bench: dict
     out.write_text("    calls syscall\n--------- ----------------\n    10004 openat\n        1 syncfs\n"
                    "--------- ----------------\n    10005 total\n")  # strace -c -U calls,name
     assert bench["bench_syscalls"].strace_counts(str(out)) == {"openat": 10004, "syncfs": 1}
+
+
+def test_the_core_clock_counts_each_function_and_only_calls_taking_threads_as_threaded(
+        bench: dict[str, ModuleType]) -> None:
+    core = ModuleType("fake_native")
+
+    def stage_files(items: list[int], threads: int) -> int:
+        return len(items) * threads
+
+    def scan_tree(root: str) -> str:
+        return root
+
+    stage_files.__text_signature__ = "(items, threads)"  # as PyO3 records it
+    scan_tree.__text_signature__ = "(root)"
+    core.stage_files, core.scan_tree, core.Failure = stage_files, scan_tree, RuntimeError
+    spent = bench["bench_child"].time_the_core(core)
+    assert core.stage_files([1, 2], 2) == 4 and core.scan_tree("r") == "r"
+    assert core.scan_tree("again") == "again"
+    assert {name: (got["calls"], got["threaded"]) for name, got in spent.items()} == {
+        "stage_files": (1, True), "scan_tree": (2, False)}
+    assert core.Failure is RuntimeError  # a class is not wrapped
