@@ -49,27 +49,25 @@ def _mount_info(path: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def locations(want_tmpfs: bool, want_default: bool = True) -> Iterator[list[tuple[str, str | None, str]]]:
-    """(label, directory or None, note): the default temp fs, and a tmpfs mounted here when root."""
-    found: list[tuple[str, str | None, str]] = [("default-tmp", tempfile.gettempdir(), "")] if want_default else []
-    mountpoint = None
-    try:
-        if not want_tmpfs:
-            pass
-        elif os.geteuid() != 0 or shutil.which("mount") is None:
-            found.append(("tmpfs", None, "skipped: mounting a tmpfs needs root and mount(8)"))
-        else:
-            mountpoint = tempfile.mkdtemp(prefix="ak-bench-tmpfs-")
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3g,mode=0700", "ak-bench", mountpoint], check=True)
-            found.insert(0, ("tmpfs", mountpoint, "mounted by this script"))
-        yield found
-    finally:
-        if mountpoint is not None:
+def tmpfs_base(size: str = "4g") -> Iterator[tuple[str, str]]:
+    """(directory, note): a tmpfs mounted here when root (sized for the scale corpus's four trees of 100,000
+    files, each file a page), else a private directory on /dev/shm; removed afterwards."""
+    if os.geteuid() == 0 and shutil.which("mount") is not None:
+        mountpoint = tempfile.mkdtemp(prefix="ak-bench-tmpfs-")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "ak-bench", mountpoint], check=True)
+        try:
+            yield mountpoint, "mounted by this script"
+        finally:
             subprocess.run(["umount", mountpoint], check=False)
             os.rmdir(mountpoint)
+        return
+    with scratch_on_tmpfs() as root:
+        if _mount_info(root)["fs_type"] != "tmpfs":
+            raise SystemExit(f"{root} is not on a tmpfs: the benchmark measures tmpfs (run as root to mount one)")
+        yield root, "a directory on /dev/shm (not root: no tmpfs of its own)"
 
 
-def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
+def environment(tmpfs: str, note: str) -> dict[str, Any]:
     def first_line(cmd: list[str]) -> str:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         return (done.stdout or done.stderr).splitlines()[0] if (done.stdout or done.stderr) else "unavailable"
@@ -83,9 +81,16 @@ def environment(dirs: list[tuple[str, str | None, str]]) -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "tools": {"cp": first_line(["cp", "--version"]), "rsync": first_line(["rsync", "--version"]),
                   "strace": first_line(["strace", "-V"]), "rsync_has_atimes": "--atimes" in rsync_help},
-        "locations": {label: ({**_mount_info(path), "note": note} if path else {"note": note})
-                      for label, path, note in dirs},
+        "tmpfs": {**_mount_info(tmpfs), "note": note},
+        "cpu": _cpu(),
     }
+
+
+def _cpu() -> dict[str, Any]:
+    # sha_ni decides what hashlib.sha256 (OpenSSL) and the core's sha2 can do per byte: the large-file floor.
+    with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        info = dict(line.split(":", 1) for line in handle.read().split("\n\n", 1)[0].splitlines() if ":" in line)
+    return {"model": info.get("model name\t", "unknown").strip(), "sha_ni": "sha_ni" in info.get("flags\t\t", "")}
 
 
 def code_state() -> dict[str, Any]:
@@ -96,7 +101,21 @@ def code_state() -> dict[str, Any]:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
 
     dirty = git("status", "--porcelain", "--", "artifactkit").splitlines()
-    return {"commit": git("rev-parse", "HEAD"), "artifactkit_changes_uncommitted": dirty}
+    return {"commit": git("rev-parse", "HEAD"), "artifactkit_changes_uncommitted": dirty,
+            "native_core": _native_build(root, git("status", "--porcelain", "--", "native", "Cargo.toml",
+                                                   "Cargo.lock").splitlines())}
+
+
+def _native_build(root: str, dirty: list[str]) -> dict[str, Any]:
+    """The built core next to the package, and whether it is older than a Rust source (a stale build)."""
+    built = [os.path.join(root, "artifactkit", n) for n in os.listdir(os.path.join(root, "artifactkit"))
+             if n.startswith("_native") and n.endswith(".so")]
+    if not built:
+        return {"built": False}
+    sources = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(root, "native")) for n in names]
+    newest = max((os.stat(p).st_mtime_ns for p in sources), default=0)
+    return {"built": True, "file": os.path.basename(built[0]), "older_than_a_source": os.stat(built[0]).st_mtime_ns
+            < newest, "native_changes_uncommitted": dirty}
 
 
 def command_line(argv: list[str]) -> str:

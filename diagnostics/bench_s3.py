@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return rerender(args.table_from, render, "s3.md", args.block)
     # The parent's helpers, imported here: the artifactkit child (--worker) loads the library alone.
+    from bench_corpus import build_corpus  # noqa: PLC0415
     from bench_env import command_line  # noqa: PLC0415
-    from bench_store import build_corpus  # noqa: PLC0415
     from docs_tables import write_table  # noqa: PLC0415
 
     from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415

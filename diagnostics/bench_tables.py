@@ -1,140 +1,204 @@
-"""The benchmark's vocabulary and its tables: what ``bench_store.py`` measures and how it reports it.
+"""The tables of a ``bench_store.py`` run, one generated block of ``docs/performance.md`` each.
 
-Kept apart so ``--table-from`` re-renders kept evidence by today's rules without running anything.
+Kept apart so ``--table-from`` re-renders kept evidence by today's rules without running anything; the
+docs' blocks are exactly these strings (``tests/test_docs_numbers.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-CORPORA: Final = {"small": (128, 16 << 10, 4), "many": (10_000, 1 << 10, 100), "large": (1, 256 << 20, 0)}
-QUICK_CORPORA: Final = {"small": (32, 16 << 10, 4), "many": (500, 1 << 10, 10), "large": (1, 16 << 20, 0)}
-AK_OPS: Final = ("ak_publish", "ak_republish", "ak_republish_cached", "ak_download", "ak_roundtrip")
-PEERS: Final = ("cp_a", "rsync", "copytree", "sha256", "cp_a_sha256")
-LABELS: Final = {
-    "ak_publish": "artifactkit publish (new)", "ak_republish": "artifactkit publish again",
-    "ak_republish_cached": "artifactkit publish again (stat cache)",
-    "ak_download": "artifactkit download", "ak_roundtrip": "artifactkit round trip", "cp_a": "cp -a",
-    "rsync": "rsync -a --atimes", "copytree": "shutil.copytree", "sha256": "hashlib.sha256 (floor)",
-    "cp_a_sha256": "cp -a + sha256 (floor)",
-}
-# Syscalls the allocator and the scheduler make; they are not per-file work (see the budget test).
+from bench_acceptance import OP_NAMES, acceptance, default_setup, extrapolate
 
-# -- the tables ----------------------------------------------------------------------------------
+PAGE: Final = "performance.md"
+#: The committed run the docs show (its command is the one docs/performance.md gives).
+EVIDENCE: Final = "diagnostics/results/bench-store-issue28.json"
+#: What every block holds until that run is committed: the docs never show a figure no run produced.
+PLACEHOLDER: Final = (f"_Not run yet: `python3 diagnostics/bench_store.py --output {EVIDENCE}` writes this table "
+                      "(`--table-from` that file re-writes it)._")
+LABELS: Final = {**OP_NAMES, "cp_a": "`cp -a`", "rsync": "`rsync -a --atimes`", "copytree": "`shutil.copytree`",
+                 "sha256": "`hashlib.sha256`"}
+
 
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
 
 
-def _ordered(mapping: dict[str, Any]) -> list[tuple[str, Any]]:
-    # The JSON has sorted keys; tables read best tmpfs first (the stable measure), corpora by size,
-    # fewer cores first ("tmpfs@1c"; evidence from before the cores dimension has bare labels).
-    rank = ["tmpfs", "default-tmp", *CORPORA]
-
-    def key(kv: tuple[str, Any]) -> tuple[int, int]:
-        place, _, cores = kv[0].partition("@")
-        return (rank.index(place) if place in rank else len(rank), int(cores.rstrip("c") or 0))
-    return sorted(mapping.items(), key=key)
+def _r(got: dict[str, Any] | None, field: str = "paired_median", empty: str = "") -> str:
+    return f"{got[field]:.2f}" if got else empty
 
 
-def _place(label: str) -> str:
-    return label.partition("@")[0]
+def _pct(got: dict[str, Any] | None) -> str:
+    return f"{got['paired_median']:.0%}" if got else ""
 
 
-def render_tables(doc: dict[str, Any]) -> str:
-    env = doc["environment"]
-    lines = [f"Machine: {env['nproc']} cores, {env['mem_gib']} GiB, Linux {env['kernel']}, {env['python']}; "
-             f"{env['tools']['cp']}; {env['tools']['rsync']}. Medians of {doc['repeats']} rounds; ratios are "
-             "medians of per-round (paired) ratios; warm page cache; `sync` before each run; every child, peers "
-             "included, under the same `taskset` CPU set; source atimes "
-             f"{doc.get('conditions', {}).get('source_atime', 'settled')}. Command: `{doc['command']}`", ""]
-    ratio_head = " | ".join(f"x {LABELS[p].split(' (')[0]}" for p in PEERS)
-    for label, by_corpus in _ordered(doc["results"]):
-        where = env["locations"][_place(label)]
-        lines += [f"#### {label}: {where.get('fs_type', '?')} ({','.join(where.get('mount_options', []))})", "",
-                  f"| corpus | operation | median ms | min-max ms | CPU ms | files/s | files/s per core | MiB/s | "
-                  f"peak RSS MiB | {ratio_head} |", "|" + "---|" * (9 + len(PEERS))]
-        for corpus, res in _ordered(by_corpus):
-            for op in (*AK_OPS, *PEERS):
-                s = res["ops"][op]
-                ratios = res["ratios"].get(op, {})
-                cells = [f"{ratios[p]['paired_median']:.2f}" if p in ratios else "" for p in PEERS]
-                cpu, per_core = s.get("cpu_ms"), s.get("files_per_s_per_core")
-                lines.append(f"| {corpus} | {LABELS[op]} | {_fmt(s['median_ms'])} | {_fmt(s['min_ms'])}-"
-                             f"{_fmt(s['max_ms'])} | {_fmt(cpu) if cpu else '?'} | {_fmt(s['files_per_s'])} | "
-                             f"{_fmt(per_core) if per_core else '?'} | {_fmt(s['mib_per_s'])} | "
-                             f"{_fmt(s['peak_rss_mib']) if s['peak_rss_mib'] else '?'} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += _scaling(doc["results"])
-    lines += ["#### Targets (issue 16)", "", "| fs | corpus | target | measured | limit | met |",
-              "|---|---|---|---|---|---|"]
-    for t in targets(doc["results"]):  # derived from the raw results, so old evidence re-renders by today's rules
-        lines.append(f"| {t['location']} | {t['corpus']} | {t['target']} | {t['value']:.2f} | {t['limit']} | "
-                     f"{'yes' if t['ok'] else 'no'} |")
-    lines += ["", "#### Syscalls and flushes per publish / download (strace -f -c, net of interpreter start-up)", "",
-              "| fs | corpus | publish syscalls/file | fsync | syncfs | download syscalls/file |",
-              "|---|---|---|---|---|---|"]
-    for label, by_corpus in _ordered(doc["results"]):
-        for corpus, res in _ordered(by_corpus):
-            sc = res.get("syscalls", {})
-            if "ak_publish" in sc:
-                lines.append(f"| {label} | {corpus} | {sc['ak_publish']['per_file']} | "
-                             f"{sc['ak_publish']['flushes']['fsync']} | {sc['ak_publish']['flushes']['syncfs']} | "
-                             f"{sc['ak_download']['per_file']} |")
+def _who(cell: dict[str, Any]) -> str:
+    if cell["engine"] is None:
+        return f"peer, {cell['cores']} CPU{'s' if cell['cores'] > 1 else ''}"
+    if cell["engine"] == "python":
+        return "reference (Python), 1 process"
+    return f"native, {cell['threads']} thread{'s' if cell['threads'] > 1 else ''}"
+
+
+def run_line(doc: dict[str, Any]) -> str:
+    env, code = doc["environment"], doc["environment"]["code_under_test"]
+    loads = doc["loadavg_1_5_15"]
+    return (f"Machine: {env['nproc']} cores ({env['cpu']['model']}, SHA-NI {'yes' if env['cpu']['sha_ni'] else 'no'}), "
+            f"{env['mem_gib']} GiB, Linux {env['kernel']}, {env['python']}; {env['tools']['cp']}; "
+            f"{env['tools']['rsync']}. Code `{code['commit'][:10]}`"
+            f"{' (with uncommitted changes)' if code['artifactkit_changes_uncommitted'] else ''}. "
+            f"{doc['rounds']} paired rounds; load average (1 min) {loads['before'][0]:.2f} before, "
+            f"{loads['after'][0]:.2f} after. Command: `{doc['command']}`")
+
+
+def _main_table(doc: dict[str, Any]) -> str:
+    lines = [run_line(doc), "", "| corpus | operation | engine | median ms | min-max ms | CPU ms (user + sys) | "
+             "x `cp -a` | x `cp -a` CPU | files/s | files/s per thread | peak RSS MiB |", "|" + "---|" * 11]
+    for corpus in ("small", "many"):
+        res = doc["results"].get(corpus)
+        if res is None:
+            continue
+        for key, cell in res["cells"].items():
+            ratio = res["vs_cp_a"].get(key)
+            per_thread = _fmt(cell["files_per_s_per_thread"]) if cell["engine"] else ""
+            lines.append(
+                f"| {corpus} | {LABELS[cell['op']]} | {_who(cell)} | {_fmt(cell['median_ms'])} | "
+                f"{_fmt(cell['min_ms'])}-{_fmt(cell['max_ms'])} | {_fmt(cell['cpu_ms'])} ({_fmt(cell['user_ms'])} + "
+                f"{_fmt(cell['sys_ms'])}) | {_r(ratio, empty='1')} | "
+                f"{_r(ratio, 'cpu_paired_median', '1')} | {_fmt(cell['files_per_s'])} | "
+                f"{per_thread} | {_fmt(cell['peak_rss_mib']) if cell['peak_rss_mib'] else '?'} |")
     return "\n".join(lines)
 
 
-def _scaling(results: dict[str, dict[str, Any]]) -> list[str]:
-    """Wall-clock speed-up from 1 core to the most cores measured, per location, corpus and operation."""
-    lines = ["#### Cores: speed-up of every op from 1 core to N (same op, medians; > 1 means it used them)", "",
-             "| fs | corpus | cores | " + " | ".join(LABELS[op].split(" (")[0].replace("artifactkit ", "ak ")
-                                                    + (" (cache)" if op.endswith("cached") else "")
-                                                    for op in (*AK_OPS, "cp_a", "rsync")) + " |",
-             "|" + "---|" * (5 + len(AK_OPS))]
-    by_place: dict[str, dict[int, dict[str, Any]]] = {}
-    for label, by_corpus in results.items():
-        place, _, cores = label.partition("@")
-        if cores:
-            by_place.setdefault(place, {})[int(cores.rstrip("c"))] = by_corpus
-    for place, by_cores in _ordered(by_place):
-        if len(by_cores) < 2:
+def _acceptance_table(doc: dict[str, Any]) -> str:
+    lines = ["| acceptance line (issue 28) | measured | limit | verdict |", "|---|---|---|---|"]
+    lines += [f"| {r['line']} | {r['measured']} | {r['limit']} | **{r['verdict']}** |" for r in acceptance(doc)]
+    return "\n".join(lines)
+
+
+def _threads_table(doc: dict[str, Any]) -> str:
+    res = doc["results"].get("many")
+    if res is None or "speedup" not in res:
+        return "(not run: needs `many` at 1 and 2 threads)"
+    lines = ["| operation (`many`) | speed-up (paired) | CPU, 1 thread → most | files/s per thread | "
+             "on the core's threads ms | serial ms |", "|---|---|---|---|---|---|"]
+    for op, got in res["speedup"].items():
+        low, high = res["cells"][f"{got['from']}/{op}"], res["cells"][f"{got['to']}/{op}"]
+        lines.append(f"| {OP_NAMES[op]}: {got['from']} → {got['to']} | {got['paired_median']:.2f}x | "
+                     f"{_fmt(low['cpu_ms'])} → {_fmt(high['cpu_ms'])} ms | {_fmt(low['files_per_s_per_thread'])} → "
+                     f"{_fmt(high['files_per_s_per_thread'])} | {_fmt(low.get('threaded_ms', 0))} → "
+                     f"{_fmt(high.get('threaded_ms', 0))} | {_fmt(low.get('serial_ms', 0))} → "
+                     f"{_fmt(high.get('serial_ms', 0))} |")
+    model = extrapolate(doc)
+    if model:
+        counts = list(next(iter(model["ops"].values()))["model_ms"])
+        lines += ["", f"Extrapolation (a model, not a measurement: T(N) = serial + threaded / N from the "
+                  f"{model['from']} run; this machine has {doc['environment']['nproc']} cores):", "",
+                  "| operation (`many`) | serial share at 1 thread | measured at "
+                  f"{model['measured']} ms | " + " | ".join(f"model {n} threads: ms (x `cp -a`; files/s per thread)"
+                                                           for n in counts)
+                  + " | limit ms (serial part alone) |", "|" + "---|" * (4 + len(counts))]
+        for op, got in model["ops"].items():
+            measured = next(iter(got["measured_ms"].values()))
+            lines.append(f"| {OP_NAMES[op]} | {got['serial_share']:.0%} | {_fmt(measured)} | "
+                         + " | ".join(f"{_fmt(got['model_ms'][n])} ({got['model_vs_cp_a'][n]:.2f}x; "
+                                      f"{_fmt(got['model_files_per_s_per_thread'][n])})" for n in counts)
+                         + f" | {_fmt(got['limit_ms'])} |")
+    return "\n".join(lines)
+
+
+def _large_table(doc: dict[str, Any]) -> str:
+    res = doc["results"].get("large")
+    if res is None:
+        return "(not run: `large`)"
+    mib = res["files"] * res["bytes_per_file"] / (1 << 20)
+    lines = [f"`large`: one file of {mib:,.0f} MiB.", "",
+             "| operation | engine | median ms | MiB/s | share of `hashlib.sha256`'s throughput (paired) | x `cp -a` |",
+             "|---|---|---|---|---|---|"]
+    for key, cell in res["cells"].items():
+        share = res["share_of_sha256"].get(key)
+        ratio = res["vs_cp_a"].get(key)
+        lines.append(f"| {LABELS[cell['op']]} | {_who(cell)} | {_fmt(cell['median_ms'])} | {_fmt(cell['mib_per_s'])} | "
+                     f"{_pct(share)} | {_r(ratio)} |")
+    return "\n".join(lines)
+
+
+def _syscalls_table(doc: dict[str, Any]) -> str:
+    found = doc.get("syscalls") or {}
+    if not found or "skipped" in found:
+        return f"(not run: {found.get('skipped', 'no strace run')})"
+    lines = [f"`strace -f -c` of one publish (new content) and one download of `many` "
+             f"({doc['results']['many']['files']:,} files), net of an idle child's start-up, per file:", "",
+             "| engine | operation | syscalls per file | `syncfs` | `fsync` + `fdatasync` | threads started | "
+             "the most frequent, per file |", "|---|---|---|---|---|---|---|"]
+    for setup, by_op in found.items():
+        for op, got in by_op.items():
+            top = ", ".join(f"`{name}` {n:g}" for name, n in list(got["per_file_by_name"].items())[:8])
+            flushes = got["flushes"]
+            lines.append(f"| {setup} | {op} | {got['per_file']:g} | {flushes['syncfs']} | "
+                         f"{flushes['fsync'] + flushes['fdatasync']} | {got['threads_started']} | {top} |")
+    return "\n".join(lines)
+
+
+def _time_table(doc: dict[str, Any]) -> str:
+    res = doc["results"].get("many")
+    if res is None:
+        return "(not run: `many`)"
+    lines = ["| operation (`many`) | engine | wall ms | user ms | sys ms | CPU / wall | inside the core ms | "
+             "of it on threads ms | serial ms (Python + the core's unthreaded calls) | core calls |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in res["cells"].values():
+        if cell["engine"] is None and cell["op"] != "cp_a":
             continue
-        low, high = min(by_cores), max(by_cores)
-        for corpus, res in _ordered(by_cores[high]):
-            if corpus not in by_cores[low]:
-                continue
-            cells = [by_cores[low][corpus]["ops"][op]["median_ms"] / res["ops"][op]["median_ms"]
-                     for op in (*AK_OPS, "cp_a", "rsync")]
-            lines.append(f"| {place} | {corpus} | {low} -> {high} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
-    return [*lines, ""]
+        core = [_fmt(cell[k]) if k in cell else "" for k in ("core_ms", "threaded_ms", "serial_ms")]
+        calls = ", ".join(f"`{name}` {n}" for name, n in cell.get("core_calls", {}).items())
+        lines.append(f"| {LABELS[cell['op']]} | {_who(cell)} | {_fmt(cell['median_ms'])} | {_fmt(cell['user_ms'])} | "
+                     f"{_fmt(cell['sys_ms'])} | {cell['cpu_ms'] / cell['median_ms']:.2f} | {' | '.join(core)} | "
+                     f"{calls} |")
+    for op, rows in res.get("profile", {}).items():
+        lines += ["", f"cProfile of one {op} of `many` on {default_setup(doc)} (tottime: the time in the function "
+                  "itself; the core's calls are builtins of `_native`; profiling inflates every Python call):", "",
+                  "| function | calls | tottime ms | cumtime ms |", "|---|---|---|---|"]
+        lines += [f"| `{r['function']}` | {r['calls']} | {_fmt(r['tottime_ms'])} | {_fmt(r['cumtime_ms'])} |"
+                  for r in rows[:10]]
+    return "\n".join(lines)
 
 
-def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The issue's targets, each as measured value against its limit (ratios of paired medians)."""
-    found = []
-    for label, by_corpus in _ordered(results):
-        for corpus, res in _ordered(by_corpus):
-            r, ops = res["ratios"], res["ops"]
-            rt_cp = r["ak_roundtrip"]["cp_a"]["paired_median"]
-            checks = []
-            if "ak_republish_cached" in ops and corpus == "many":
-                speedup = ops["ak_publish"]["median_ms"] / ops["ak_republish_cached"]["median_ms"]
-                checks.append(("publish / publish again (stat cache)", speedup, ">= 5.0", speedup >= 5.0))
-            if corpus == "many":
-                down = r["ak_download"]["rsync"]["paired_median"]
-                checks.append(("download / rsync -a --atimes", down, "< 1.0", down < 1.0))
-            for op in ("ak_publish", "ak_download"):
-                floor = r[op]["cp_a_sha256"]["paired_median"]
-                checks.append((f"{op[3:]} / (cp -a + sha256)", floor, "<= 1.25", floor <= 1.25))
-            if corpus != "large":  # issue 16: round trip within 3x of cp -a on many, 2.5x on small
-                limit = 3.0 if corpus == "many" else 2.5
-                checks.insert(0, ("round trip / cp -a", rt_cp, f"<= {limit}", rt_cp <= limit))
-            else:
-                for op, limit in (("ak_publish", 0.90), ("ak_download", 0.75)):
-                    share = 1 / r[op]["sha256"]["paired_median"]
-                    checks.append((f"{op[3:]} MiB/s / sha256 MiB/s", share, f">= {limit}", share >= limit))
-            found += [{"location": label, "corpus": corpus, "target": target, "value": round(value, 3),
-                       "limit": limit_text, "ok": ok} for target, value, limit_text, ok in checks]
-    return found
+def _scale_table(doc: dict[str, Any]) -> str:
+    scale = doc.get("scale")
+    if not scale:
+        return "(not run: scale)"
+    # The issue's figures are for 100,000 files: beside a smaller run they would compare nothing.
+    today = scale["today"] if scale["files"] == 100_000 else {}
+    lines = [f"{scale['files']:,} files x {scale['bytes_per_file']} B in {scale['dirs']:,} dirs, tmpfs, whole CLI "
+             f"processes (`{' '.join(scale['cli'])} publish/download`) under {scale['cores']} CPUs, engine "
+             f"{scale['engine_name']}; medians of {scale['rounds']} rounds; "
+             + ("\"before\" is the issue's figure for the code before the native core, on this machine:" if today
+                else "no \"before\": the issue's figures are for 100,000 files:"), "",
+             "| operation | wall s | before s | x `cp -a` | user s | sys s | peak RSS MB | before MB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for op in ("publish", "download", "cp_a"):
+        got, was = scale["ops"][op], today.get(op, {})
+        ratio = scale["vs_cp_a"].get(op)
+        lines.append(f"| {LABELS[op]} | {got['median_s']:.2f} | {was.get('wall_s', '')} | "
+                     f"{f'{ratio:.2f}' if ratio else '1'} | {got['user_s']:.2f} | {got['sys_s']:.2f} | "
+                     f"{got['peak_rss_mb']:g} | {was.get('peak_rss_mb', '')} |")
+    return "\n".join(lines)
 
 
+BLOCKS: Final = ("bench-store-acceptance", "bench-store-engines", "bench-store-threads", "bench-store-large",
+                  "bench-store-syscalls", "bench-store-time", "bench-store-scale")
+
+
+def render_blocks(doc: dict[str, Any] | None) -> dict[str, str]:
+    """Block name in ``docs/performance.md`` -> its text (the placeholder where no run is kept)."""
+    if doc is None:
+        return dict.fromkeys(BLOCKS, PLACEHOLDER)
+    return {"bench-store-acceptance": _acceptance_table(doc), "bench-store-engines": _main_table(doc),
+            "bench-store-threads": _threads_table(doc), "bench-store-large": _large_table(doc),
+            "bench-store-syscalls": _syscalls_table(doc), "bench-store-time": _time_table(doc),
+            "bench-store-scale": _scale_table(doc)}
+
+
+def render_all(doc: dict[str, Any]) -> str:
+    return "\n\n".join(f"### {name}\n\n{text}" for name, text in render_blocks(doc).items())
