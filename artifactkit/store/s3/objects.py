@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -28,30 +27,20 @@ from typing import IO, Any, Final
 
 import attrs
 
-from artifactkit.errors import (
-    BucketNotFoundError,
-    RemoteAuthError,
-    RemoteStoreError,
-    RemoteUnavailableError,
-)
+from artifactkit.errors import RemoteStoreError
 from artifactkit.store.s3.connect import Connection, Limits, NoCredentialsError, import_extra
+from artifactkit.store.s3.failures import NOT_CREATED, code_status, raise_for, refused, translate
 
 MIB: Final = 1 << 20
 #: Blobs above this go up in parts (and come down in ranges) of ``PART_SIZE``.
 MULTIPART_THRESHOLD: Final = 64 * MIB
 PART_SIZE: Final = 16 * MIB
 
-_AUTH_CODES: Final = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403",
-                                "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "401"})
-_NOT_CREATED: Final = (409, 412)  # 409: AWS's ConditionalRequestConflict for racing conditional writes
 #: Attributes obstore returns that are not user metadata (``x-amz-meta-*``).
 _STANDARD: Final = frozenset({"Content-Disposition", "Content-Encoding", "Content-Language", "Content-Type",
                               "Cache-Control", "Storage-Class"})
 #: What a GET body stream hands over at once, at least: bounds what a bounded read pulls past its limit.
 _STREAM_CHUNK: Final = 64 << 10
-_UNTRUSTED: Final = re.compile(r"InvalidCertificate|certificate verify failed|UnknownIssuer", re.IGNORECASE)
-_UNREACHABLE: Final = re.compile(r"error sending request|timed? ?out|connection|dns error|broken pipe|reset",
-                                 re.IGNORECASE)
 
 
 @attrs.frozen
@@ -70,22 +59,6 @@ class Upload:
 
     key: str
     upload_id: str
-
-
-def _code_status(err: BaseException) -> tuple[str, int]:
-    """The S3 error code and HTTP status in an obstore error's text ("" / 0 where it has none)."""
-    text = str(err)
-    code = re.search(r"<Code>([^<]+)</Code>", text)
-    status = re.search(r"status code: (\d{3})", text)
-    number = int(status[1]) if status else 0
-    return (code[1] if code else str(number) if number else ""), number
-
-
-def _refused(err: BaseException, statuses: tuple[int, ...]) -> bool:
-    """A precondition that did not hold (or a vanished object, if 404 is in ``statuses``): no change made."""
-    if type(err).__name__ in ("AlreadyExistsError", "PreconditionError"):
-        return True
-    return _code_status(err)[1] in statuses or (404 in statuses and isinstance(err, FileNotFoundError))
 
 
 class _Body:
@@ -151,39 +124,9 @@ class Bucket:
     def translate(self, err: BaseException, key: str | None = None) -> RemoteStoreError:
         """A client exception (obstore's, a presigned request's, botocore's) as one of ours, naming the object
         and the server's code."""
-        where = self.url(key)
-        if isinstance(err, RemoteStoreError):
-            return err
-        if isinstance(err, NoCredentialsError) or "no credentials found" in str(err):
-            detail = re.search(r"no credentials found in the AWS environment/config chain(?: \(.*?\))?", str(err))
-            return RemoteAuthError(f"{where}: {detail[0] if detail else 'no credentials found'}", url=where,
-                                   code="NoCredentials")
-        response = getattr(err, "response", None)  # botocore's ClientError (only abort_uploads_before)
-        if isinstance(response, dict):
-            code = str(response.get("Error", {}).get("Code", ""))
-            status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        else:
-            code, status = _code_status(err)
-        line = str(err).split("\n", 1)[0]
-        if code == "NoSuchBucket":
-            return BucketNotFoundError(f"{where}: bucket {self.bucket!r} does not exist", url=where, code=code)
-        if code in _AUTH_CODES or type(err).__name__ in ("PermissionDeniedError", "UnauthenticatedError"):
-            return RemoteAuthError(f"{where}: access refused ({code or status}: {line}); check AWS_ACCESS_KEY_ID/"
-                                   "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=code or "AccessDenied")
-        if status >= 500:
-            return RemoteUnavailableError(f"{where}: server error {code} (HTTP {status})", url=where, code=code)
-        if isinstance(err, FileNotFoundError):
-            return RemoteStoreError(f"{where}: NoSuchKey (HTTP 404): {line}", url=where, code=code or "NoSuchKey")
-        if not status and (untrusted := _UNTRUSTED.search(str(err))):
-            return RemoteUnavailableError(f"{where}: the TLS certificate of {self.endpoint} is not trusted "
-                                          f"({untrusted[0]}); "
-                                          "a private CA's certificate goes in AWS_CA_BUNDLE", url=where,
-                                          code="UntrustedCertificate")
-        if not status and (isinstance(err, OSError) or _UNREACHABLE.search(str(err))):
-            return RemoteUnavailableError(f"{where}: object store unreachable or too slow: {line}",
-                                          url=where, code=type(err).__name__)
-        return RemoteStoreError(f"{where}: {code or type(err).__name__} (HTTP {status}): {line}", url=where,
-                                code=code or type(err).__name__)
+        # No endpoint yet when the connection itself failed (credentials): translate names it only for TLS.
+        endpoint = self._conn.endpoint if hasattr(self, "_conn") else "the endpoint"
+        return translate(err, where=self.url(key), bucket=self.bucket, endpoint=endpoint)
 
     @contextlib.contextmanager
     def _mapped(self, key: str | None = None) -> Iterator[None]:
@@ -205,17 +148,7 @@ class Bucket:
         self._bucket_seen = True
 
     def _raise_for(self, status: int, key: str | None) -> None:
-        where = self.url(key)
-        if status == 404 and key is None:
-            raise BucketNotFoundError(f"{where}: bucket {self.bucket!r} does not exist", url=where,
-                                      code="NoSuchBucket")
-        if status in (401, 403):
-            raise RemoteAuthError(f"{where}: access refused ({status}); check AWS_ACCESS_KEY_ID/"
-                                  "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=str(status))
-        if status >= 500:
-            raise RemoteUnavailableError(f"{where}: server error (HTTP {status})", url=where, code=str(status))
-        if status >= 300:
-            raise RemoteStoreError(f"{where}: HTTP {status}", url=where, code=str(status))
+        raise_for(status, where=self.url(key), bucket=self.bucket, of_bucket=key is None)
 
     # -- writes
     def _put(self, key: str, data: bytes | memoryview, metadata: dict[str, str] | None, mode: Any = None) -> str:
@@ -248,7 +181,7 @@ class Bucket:
         try:
             return self._put(key, body, metadata, mode="create")
         except Exception as err:
-            if not _refused(err, _NOT_CREATED):
+            if not refused(err, NOT_CREATED):
                 raise self.translate(err, key) from err
         stored = self._read_back(key, len(body))
         if stored is not None and stored[:2] == (body, metadata or {}):
@@ -260,7 +193,7 @@ class Bucket:
         try:
             return self._put(key, body, None, mode={"e_tag": etag})
         except Exception as err:
-            if not _refused(err, (*_NOT_CREATED, 404)) or _code_status(err)[0] == "NoSuchBucket":
+            if not refused(err, (*NOT_CREATED, 404)) or code_status(err)[0] == "NoSuchBucket":
                 raise self.translate(err, key) from err
             return None
 
@@ -304,7 +237,7 @@ class Bucket:
         try:
             result = self._get(key)
         except FileNotFoundError as err:
-            if _code_status(err)[0] == "NoSuchBucket":
+            if code_status(err)[0] == "NoSuchBucket":
                 raise self.translate(err, key) from err
             return None
         except Exception as err:
@@ -372,7 +305,7 @@ class Bucket:
     def delete_if_match(self, key: str, etag: str) -> bool:
         """Delete only while the ETag still matches: False if the object changed or vanished."""
         status, _ = self._presigned("DELETE", key, "DeleteObject", **{"If-Match": etag})
-        if status in (*_NOT_CREATED, 404):
+        if status in (*NOT_CREATED, 404):
             return False
         self._raise_for(status, key)
         return True
