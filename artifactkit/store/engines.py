@@ -1,15 +1,19 @@
 """The executors (:mod:`~artifactkit.store.executor`): the pure-Python reference, and which one an operation gets.
 
 ``ARTIFACTKIT_ENGINE=python`` selects the reference; the default is the native core where it is built and
-its executor is registered in :data:`ENGINES`, else the reference.
+its executor is registered in :data:`ENGINES`, else the reference. :func:`engine_info` says which one an
+operation would get now, and why (``artifactkit --version``, the diagnose evidence).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Iterator, Sequence
 from typing import Final
+
+import attrs
 
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob
@@ -20,6 +24,8 @@ from artifactkit.store.stage import Staged, StageItem, stage_file
 ENGINE_SETTING: Final = "ARTIFACTKIT_ENGINE"
 #: engine name -> ``module:class`` of its executor, imported on first use (a missing module: not built).
 ENGINES: Final = {"native": "artifactkit.store._native_engine:NativeExecutor"}
+#: The extension module the native executor runs on: absent where no Rust toolchain built it.
+CORE_MODULE: Final = "artifactkit._native"
 #: Files per batch of the reference: its progress moves once a batch (a call per file would cost more than
 #: the file's own work on small files), and a bucket's transaction uploads a batch while the next is read.
 BATCH_FILES: Final = 200
@@ -92,12 +98,19 @@ def engine_name() -> str:
 
 def native_available() -> bool:
     """Whether the native core is built and its executor importable."""
+    return _native_problem() == ""
+
+
+def _native_problem() -> str:
+    """Why the native executor cannot be imported here ("" if it can)."""
     module = ENGINES["native"].partition(":")[0]
     try:
         importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
+    except ImportError as err:
+        if importlib.util.find_spec(CORE_MODULE) is None:
+            return "the native core is not built"
+        return f"the native core is built but not used: {err}"
+    return ""
 
 
 def executor_for(workers: int | None, task: str) -> Executor:
@@ -112,3 +125,49 @@ def executor_for(workers: int | None, task: str) -> Executor:
     executor: Executor = getattr(importlib.import_module(module), attr)(workers, task)
     return executor
 
+
+@attrs.frozen
+class EngineInfo:
+    """Which engine a publish or download would run on now, and why (never an exception: a setting that
+    names no usable engine is described, so ``--version`` can say what is wrong)."""
+
+    #: ``"python"`` or ``"native"`` (or, with :attr:`usable` false, what ``ARTIFACTKIT_ENGINE`` says).
+    name: str
+    #: Picked by ``ARTIFACTKIT_ENGINE`` (else by default: the core where it is built).
+    selected: bool
+    #: The native core's threads when ``workers`` is not given (``None``: the reference, one process).
+    threads: int | None
+    #: Whether an operation can run on it (false: every publish and download fails as :attr:`problem` says).
+    usable: bool
+    #: Why the native core is not in use, or why the selected engine cannot run ("" when there is nothing to say).
+    problem: str
+
+    def describe(self) -> str:
+        """One line for people: ``native, 2 threads`` or ``python; the native core is not built``."""
+        if not self.usable:
+            return f"none; {self.problem}"
+        parts = [self.name]
+        if self.threads is not None:
+            parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        if self.selected:
+            parts.append(f"selected by {ENGINE_SETTING}")
+        return ", ".join(parts) + (f"; {self.problem}" if self.problem else "")
+
+
+def engine_info() -> EngineInfo:
+    """What :func:`executor_for` would give an operation now, with ``workers`` not given."""
+    selected = bool(os.environ.get(ENGINE_SETTING, ""))
+    try:
+        name = engine_name()
+    except ValueError as err:
+        return EngineInfo(os.environ[ENGINE_SETTING], selected=True, threads=None, usable=False, problem=str(err))
+    problem = "" if selected and name == "python" else _native_problem()
+    if name == "native" and problem:  # asked for by the setting, and it cannot load
+        return EngineInfo(name, selected=True, threads=None, usable=False,
+                          problem=f"{ENGINE_SETTING}=native, but {problem}")
+    executor = executor_for(None, "publish")
+    try:
+        threads = getattr(executor, "threads", None)
+    finally:
+        executor.close()
+    return EngineInfo(name, selected=selected, threads=threads, usable=True, problem=problem)
