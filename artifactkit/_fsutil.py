@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
+import shutil
 import stat
 
 
@@ -15,7 +15,6 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, igno
     ``rmtree`` cannot empty them, so on ``PermissionError`` every directory gets owner ``rwx`` back
     (through ``fwalk``: no link is followed) and the removal runs again.
     """
-    import shutil  # noqa: PLC0415 - a download worker imports this module and never removes a tree
     with contextlib.suppress(FileNotFoundError):
         try:
             shutil.rmtree(path, dir_fd=dir_fd)
@@ -43,15 +42,3 @@ def listdir_fresh(dir_fd: int) -> list[str]:
         return os.listdir(fd)
     finally:
         os.close(fd)
-
-
-def open_same_dir(path: str, identity: tuple[int, int], what: str, *, nofollow: bool = True) -> int:
-    """Open the directory ``path`` (an fd the caller closes) only if it is still the inode ``identity``
-    (``st_dev``, ``st_ino``), as a worker process must when it opens by path what its parent opened;
-    ``FileNotFoundError`` naming ``what`` otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0))
-    st = os.fstat(fd)
-    if (st.st_dev, st.st_ino) != identity:
-        os.close(fd)
-        raise FileNotFoundError(errno.ENOENT, f"{what} was replaced", path)
-    return fd

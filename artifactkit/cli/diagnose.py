@@ -98,6 +98,7 @@ def render(result: DiagnoseResult, base: str | None = None) -> str:
         ("isolation", f"{env.isolation_mode} (requested {env.isolation_requested})"),
         ("verified how", env.verified_how),
         ("copier", env.copier),
+        ("engine", env.engine.describe()),
         ("cycles", f"{result.cycles_run} x {result.config.interval_ms} ms interval"),
         ("checks", f"{result.checks} ({result.failed_checks} failed): publish and download of each cycle"),
         ("checked fields", ", ".join(FIELDS)),

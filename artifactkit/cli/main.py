@@ -33,16 +33,23 @@ def _version() -> str:
         return "unknown"
 
 
+def version_line(prog: str = "artifactkit") -> str:
+    """What ``--version`` prints: the version and the engine a publish or download would run on now
+    (:func:`artifactkit.store.engines.engine_info`), e.g. ``artifactkit 0.1.0 (engine: native, 2 threads)``."""
+    from artifactkit.store.engines import engine_info  # noqa: PLC0415 - only for --version: it loads the store
+    return f"{prog} {_version()} (engine: {engine_info().describe()})"
+
+
 class _VersionAction(argparse.Action):
-    """``--version``, with the version looked up only when asked for."""
+    """``--version``, with the version and the engine looked up only when asked for."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
-                         help="show the program's version number and exit", **kwargs)
+                         help="show the program's version number and the engine in use, and exit", **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        print(f"{parser.prog} {_version()}")
+        print(version_line(parser.prog))
         parser.exit()
 
 

@@ -35,9 +35,10 @@ def _positive(text: str) -> int:
 
 def _workers_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--workers", type=_positive, default=None, metavar="N",
-                        help=f"processes that {what} (1: this process only), at most the CPUs this process "
-                             "may use and one per 200 files (more would only wait); default: 1 below 4,000 "
-                             "files, else the CPUs this process may use (at most 8); every check is the same")
+                        help=f"threads of the native core that {what}; default: the CPUs this process may "
+                             "use. The reference engine (ARTIFACTKIT_ENGINE=python, or where the core is not "
+                             "built) accepts N and ignores it: it is one process by design. Every check is "
+                             "the same; `artifactkit --version` says which engine runs")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

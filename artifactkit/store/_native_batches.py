@@ -21,10 +21,9 @@ from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _transl
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
-from artifactkit.store.download import _dir_fd, _verify_children, to_wire, verify_entries
+from artifactkit.store.download import _dir_fd, _verify_children, verify_entries
 from artifactkit.store.restore_meta import _read_back, create_special
 from artifactkit.store.stage import Staged, StageItem
-from artifactkit.store.stage import to_wire as item_to_wire
 
 # The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
 if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
@@ -33,7 +32,24 @@ if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
 
 #: A download's batch item, as the executor hands it over: a directory and the entries to create in it.
 CreateItem = tuple[str, list[FileMeta]]
+#: A file to read as the core takes it: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
+WireItem = tuple[int, str, int, int, int | None, int, int]
+#: A file or link to create as the core takes it (``native/src/lib.rs`` reads these 14 fields in this order).
+WireEntry = tuple[Any, ...]
 _WHEN = ("between capture and read", "while being read")
+
+
+def item_to_wire(item: StageItem) -> WireItem:
+    """What the core's read needs of an item, as a plain tuple (PyO3 converts it without attribute look-ups)."""
+    index, entry, (dev, ino) = item
+    return index, entry.path, entry.size, entry.mtime_ns, entry.ctime_ns, dev, ino
+
+
+def entry_to_wire(entry: FileMeta) -> WireEntry:
+    """What creating ``entry`` needs, as a plain tuple (ctime, hard link and link count are not: a created
+    entry sets none of them)."""
+    return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
+            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
 
 
 def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int) -> list[Staged]:
@@ -45,9 +61,10 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, items[at])
-    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's).
-    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged, stage_dir)
-            for index, sha, noatime, flags, runs, staged, stage_dir in found]
+    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's). The core's last
+    # field, a subdirectory of staging, is always "": every file is staged in the transaction's own directory.
+    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
+            for index, sha, noatime, flags, runs, staged, _ in found]
 
 
 def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:
@@ -85,7 +102,7 @@ def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], t
     if blobs_fd is None:
         blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _native.create_files(root_fd, blobs_fd, [(p, [to_wire(e) for e in es]) for p, es in native], threads)
+        _native.create_files(root_fd, blobs_fd, [(p, [entry_to_wire(e) for e in es]) for p, es in native], threads)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         flat = [entry for _, entries in native for entry in entries]

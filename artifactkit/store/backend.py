@@ -46,12 +46,10 @@ class Guard(Protocol):
 class PublishTxn(Protocol):
     """One publish in flight: where its files are staged, and how they become a visible version."""
 
-    #: The directory the executor stages blobs into, as an fd and as a path (worker processes open it by
-    #: path and check it is this inode).
+    #: The directory the executor stages blobs into, as an fd and as a path (a bucket's client uploads a
+    #: staged file by its path).
     stage_fd: int
     stage_path: str
-    #: The store's blob directory for worker processes (``None``: a backend with none; staging in-process).
-    blobs_path: str | None
     #: The store's blob directory as this process opened and checked it (``-1``: none): identity and has-blob
     #: answers come from it, never from the path, which a writer of the store could have swapped since.
     blobs_fd: int

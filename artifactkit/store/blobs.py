@@ -15,10 +15,9 @@ _BLOB_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK 
 
 @attrs.frozen
 class BlobSource:
-    """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``), which worker
-    processes can open too. With ``dir_fd`` (the directory as this
-    process opened and checked it), this process reads each blob through that fd, never by the path a
-    writer of the store could have swapped since; a worker opens by path, and every byte it reads is
+    """The blobs of a download: a directory (``blob_path(sha)`` is ``directory/sha``). With ``dir_fd`` (the
+    directory as this process opened and checked it), each blob is read through that fd, never by the path a
+    writer of the store could have swapped since; without one, by path, and every byte read is
     digest-checked, so a swap there can only fail the download."""
 
     directory: str
@@ -42,8 +41,3 @@ class BlobSource:
             where = f"for {path!r}"  # built only here: a download formats nothing per file that succeeds
             return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
                 if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
-
-    @property
-    def for_workers(self) -> bool:
-        """Whether worker processes can open these blobs too (a real directory, not another seam's paths)."""
-        return bool(self.directory) and self.opener is None

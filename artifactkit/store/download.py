@@ -13,9 +13,8 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Final
 
-from artifactkit._fsutil import open_same_dir
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -89,7 +88,7 @@ def _materialize(by_path: dict[str, FileMeta], private: PrivateDir, blobs: BlobS
     try:
         root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
         try:
-            job = CreateJob.at(root_fd, os.path.join(private.where, _TREE), blobs, on_batch=progress.advance)
+            job = CreateJob(root_fd, blobs, on_batch=progress.advance)
             _materialize_unguarded(by_path, job, executor)
         finally:
             os.close(root_fd)
@@ -117,7 +116,8 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], job: CreateJob, executo
                 if entry.kind == "dir":
                     _create(entry, dir_fd, job.blobs)
     # Every directory exists: the files and links of each are the executor's, in batches of directories;
-    # each batch reads its entries back once it has made them all, so the parent checks only its own.
+    # each batch reads its entries back once it has made them all, so what follows checks only the
+    # directories and the hard links' other names (nothing after a batch touches its entries' own values).
     items: list[CreateItem] = [
         (path, todo) for path in dirs
         if (todo := [e for e in children.get(path, ()) if e.kind != "dir" and e.hardlink is None])]
@@ -126,7 +126,6 @@ def _materialize_unguarded(by_path: dict[str, FileMeta], job: CreateJob, executo
         job.on_batch(sum(len(entries) for _, entries in items),
                      sum(e.size for _, entries in items for e in entries if e.kind == "file"))
     else:
-        executor.expect(sum(len(entries) for _, entries in items))
         executor.create(job, items)
     # The other names of each hard link, once every first name exists (it may sort deeper).
     for entry in by_path.values():
@@ -178,24 +177,6 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: BlobSource) -> None:
         os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
 
 
-#: A file or link of a batch as it crosses a worker's pipe: a tuple pickles in a fraction of a FileMeta's time.
-WireEntry = tuple[Any, ...]
-WireItem = tuple[str, list[WireEntry]]
-
-
-def to_wire(entry: FileMeta) -> WireEntry:
-    """What creating ``entry`` needs, as a plain tuple (the native core takes the same)."""
-    return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
-            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
-
-
-def _from_wire(wire: WireEntry) -> FileMeta:
-    path, kind, mode, mtime_ns, atime_ns, size, sha256, target, uid, gid, xattrs, extents, flags, rdev = wire
-    # Positional (model.FIELD_ORDER): the keywords cost as much as the object, once per file of a batch.
-    return FileMeta(path, kind, mode, mtime_ns, atime_ns, size, sha256, target, None, uid, gid, xattrs, None, None,
-                    extents, flags, rdev)
-
-
 def create_items(root_fd: int, batch: Sequence[CreateItem], blobs: BlobSource) -> list[None]:
     """The reference *execute* stage of a download: create every entry of ``batch`` in its directory beneath
     ``root_fd``, then read them back."""
@@ -207,18 +188,6 @@ def create_items(root_fd: int, batch: Sequence[CreateItem], blobs: BlobSource) -
             # size (linking another name moves only ctime and nlink).
             _verify_children(entries, dir_fd)
     return []
-
-
-def create_batch(shared: tuple[str, tuple[int, int], str], batch: Sequence[WireItem]) -> list[None]:
-    """A worker's share of a download: the tree's root is opened by path and must be the parent's inode
-    (it is private, 0700, and flocked by the parent); everything below it through dir fds."""
-    root, identity, blobs_dir = shared
-    root_fd = open_same_dir(root, identity, "download staging directory")
-    try:
-        return create_items(root_fd, [(path, [_from_wire(e) for e in entries]) for path, entries in batch],
-                            BlobSource(blobs_dir))
-    finally:
-        os.close(root_fd)
 
 
 def _link(root_fd: int, entry: FileMeta) -> None:

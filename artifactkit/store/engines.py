@@ -1,90 +1,62 @@
-"""The executors (:mod:`~artifactkit.store.executor`): the pure-Python reference in this process, and its
-batches spread over worker processes; which one an operation gets.
+"""The executors (:mod:`~artifactkit.store.executor`): the pure-Python reference, and which one an operation gets.
 
 ``ARTIFACTKIT_ENGINE=python`` selects the reference; the default is the native core where it is built and
-its executor is registered in :data:`ENGINES`, else the reference (spread over processes for big trees, as
-:func:`~artifactkit.store.workers.choose_workers` decides).
+its executor is registered in :data:`ENGINES`, else the reference. :func:`engine_info` says which one an
+operation would get now, and why (``artifactkit --version``, the diagnose evidence).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+import attrs
+
 from artifactkit.store.download import create_items
-from artifactkit.store.download import to_wire as entry_to_wire
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob
-from artifactkit.store.stage import Staged, StageItem, StageShared, stage_file, to_wire
-from artifactkit.store.workers import BATCH_FILES, LazyPool, batches
+from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: The environment variable that picks the engine (``python``: the reference; ``native``: the core, an
 #: error where it is not built).
 ENGINE_SETTING: Final = "ARTIFACTKIT_ENGINE"
 #: engine name -> ``module:class`` of its executor, imported on first use (a missing module: not built).
 ENGINES: Final = {"native": "artifactkit.store._native_engine:NativeExecutor"}
+#: The extension module the native executor runs on: absent where no Rust toolchain built it.
+CORE_MODULE: Final = "artifactkit._native"
+#: Files per batch of the reference: its progress moves once a batch (a call per file would cost more than
+#: the file's own work on small files), and a bucket's transaction uploads a batch while the next is read.
+BATCH_FILES: Final = 200
 
 
 class PythonExecutor:
-    """The reference: every batch in this process, one file after another. With ``workers`` above one
-    (asked, or chosen for a big tree) the batches go to worker processes instead, each the same code."""
+    """The reference: every batch in this process, one file after another. Simple by design — speed lives in
+    the native core — so ``workers`` is accepted and has no effect."""
 
     name = "python"
 
     def __init__(self, workers: int | None, task: str) -> None:
-        self._pool = LazyPool(workers, task)
-
-    def expect(self, files: int) -> None:
-        self._pool.expect(files)
+        """``workers`` and ``task`` as every executor takes them (:func:`executor_for`); neither changes
+        anything here."""
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         txn = job.txn
-        seen: set[str] = set()
-        workers = self._pool.get(len(items)) if txn.blobs_path is not None and not txn.in_memory else None
-        if workers is None:
-            for start in range(0, len(items), BATCH_FILES):
-                part = items[start:start + BATCH_FILES]
-                yield [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
-                       for item in part]
-                job.on_batch(len(part), sum(entry.size for _, entry, _ in part))
-            return
-        assert txn.blobs_path is not None
-        st, blobs = os.fstat(txn.stage_fd), os.fstat(txn.blobs_fd)  # the checked fd's inode, never the path's
-        shared: StageShared = (job.root, txn.stage_path, (st.st_dev, st.st_ino), txn.blobs_path,
-                               (blobs.st_dev, blobs.st_ino), len(items))
-
-        def here(batch: Sequence[StageItem]) -> list[Staged]:
-            return [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen) for item in batch]
-        work = batches(items)
-        done = workers.run(shared, work, here, wire=lambda batch: [to_wire(item) for item in batch],
-                           on_done=lambda n: job.on_batch(len(work[n]), sum(entry.size for _, entry, _ in work[n])))
-        # The parent's own batches are Staged already; a worker's came back as plain tuples (stage_batch).
-        yield [found if isinstance(found, Staged) else Staged._make(found) for batch in done for found in batch]
+        seen: set[str] = set()  # across batches: content read twice in one publish is staged once
+        for start in range(0, len(items), BATCH_FILES):
+            part = items[start:start + BATCH_FILES]
+            yield [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
+                   for item in part]
+            job.on_batch(len(part), sum(entry.size for _, entry, _ in part))
 
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
-        work: list[list[CreateItem]] = [[]]
-        filled = 0
-        for path, entries in items:  # consecutive directories together, about BATCH_FILES files a batch
-            for start in range(0, max(len(entries), 1), BATCH_FILES):
-                if filled >= BATCH_FILES:
-                    work.append([])
-                    filled = 0
-                part = entries[start:start + BATCH_FILES]
-                work[-1].append((path, part))
-                filled += len(part)
-        workers = self._pool.get(sum(len(entries) for _, entries in items)) if job.blobs.for_workers else None
-        if workers is None:
-            for batch in work:
-                create_items(job.root_fd, batch, job.blobs)
-                job.on_batch(*_covered(batch))
-            return
-        shared = (job.root_path, job.root_identity, job.blobs.directory)
-        workers.run(shared, work, lambda batch: create_items(job.root_fd, batch, job.blobs),
-                    wire=_items_to_wire, on_done=lambda n: job.on_batch(*_covered(work[n])))
+        for batch in _create_batches(items):
+            create_items(job.root_fd, batch, job.blobs)
+            job.on_batch(*_covered(batch))
 
     def close(self) -> None:
-        self._pool.close()
+        """Nothing outlives a call."""
 
     def __enter__(self) -> PythonExecutor:
         return self
@@ -93,14 +65,25 @@ class PythonExecutor:
         self.close()
 
 
+def _create_batches(items: Sequence[CreateItem]) -> list[list[CreateItem]]:
+    """Consecutive directories together, about :data:`BATCH_FILES` files a batch (a big directory split)."""
+    work: list[list[CreateItem]] = [[]]
+    filled = 0
+    for path, entries in items:
+        for start in range(0, max(len(entries), 1), BATCH_FILES):
+            if filled >= BATCH_FILES:
+                work.append([])
+                filled = 0
+            part = entries[start:start + BATCH_FILES]
+            work[-1].append((path, part))
+            filled += len(part)
+    return work
+
+
 def _covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
     """Entries and bytes of a download batch, for its progress."""
     files = sum(e.size for _, entries in batch for e in entries if e.kind == "file")
     return sum(len(entries) for _, entries in batch), files
-
-
-def _items_to_wire(batch: Sequence[CreateItem]) -> list[object]:
-    return [(path, [entry_to_wire(entry) for entry in entries]) for path, entries in batch]
 
 
 def engine_name() -> str:
@@ -115,16 +98,26 @@ def engine_name() -> str:
 
 def native_available() -> bool:
     """Whether the native core is built and its executor importable."""
+    return _native_problem() == ""
+
+
+def _native_problem() -> str:
+    """Why the native executor cannot be imported here ("" if it can)."""
     module = ENGINES["native"].partition(":")[0]
     try:
         importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
+    except ImportError as err:
+        if importlib.util.find_spec(CORE_MODULE) is None:
+            return "the native core is not built"
+        return f"the native core is built but not used: {err}"
+    return ""
 
 
 def executor_for(workers: int | None, task: str) -> Executor:
-    """A fresh executor for one ``task`` ("publish" or "download") with ``workers`` as the caller asked."""
+    """A fresh executor for one ``task`` ("publish" or "download") with ``workers`` as the caller asked:
+    ``None`` (the engine's default) or a positive number, checked here for every engine alike."""
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
     name = engine_name()
     if name == "python":
         return PythonExecutor(workers, task)
@@ -132,3 +125,49 @@ def executor_for(workers: int | None, task: str) -> Executor:
     executor: Executor = getattr(importlib.import_module(module), attr)(workers, task)
     return executor
 
+
+@attrs.frozen
+class EngineInfo:
+    """Which engine a publish or download would run on now, and why (never an exception: a setting that
+    names no usable engine is described, so ``--version`` can say what is wrong)."""
+
+    #: ``"python"`` or ``"native"`` (or, with :attr:`usable` false, what ``ARTIFACTKIT_ENGINE`` says).
+    name: str
+    #: Picked by ``ARTIFACTKIT_ENGINE`` (else by default: the core where it is built).
+    selected: bool
+    #: The native core's threads when ``workers`` is not given (``None``: the reference, one process).
+    threads: int | None
+    #: Whether an operation can run on it (false: every publish and download fails as :attr:`problem` says).
+    usable: bool
+    #: Why the native core is not in use, or why the selected engine cannot run ("" when there is nothing to say).
+    problem: str
+
+    def describe(self) -> str:
+        """One line for people: ``native, 2 threads`` or ``python; the native core is not built``."""
+        if not self.usable:
+            return f"none; {self.problem}"
+        parts = [self.name]
+        if self.threads is not None:
+            parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        if self.selected:
+            parts.append(f"selected by {ENGINE_SETTING}")
+        return ", ".join(parts) + (f"; {self.problem}" if self.problem else "")
+
+
+def engine_info() -> EngineInfo:
+    """What :func:`executor_for` would give an operation now, with ``workers`` not given."""
+    selected = bool(os.environ.get(ENGINE_SETTING, ""))
+    try:
+        name = engine_name()
+    except ValueError as err:
+        return EngineInfo(os.environ[ENGINE_SETTING], selected=True, threads=None, usable=False, problem=str(err))
+    problem = "" if selected and name == "python" else _native_problem()
+    if name == "native" and problem:  # asked for by the setting, and it cannot load
+        return EngineInfo(name, selected=True, threads=None, usable=False,
+                          problem=f"{ENGINE_SETTING}=native, but {problem}")
+    executor = executor_for(None, "publish")
+    try:
+        threads = getattr(executor, "threads", None)
+    finally:
+        executor.close()
+    return EngineInfo(name, selected=selected, threads=threads, usable=True, problem=problem)

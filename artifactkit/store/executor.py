@@ -4,9 +4,9 @@ verify, restore), handed over in batches.
 Publish and download run three stages: *scan* (every ``lstat`` before a read) → *plan* (what must be read:
 :mod:`~artifactkit.store.plan`) → *execute*. The first two and everything after are written once, in the
 parent; an :class:`Executor` does only the middle, for whole batches of entries, so an implementation may
-run them wherever it likes — in this process (:mod:`~artifactkit.store.engines`' reference), in worker
-processes, or in the native core's threads — and every guarantee stays where it is: in the checks the
-batch functions make and in the parent's commit.
+run them however it likes — one file after another in this process (:mod:`~artifactkit.store.engines`'
+reference) or on the native core's threads (:mod:`~artifactkit.store._native_engine`) — and every guarantee
+stays where it is: in the checks the batch functions make and in the commit around them.
 
 This module holds only the protocol and the jobs' value types: the restore and the publish import it,
 and it imports neither, so no implementation can form an import cycle with them.
@@ -14,7 +14,6 @@ and it imports neither, so no implementation can form an import cycle with them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -50,21 +49,13 @@ class StageJob:
 
 @attrs.frozen
 class CreateJob:
-    """What every batch of one download shares: the tree's root in the private directory (an fd, and its
-    path and identity for worker processes, which must find that very inode) and the blobs."""
+    """What every batch of one download shares: the tree's root in the private directory (an fd: everything
+    below it is reached through directory fds) and the blobs."""
 
     root_fd: int
-    root_path: str
-    root_identity: tuple[int, int]
     blobs: BlobSource
     #: As :attr:`StageJob.on_batch`.
     on_batch: Callable[[int, int], None] = attrs.field(default=_ignore, kw_only=True)
-
-    @classmethod
-    def at(cls, root_fd: int, root_path: str, blobs: BlobSource,
-           on_batch: Callable[[int, int], None] | None = None) -> CreateJob:
-        st = os.fstat(root_fd)
-        return cls(root_fd, root_path, (st.st_dev, st.st_ino), blobs, on_batch=on_batch or _ignore)
 
 
 class Executor(Protocol):
@@ -72,12 +63,8 @@ class Executor(Protocol):
     back in the order of ``items``. On any failure every batch still running is stopped before the
     exception propagates, so the caller can remove its staging with nothing still writing there."""
 
-    #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "processes", ...).
+    #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "native").
     name: str
-
-    def expect(self, files: int) -> None:
-        """A hint during the scan or the manifest's parse: at least ``files`` files are coming (an executor
-        with a start-up cost starts now, overlapping the parent's serial work)."""
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can

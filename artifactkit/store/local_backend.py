@@ -164,7 +164,7 @@ class LocalStore:
 
     @contextlib.contextmanager
     def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> Iterator[BlobSource]:
-        # This process reads blobs through the checked fd of blobs/; workers by path (digest-checked).
+        # Blobs are read through the checked fd of blobs/, never by its path.
         progress.advance(len(needed), sum(needed.values()))  # nothing to fetch: they are all here
         yield BlobSource(self.dirs.layout.blobs_dir, dir_fd=self.dirs.blobs)
 
@@ -172,14 +172,12 @@ class LocalStore:
 class LocalTxn:
     """A publish's directory in ``staging/``: blobs staged there are renamed into ``blobs/`` at the flush."""
 
-    blobs_path: str | None
     in_memory = False
 
     def __init__(self, dirs: StoreDirs, stage_path: str, stage_fd: int) -> None:
         self.dirs = dirs
         self.stage_path = stage_path
         self.stage_fd = stage_fd
-        self.blobs_path = dirs.layout.blobs_dir
         self.blobs_fd = dirs.blobs
         self._staged: dict[str, str] = {}  # digest -> staging file name
 
@@ -191,7 +189,7 @@ class LocalTxn:
             if not found.staged:
                 continue
             if found.sha256 in self._staged:
-                os.unlink(found.path(), dir_fd=self.stage_fd)  # another worker staged the same content
+                os.unlink(found.path(), dir_fd=self.stage_fd)  # the same content staged twice: one is enough
             else:
                 self._staged[found.sha256] = found.path()
 
@@ -244,7 +242,7 @@ def _remove_staging(staging_fd: int, txn: str) -> None:
     """Remove a publish's transaction directory, whole even when a Ctrl-C lands in the middle of it.
 
     dir_fd: rmtree's fd-based walk, which follows no link (the name is inside staging/). The executor stopped
-    every worker before an exception reached here: nothing still writes in it. A KeyboardInterrupt inside the
+    every batch before an exception reached here: nothing still writes in it. A KeyboardInterrupt inside the
     removal (found by the CLI's interrupt sweep: after a commit, the rest stayed for gc) finishes it first.
     """
     try:

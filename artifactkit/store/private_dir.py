@@ -124,12 +124,11 @@ class PrivateDir:
         return _identity(now) == (_identity(held) if held is not None else self.identity)
 
     def read_path(self) -> str:
-        """A path to read what is inside by (``restore_tree``'s blobs, a worker's staging root).
+        """A path to read what is inside by (``restore_tree``'s blobs, where a reader takes a path).
 
-        ``/proc/<pid>/fd/<fd>`` names our inode itself (in this process and in its same-user worker
-        children), so a rename of the directory changes nothing. Where ``/proc`` is absent the
-        directory's name is used: those reads are digest- or identity-checked, so a swapped directory
-        can only fail the download, never cause a write outside.
+        ``/proc/<pid>/fd/<fd>`` names our inode itself, so a rename of the directory changes nothing.
+        Where ``/proc`` is absent the directory's name is used: those reads are digest- or identity-checked,
+        so a swapped directory can only fail the download, never cause a write outside.
         """
         proc = f"/proc/{os.getpid()}/fd/{self.fd}"
         with contextlib.suppress(OSError):

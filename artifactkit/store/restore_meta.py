@@ -275,7 +275,7 @@ def _read_back(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> 
     if ((xattrs is None or entry.xattrs is None or xattrs == entry.xattrs)
             and (flags is None or entry.flags is None or not (flags ^ entry.flags) & _COMPARED_INT)):
         return
-    # Only a mismatch needs the comparison modules: a download worker process starts without them.
+    # Only a mismatch needs the comparison modules: a download that finds none never imports them.
     from artifactkit.metadata.compare import format_mismatches  # noqa: PLC0415
     from artifactkit.metadata.extended_compare import compare_extended  # noqa: PLC0415
     stored = attrs.evolve(entry, xattrs=xattrs, flags=flags)

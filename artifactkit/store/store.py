@@ -81,9 +81,10 @@ class Store:
         By default every byte is read and hashed. ``stat_cache=True`` skips files whose inode, size,
         mtime and ctime are as the store's stat cache recorded them, long enough ago (see
         :mod:`artifactkit.store.stat_cache` for exactly what that trusts), and refreshes the cache.
-        ``workers``: how many processes (or the native core's threads) read and stage files (``None``: one for
-        small trees, else the cores available; :func:`artifactkit.store.workers.choose_workers`). Every
-        guarantee is the same. ``links``: every symlink is data, recorded with its target as it is
+        ``workers``: how many of the native core's threads read and stage files (``None``: the cores this
+        process may use); on the reference engine (``ARTIFACTKIT_ENGINE=python``, or where the core is not
+        built) it is accepted and has no effect: the reference is one process by design. Every guarantee is
+        the same. ``links``: every symlink is data, recorded with its target as it is
         (``"as-is"``, the default); ``"contained"`` refuses a tree with links that may leave it, naming them
         all (``UnsafePathError``). ``progress``: called with a :class:`Progress` at each phase and batch.
         """
@@ -94,14 +95,9 @@ class Store:
         # Sampled before the scan: the racy rule's reference for what this publish records.
         cache = self.backend.stat_cache(inode_clock_ns()) if stat_cache else None
         with closing(executor_for(workers, "publish")) as executor:
-            # Workers start during the scan once enough entries need reading: their start-up overlaps it.
             # A source that cannot be published creates no store.
             reporter.phase("scan")
-
-            def scanned(entries: int) -> None:
-                executor.expect(entries)
-                reporter.reached(entries)
-            tree = capture_source(src, on_progress=scanned, cached=cache, links=links)
+            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links)
             with self._open(create=True) as opened:
                 ref = publish_tree(opened, tree, name, executor=executor, cache=cache, progress=reporter)
                 if cache is not None:
@@ -148,8 +144,6 @@ class Store:
             if os.path.lexists(target):
                 raise FileExistsError(errno.EEXIST, "download destination already exists", target)
             body, where = opened.manifest_bytes(ref)
-            # Workers start before the manifest is parsed (sized from its bytes), so their start-up overlaps it.
-            executor.expect(len(body) // _MANIFEST_BYTES_PER_ENTRY)
             manifest = verified_manifest(ref, body, where)
             needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
             reporter = Reporter(progress)
@@ -170,11 +164,6 @@ class Store:
         # writes: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
         with self._open(writes=True) as opened:
             return collect_garbage(opened, dry_run=dry_run, progress=Reporter(progress))
-
-
-#: A manifest entry of a plain file takes ~250 bytes of JSON; a lower guess would start workers for
-#: trees too small to need them.
-_MANIFEST_BYTES_PER_ENTRY: Final = 250
 
 
 def _resolve_in(opened: Opened, name_or_ref: str | ArtifactRef, version: int | None) -> ArtifactRef:

@@ -39,9 +39,9 @@ _RESUMED = re.compile(r"^(\d+) +<\.\.\. (\w+) resumed>(.*)$")
 
 
 def joined_lines(text: str) -> list[str]:
-    """The trace's lines with each call that another process interrupted put back together.
+    """The trace's lines with each call that another thread or process interrupted put back together.
 
-    With several processes (publish workers), ``strace -f`` prints a call that another process's
+    With several threads (the native core's) or processes, ``strace -f`` prints a call that another one's
     line cut in two as ``PID call(args <unfinished ...>`` and later ``PID <... call resumed>rest``; the
     call took effect when it returned, so the joined line takes the place of the resumed half.
     """
@@ -155,16 +155,12 @@ def _ancestors(path: str, store_root: str) -> list[str]:
     return found
 
 
-def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int | None = None,
+def traced_publish(sources: Materials, tmp: Path, variant: str, *,
                    trees: tuple[Path, Path] | None = None) -> tuple[list[str], int]:
-    """Publish two versions under ``strace -f`` and check the order; ``workers`` forces worker processes
-    (``ARTIFACTKIT_WORKERS``), whose writes the same trace follows; ``trees`` replaces the two sources."""
-    label = variant if workers is None else f"{variant}-w{workers}"
-    store = tmp / f"store-{label}"
-    trace = tmp / f"trace-{label}.txt"
-    env = {k: v for k, v in os.environ.items() if k != "ARTIFACTKIT_WORKERS"}
-    if workers is not None:
-        env["ARTIFACTKIT_WORKERS"] = str(workers)
+    """Publish two versions under ``strace -f`` (which follows threads too) and check the order; ``trees``
+    replaces the two sources."""
+    store = tmp / f"store-{variant}"
+    trace = tmp / f"trace-{variant}.txt"
     # Two versions of one name: the first creates the store and the name; the second streams a
     # blob larger than the in-memory limit and deduplicates the rest.
     subprocess.run(
@@ -172,14 +168,5 @@ def traced_publish(sources: Materials, tmp: Path, variant: str, *, workers: int 
          "-e", "trace=%file,%desc,fsync,fdatasync,syncfs,rename,renameat2",
          sys.executable, fault_workers.__file__, "publish", variant, str(store), "demo",
          *(str(tree) for tree in trees or (sources.base / "src-demo1", sources.base / "src-demo2"))],
-        check=True, capture_output=True, timeout=120, env=env)
+        check=True, capture_output=True, timeout=120)
     return check_durability(trace.read_text(), str(store), fault_workers.RETURN_MARKER)
-
-
-def worker_staging_in(trace: Path) -> int:
-    """How many files worker processes staged in a traced publish (creates under ``worker-<pid>/``)."""
-    return sum(1 for event in parse_trace(trace.read_text())
-               if event.call in ("openat", "open") and "O_CREAT" in event.args and event.ret_path
-               and "/worker-" in event.ret_path)
-
-

@@ -36,6 +36,7 @@ from artifactkit.metadata.flags import get_flags
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.times import deepest_first
+from artifactkit.store.engines import EngineInfo, engine_info
 from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
 from artifactkit.trace.attribution import Accesses, account
@@ -108,6 +109,7 @@ class Environment:
     corpus: str
     readers: int
     fanotify: str         #: "available: …" (held, or notification only and why) or "unavailable: <why>"
+    engine: EngineInfo    #: the store engine the cycles' publishes and downloads ran on (the "store" copier's)
 
 
 @attrs.frozen
@@ -238,6 +240,7 @@ def _run_in(ws: _Workspace, config: DiagnoseConfig, probe: AtimeProbe,
             progress: Callable[[CycleProgress], None] | None, *, fan: tuple[FanotifyTracer | None, str],
             base: str) -> DiagnoseResult:
     started = time.monotonic_ns()
+    engine = engine_info()  # before the first cycle: the one every cycle's operations get
     roots = [os.path.join(ws.path, part) for part in ("src", "store", "dest")]
     for root in [*roots, os.path.join(ws.path, "build")]:
         os.mkdir(root, 0o700)
@@ -270,7 +273,7 @@ def _run_in(ws: _Workspace, config: DiagnoseConfig, probe: AtimeProbe,
     accesses = account(watch.opens, tracer.opens, reader_pids=pool.pids, reader_opens=pool.opens, fan=fan_report,
                        places=[(ws.path, "<work>"), (base, "<base>")])
     return DiagnoseResult(
-        config=config, environment=_environment(config, probe, ws, fan_status), cycles_run=done,
+        config=config, environment=_environment(config, probe, ws, fan_status, engine), cycles_run=done,
         checks=2 * done, failed_checks=len(failed), findings=tuple(findings), competing_reads=pool.reads,
         inotify=watch, accesses=accesses, duration_ns=time.monotonic_ns() - started)
 
@@ -372,10 +375,11 @@ def copy2_tree(src: str, dst: str, entries: Sequence[FileMeta]) -> None:
         shutil.copystat(os.path.join(src, path), os.path.join(dst, path))
 
 
-def _environment(config: DiagnoseConfig, probe: AtimeProbe, ws: _Workspace, fan_status: str) -> Environment:
+def _environment(config: DiagnoseConfig, probe: AtimeProbe, ws: _Workspace, fan_status: str,
+                 engine: EngineInfo) -> Environment:
     return Environment(
         kernel=platform.release(), machine=platform.machine(), python=platform.python_version(),
         fs_type=probe.fs_type, mount_options=probe.mount_options, atime_policy=probe.atime_policy,
         isolation_requested=config.isolation, isolation_mode=ws.mode, verified_how=ws.verified_how,
-        copier=config.copier, corpus=config.corpus, readers=config.readers, fanotify=fan_status)
+        copier=config.copier, corpus=config.corpus, readers=config.readers, fanotify=fan_status, engine=engine)
 

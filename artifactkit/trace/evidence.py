@@ -53,6 +53,8 @@ def to_evidence(result: DiagnoseResult) -> dict[str, Any]:
             "isolation": {"requested": env.isolation_requested, "mode": env.isolation_mode,
                           "verified_how": env.verified_how},
             "copier": env.copier, "corpus": env.corpus, "readers": env.readers,
+            "engine": {"name": env.engine.name, "threads": env.engine.threads, "selected": env.engine.selected,
+                       "usable": env.engine.usable, "problem": env.engine.problem},
             "observation_window": OBSERVATION,
             "run": {"cycles_requested": result.config.cycles, "failed_checks": result.failed_checks,
                     "source_atime_moved": result.source_atime_moved,

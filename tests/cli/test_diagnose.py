@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -20,7 +21,7 @@ from artifactkit.cli.main import build_parser, main
 from artifactkit.testing.mounts import Mounts
 from artifactkit.trace.attribution import AccessGroup
 from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, run_diagnose
-from artifactkit.trace.evidence import TOP_LEVEL_KEYS, violations
+from artifactkit.trace.evidence import TOP_LEVEL_KEYS, to_evidence, violations
 from artifactkit.trace.tracer import HoldStats, PidAccesses
 from tests.support.capability import require_holding_openers
 
@@ -197,6 +198,19 @@ def quiet_result(tmp_path_factory: pytest.TempPathFactory) -> DiagnoseResult:
     """One cheap real run, no fanotify: the summaries below swap in the accesses they are about."""
     base = tmp_path_factory.mktemp("render")
     return run_diagnose(DiagnoseConfig(cycles=1, readers=1, base=str(base), fanotify=False))
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_the_evidence_and_the_summary_name_the_engine_the_cycles_ran_on(
+        engine: str, tmp_path: Path, use_engine: Callable[[str], None]) -> None:
+    use_engine(engine)
+    result = run_diagnose(DiagnoseConfig(cycles=1, readers=1, base=str(tmp_path), fanotify=False))
+    threads = len(os.sched_getaffinity(0)) if engine == "native" else None
+    assert to_evidence(result)["environment"]["engine"] == {
+        "name": engine, "threads": threads, "selected": True, "usable": True, "problem": ""}
+    said = f"{engine}, {threads} thread{'s' if threads != 1 else ''}" if threads is not None else engine
+    rows = [" ".join(line.split()) for line in render(result).splitlines()]
+    assert f"engine {said}, selected by ARTIFACTKIT_ENGINE" in rows, rows
 
 
 def _with_strangers(result: DiagnoseResult, strangers: list[PidAccesses]) -> DiagnoseResult:

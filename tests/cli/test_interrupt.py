@@ -116,7 +116,8 @@ def _points(events: list[str]) -> list[int]:
 
 
 def test_ctrl_c_at_any_moment_of_start_up_and_run_is_one_line_and_exit_130(fast_tmp: Path) -> None:
-    # Fixed: a hash seed (set iteration order) and one worker, so every run does the same in the same order.
+    # Fixed: a hash seed (set iteration order) and one thread (on the native core; the reference is one process
+    # anyway), so every run does the same in the same order.
     env = {**_env(), "PYTHONHASHSEED": "0"}
     materialize("basic", fast_tmp / "src")
     Store(fast_tmp / "template").publish(fast_tmp / "src", "demo")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,24 @@ def _subcommands() -> list[str]:
 def test_version_exits_0_and_names_the_package(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("artifactkit ")
+
+
+def test_version_says_the_reference_engine_when_the_setting_selects_it(
+        capsys: pytest.CaptureFixture[str], use_engine: Callable[[str], None]) -> None:
+    use_engine("python")
+    assert main(["--version"]) == 0
+    assert re.fullmatch(r"artifactkit \S+ \(engine: python, selected by ARTIFACTKIT_ENGINE\)\n",
+                        capsys.readouterr().out)
+
+
+def test_version_says_the_native_engine_and_its_threads_where_the_core_is_built(
+        capsys: pytest.CaptureFixture[str], use_engine: Callable[[str], None]) -> None:
+    use_engine("native")
+    cores = len(os.sched_getaffinity(0))
+    assert main(["--version"]) == 0
+    threads = f"{cores} thread{'s' if cores != 1 else ''}"
+    assert re.fullmatch(rf"artifactkit \S+ \(engine: native, {threads}, selected by ARTIFACTKIT_ENGINE\)\n",
+                        capsys.readouterr().out)
 
 
 def test_every_subcommand_is_registered() -> None:

@@ -27,8 +27,8 @@ def test_publish_ls_download_verify_round_trip(fast_tmp: Path, capsys: pytest.Ca
     assert json.loads(capsys.readouterr().out)["clean"] is True
 
 
-def test_workers_option_runs_worker_processes_and_refuses_zero(fast_tmp: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_workers_option_is_taken_by_publish_and_download_and_zero_is_refused(
+        fast_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     materialize("basic", fast_tmp / "src")
     store = str(fast_tmp / "store")
     assert main(["publish", str(fast_tmp / "src"), "--store", store, "--name", "demo", "--workers", "2"]) == 0
@@ -56,11 +56,14 @@ def test_exit_codes_separate_usage_errors_from_failed_checks(
     assert "corrupt" in capsys.readouterr().err
 
 
-def test_the_workers_help_says_how_the_number_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_workers_help_says_it_sets_the_native_threads_and_the_reference_ignores_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("publish", "download"):
         assert main([command, "--help"]) == 0
         text = " ".join(capsys.readouterr().out.split())
-        assert "at most the CPUs this process may use and one per 200 files" in text, text
+        assert "threads of the native core" in text, text
+        assert "The reference engine (ARTIFACTKIT_ENGINE=python, or where the core is not built) accepts N and " \
+               "ignores it" in text, text
 
 
 def test_download_owners_current_json_lists_every_reowned_entry(fast_tmp: Path,

@@ -1,7 +1,6 @@
 """Whether a blob is already stored decides what a publish stages; it is asked by one listing of ``blobs/`` or
-a ``stat`` each (layout.blob_lookup), in the parent and in worker processes, and either way a re-publish
-stages only content the store lacks: every blob already there keeps its inode (staging it again would
-rename a new file over it)."""
+a ``stat`` each (layout.blob_lookup), and either way a re-publish stages only content the store lacks: every
+blob already there keeps its inode (staging it again would rename a new file over it)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.store import layout
-from artifactkit.store import workers as workers_module
 
 
 def _tree(root: Path, changed: bool = False) -> Path:
@@ -29,20 +27,17 @@ def _inodes(store: Store) -> dict[str, int]:
 
 @pytest.mark.parametrize("junk", [0, 3000], ids=["small-blobs-dir", "large-blobs-dir"])
 @pytest.mark.parametrize("per_lookup", [0, 10**9], ids=["stat-each", "one-listing"])
-@pytest.mark.parametrize("workers", [1, 2])
 def test_a_republish_stages_only_content_the_store_lacks(
-        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, per_lookup: int, workers: int, junk: int) -> None:
-    # per_lookup reaches the parent only (a worker imports layout afresh); a blobs dir much larger than the
-    # lookups makes a worker stat each name too, a small one makes it list.
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, per_lookup: int, junk: int) -> None:
+    # per_lookup 0: a stat each (a blobs dir with any entry is "larger" than the lookups); 10**9: one listing.
+    # The junk: a blobs dir far larger than the tree, as a store holding other versions' blobs.
     monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_lookup)
-    # One file a batch: the tree is small, and a process beyond its batches is never started (workers.py).
-    monkeypatch.setattr(workers_module, "BATCH_FILES", 1)
     store = Store(fast_tmp / "store")
-    store.publish(_tree(fast_tmp / "src"), "demo", workers=workers)
+    store.publish(_tree(fast_tmp / "src"), "demo")
     for n in range(junk):
         (Path(store.layout.blobs_dir) / f"junk-{n:05d}").touch()
     before = _inodes(store)
-    ref = store.publish(_tree(fast_tmp / "src", changed=True), "demo", workers=workers)
+    ref = store.publish(_tree(fast_tmp / "src", changed=True), "demo")
     after = _inodes(store)
     assert {name: after[name] for name in before} == before  # nothing stored was staged and renamed again
     assert len(after) == len(before) + 1  # the one changed file's content, and nothing else

@@ -22,7 +22,6 @@ import pytest
 from artifactkit import Store, assert_metadata_equal, capture_tree, compare
 from artifactkit.errors import IntegrityError, NotRestorableError, UnsupportedFileType
 from artifactkit.metadata.model import FileMeta, capture
-from artifactkit.store import download
 from artifactkit.store.manifest import parse_manifest
 from tests.support.capability import can_own_for_others, require_real_root, require_tool
 from tests.support.stores import is_bucket, raw_manifest, stored_names
@@ -255,13 +254,7 @@ def test_owners_current_never_creates_a_device_and_says_which(fs: Path, any_stor
     assert [p.name for p in fs.iterdir() if p.name.startswith(".out.")] == []
 
 
-def test_a_device_entry_crosses_to_a_download_worker_with_its_rdev() -> None:
-    # Workers create entries from tuples rebuilt positionally: a lost rdev would make the wrong device.
-    entry = FileMeta("d/n", "char", 0o620, 11, 12, uid=15, gid=16, xattrs=(), rdev=(240, 7))
-    assert download._from_wire(download.to_wire(entry)) == entry
-
-
-def test_fifos_and_the_whiteout_made_by_download_workers_are_exact(fast_tmp: Path, any_store: Store) -> None:
+def test_fifos_and_the_whiteout_of_a_download_in_many_batches_are_exact(fast_tmp: Path, any_store: Store) -> None:
     src = fast_tmp / "src"
     for group in range(3):
         (src / f"d{group}").mkdir(parents=True)

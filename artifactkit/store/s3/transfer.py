@@ -34,8 +34,7 @@ NAMES_PER_LOOKUP: Final = 250
 class BucketTxn:
     """One publish into ``bucket``: staging in a private local directory, uploads on ``pool``."""
 
-    blobs_path: str | None = None  # no directory a worker process could check blobs in: staged in-process
-    blobs_fd = -1
+    blobs_fd = -1  # no blobs directory: the executor stages with the reference's functions, in memory
     in_memory = True
 
     def __init__(self, bucket: Bucket, stage_path: str, stage_fd: int, pool: ThreadPoolExecutor) -> None:

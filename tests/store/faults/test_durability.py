@@ -16,12 +16,10 @@ Deliberately broken publishes (one step reordered or dropped) must make the chec
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from artifactkit.testing.crash import Materials, prepare
-from artifactkit.testing.durability import check_durability, traced_publish, worker_staging_in
+from artifactkit.testing.durability import check_durability, traced_publish
 from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_tool
 
@@ -49,26 +47,6 @@ def test_a_publish_with_one_step_reordered_or_dropped_fails_the_checker(
     problems, checked = traced_publish(sources, sources.base.parent, variant)
     assert checked >= 8
     assert any(rule in p for p in problems), problems
-
-
-@pytest.mark.parametrize("variant", ["correct", "no-blobs-dir-fsync"])
-def test_a_publish_with_worker_processes_keeps_the_order_and_a_dropped_fsync_is_still_caught(
-        sources: Materials, variant: str) -> None:
-    # Trees big enough that the workers are ready before the parent has done every batch itself.
-    trees = (_many_files(sources.base / "many1", 3000), _many_files(sources.base / "many2", 3200))
-    problems, checked = traced_publish(sources, sources.base.parent, variant, workers=2, trees=trees)
-    assert worker_staging_in(sources.base.parent / f"trace-{variant}-w2.txt") > 0, "no worker staged a file"
-    assert checked >= 8, "the checker must have seen the blob and manifest renames"
-    assert problems == [] if variant == "correct" else any("(rule 2)" in p for p in problems), problems
-
-
-def _many_files(root: Path, count: int) -> Path:
-    if not root.exists():
-        for index in range(count):
-            directory = root / f"d{index // 100}"
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / f"f{index}").write_bytes(index.to_bytes(4, "big") * 16)
-    return root
 
 
 def test_the_checker_joins_a_call_that_another_process_interrupted() -> None:
