@@ -9,10 +9,7 @@ process: a transaction that keeps small files in memory (a bucket's), a backend 
 blobs reached through another seam's ``opener`` (tests' faulty steps).
 
 This module must not import :mod:`~artifactkit.store.engines` (which names it): that would be a cycle.
-
-Opt-in for now: importing it fails unless ``ARTIFACTKIT_ENGINE=native``, so a core built in a checkout does not
-switch the default engine under the suite before the suite's process-pool tests are made engine-aware
-(issue 28: the pool goes). Removing the :data:`OPT_IN` check makes the core the default where it is built.
+Importing it fails with ``ImportError`` where the core is not built (through :mod:`._native_batches`).
 """
 
 from __future__ import annotations
@@ -24,11 +21,6 @@ from artifactkit.store import _native_batches
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, StageJob
 from artifactkit.store.stage import Staged, StageItem, stage_file
-
-#: Until the native engine is the default: only an explicit ``ARTIFACTKIT_ENGINE=native`` selects it.
-OPT_IN = True
-if OPT_IN and os.environ.get("ARTIFACTKIT_ENGINE") != "native":
-    raise ImportError("the native engine is opt-in for now: ARTIFACTKIT_ENGINE=native selects it")
 
 
 def usable_cores() -> int:
