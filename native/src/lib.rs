@@ -5,6 +5,7 @@
 //! and message the reference engine raises. Python keeps the API, the policy and the messages.
 
 mod content;
+mod copy;
 mod error;
 mod pool;
 mod restore;
