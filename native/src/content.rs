@@ -185,8 +185,20 @@ fn read_source(root: &[u8], item: &Item, txn: RawFd) -> Result<Read, Failure> {
     Ok(Read { sha256, noatime, flags, extents, data })
 }
 
-/// Whether `sha` is in the blobs directory as a regular file of `size` bytes (`layout.stored_at`).
-fn has_blob(blobs: RawFd, sha: &str, size: u64) -> Result<bool, Failure> {
+/// What the calls of one publish share: the content staged by an earlier file of the publish (so equal content
+/// is staged once, whichever call it came in) and, where the caller listed `blobs/` once, that listing.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub staged: HashSet<String>,
+    pub listed: Option<HashSet<String>>,
+}
+
+/// `layout.BlobLookup`: whether `sha` is in the blobs directory as a regular file of `size` bytes — a name the
+/// caller's listing lacks is not (no `lstat`), any other is `lstat`ed (`layout.stored_at`).
+fn has_blob(blobs: RawFd, listed: Option<&HashSet<String>>, sha: &str, size: u64) -> Result<bool, Failure> {
+    if listed.is_some_and(|names| !names.contains(sha)) {
+        return Ok(false);
+    }
     let name = cstr(sha.as_bytes())?;
     match sys::lstat_at(blobs, &name) {
         Ok(st) => Ok(st.st_mode & libc::S_IFMT == libc::S_IFREG && u64::try_from(st.st_size).ok() == Some(size)),
@@ -203,14 +215,15 @@ enum Then {
 
 /// `stage_file` for every item: read and hash in parallel, decide "new?" in input order (so which of two
 /// equal files is staged never depends on the threads), then write or drop the staged copies in parallel.
+/// `seen` carries the publish's staged content from call to call.
 pub fn stage_files(
     root: &[u8],
     txn: RawFd,
     blobs: RawFd,
     items: &[Item],
     threads: usize,
+    seen: &mut Seen,
 ) -> Result<Vec<Staged>, Located> {
-    let mut seen: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     let mut start = 0;
     while start < items.len() {
@@ -226,14 +239,15 @@ pub fn stage_files(
         let reads = pool::map(chunk, threads, |i, item| read_source(root, item, txn).map_err(at(i)))?;
         let mut todo: Vec<(u64, Then)> = Vec::with_capacity(chunk.len());
         for (i, (item, read)) in chunk.iter().zip(reads).enumerate() {
-            let is_new = !seen.contains(&read.sha256) && !has_blob(blobs, &read.sha256, item.size).map_err(at(i))?;
+            let is_new = !seen.staged.contains(&read.sha256)
+                && !has_blob(blobs, seen.listed.as_ref(), &read.sha256, item.size).map_err(at(i))?;
             let then = match (is_new, read.data) {
                 (true, Some(data)) => Then::Write(data),
                 (false, None) => Then::Unlink, // copied while hashing, but already stored
                 _ => Then::Nothing,
             };
             if is_new {
-                seen.insert(read.sha256.clone());
+                seen.staged.insert(read.sha256.clone());
             }
             out.push(Staged {
                 index: item.index,
