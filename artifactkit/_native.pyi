@@ -9,7 +9,13 @@ RESTORABLE_FLAGS: Final[int]
 COMPARED_FLAGS: Final[int]
 IN_MEMORY_LIMIT: Final[int]
 
+class StageState:
+    """What one publish's ``stage_files`` calls share: the content staged, and its listing of ``blobs/``."""
+
+    def __init__(self, listed: frozenset[str] | set[str] | None = None) -> None: ...
+
 def stage_files(
     root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
+    state: StageState,
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool, str]]: ...
 def create_files(root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]]]], threads: int) -> None: ...

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from artifactkit.store.engines import ENGINE_SETTING
 from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
 from tests.support.tmpfs import scratch_dir, tmpfs_available
@@ -77,6 +78,17 @@ def ext4_relatime_dir(ext4_relatime: Path) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def reference_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins a test to the pure-Python reference engine (``ARTIFACTKIT_ENGINE=python``).
+
+    Only for a test that must provoke its situation through the reference's own Python calls (a patched
+    ``os.copy_file_range``) because no real filesystem produces it on demand; each such test names where
+    the same guard is tested on the native core.
+    """
+    monkeypatch.setenv(ENGINE_SETTING, "python")
 
 
 @pytest.fixture(scope="session")

@@ -52,12 +52,15 @@ def entry_to_wire(entry: FileMeta) -> WireEntry:
             entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
 
 
-def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int) -> list[Staged]:
+def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int, *,
+                state: _native.StageState | None = None) -> list[Staged]:
     """:func:`~artifactkit.store.stage.stage_file` for every item on ``threads`` threads, GIL released: the
-    same :class:`Staged` values in the same order (``has_blob``: a regular file of that size in ``blobs_fd``;
-    content seen earlier in this call is staged once)."""
+    same :class:`Staged` values in the same order (``has_blob``: a regular file of that size in ``blobs_fd``,
+    asked only of names in the state's listing where it has one; content staged earlier in this call or an
+    earlier one with this ``state``, the publish's, is staged once)."""
+    state = _native.StageState() if state is None else state
     try:
-        found = _native.stage_files(root, txn_fd, blobs_fd, [item_to_wire(item) for item in items], threads)
+        found = _native.stage_files(root, txn_fd, blobs_fd, [item_to_wire(item) for item in items], threads, state)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, items[at])

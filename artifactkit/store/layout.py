@@ -192,9 +192,23 @@ def blob_lookup(blobs_fd: int, lookups: int) -> HasBlob:
     content is then staged again and its rename swaps in the same bytes, as when both publish at once.
     """
     if lookups == 0 or os.fstat(blobs_fd).st_size // 20 > LIST_BLOBS_PER_LOOKUP * lookups:
-        return lambda sha, size: stored_at(blobs_fd, sha, size)
-    names = set(os.listdir(blobs_fd))
-    return lambda sha, size: sha in names and (size is None or stored_at(blobs_fd, sha, size))
+        return BlobLookup(blobs_fd, None)
+    return BlobLookup(blobs_fd, frozenset(os.listdir(blobs_fd)))
+
+
+@attrs.frozen
+class BlobLookup:
+    """:func:`blob_lookup`'s answer over a ``blobs/`` fd: ``names`` is its one listing (``None``: a ``stat``
+    each), kept as a value so an engine answering the question itself (the native core) asks exactly as this
+    does, with the same listing."""
+
+    blobs_fd: int
+    names: frozenset[str] | None
+
+    def __call__(self, sha: str, size: int | None) -> bool:
+        if self.names is None:
+            return stored_at(self.blobs_fd, sha, size)
+        return sha in self.names and (size is None or stored_at(self.blobs_fd, sha, size))
 
 
 def stored_at(dir_fd: int, name: str, size: int | None) -> bool:

@@ -139,6 +139,15 @@ def mark_mount(fd: int, path: str, mask: int) -> None:
                                        f"({os.strerror(err)})")
 
 
+def mark_file(fd: int, path: str, mask: int) -> None:
+    """Add ``mask`` for the one inode at ``path`` (its final component followed) to group ``fd``, or raise
+    :class:`FanotifyUnavailable`."""
+    _, mark = _functions()
+    if mark(fd, FAN_MARK_ADD, mask, AT_FDCWD, os.fsencode(path)) != 0:
+        err = ctypes.get_errno()
+        raise FanotifyUnavailable(err, f"fanotify unavailable: fanotify_mark on {path!r} failed ({os.strerror(err)})")
+
+
 def parse(buf: bytes) -> list[Event]:
     """The events in one ``read()`` of a group fd."""
     events = []

@@ -8,16 +8,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use sha2::{Digest, Sha256};
 
+use crate::copy::{copy_sparse, hash_while_copying, hex};
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
 use crate::syscalls::{self as sys, Errno};
 
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.
 pub const IN_MEMORY_LIMIT: u64 = 8 << 20;
-pub const CHUNK: usize = 1 << 20;
 /// Small files' bytes held at once between their read and their write (bounds a batch's memory).
 const IN_FLIGHT_BYTES: u64 = 64 << 20;
-static ZEROS: [u8; CHUNK] = [0; CHUNK];
 
 /// A file to read: `stage.py`'s wire item.
 pub struct Item {
@@ -65,18 +64,6 @@ fn os(errno: Errno, name: &[u8]) -> Failure {
     Failure::os(errno, Some(os_string(name)))
 }
 
-pub fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub fn hash_zeros(h: &mut Sha256, mut count: u64) {
-    while count > 0 {
-        let step = count.min(CHUNK as u64);
-        h.update(&ZEROS[..step as usize]);
-        count -= step;
-    }
-}
-
 /// `read_small`: one `pread` of `size + 1` in the usual case, never taking a short read for the end.
 pub fn read_small(fd: RawFd, size: u64) -> Result<Vec<u8>, Errno> {
     let want = usize::try_from(size + 1).map_err(|_| libc::EFBIG)?;
@@ -91,49 +78,6 @@ pub fn read_small(fd: RawFd, size: u64) -> Result<Vec<u8>, Errno> {
     }
     data.truncate(total);
     Ok(data)
-}
-
-/// Copy `[start, start + length)` to the same offset of `dst`, hashing what was written; bytes copied.
-pub fn copy_run(src: RawFd, dst: RawFd, start: u64, length: u64, h: &mut Sha256, buf: &mut [u8]) -> Result<u64, Errno> {
-    let mut done = 0u64;
-    while done < length {
-        let want = (length - done).min(buf.len() as u64) as usize;
-        let n = sys::pread(src, &mut buf[..want], start + done)?;
-        if n == 0 {
-            break;
-        }
-        // The digest is of the very bytes written (one buffer): what is staged is what is named.
-        sys::pwrite_all(dst, &buf[..n], start + done)?;
-        h.update(&buf[..n]);
-        done += n as u64;
-    }
-    Ok(done)
-}
-
-/// `copy_sparse`: only the data runs copied, holes kept, digest of the logical bytes; `(sha, length)`.
-pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) -> Result<(String, u64), Errno> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut position = 0u64;
-    for &(start, length) in extents {
-        hash_zeros(&mut h, start.saturating_sub(position));
-        let done = copy_run(src, dst, start, length, &mut h, &mut buf)?;
-        position = start + done;
-        if done < length {
-            return Ok((hex(&h.finalize()), position));
-        }
-    }
-    hash_zeros(&mut h, size.saturating_sub(position));
-    sys::ftruncate(dst, size)?;
-    Ok((hex(&h.finalize()), size))
-}
-
-/// A dense copy of up to `size + 1` bytes (one more shows the source grew); `(sha, bytes)`.
-pub fn copy_dense(src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let done = copy_run(src, dst, 0, size + 1, &mut h, &mut buf)?;
-    Ok((hex(&h.finalize()), done))
 }
 
 /// `data_extents`: `None` for a dense file (one `lseek`), else the data runs up to `size`.
@@ -228,7 +172,7 @@ fn read_source(root: &[u8], item: &Item, txn: RawFd) -> Result<Read, Failure> {
         let out = sys::open_at(txn, &name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o444)
             .map_err(|e| os(e, name.as_bytes()))?;
         let copied = match &extents {
-            None => copy_dense(src, sys::raw(&out), item.size),
+            None => hash_while_copying(src, sys::raw(&out), item.size),
             Some(runs) => copy_sparse(src, sys::raw(&out), item.size, runs),
         };
         let (sha, count) = copied.map_err(|e| Failure::os(e, None))?;
@@ -241,8 +185,20 @@ fn read_source(root: &[u8], item: &Item, txn: RawFd) -> Result<Read, Failure> {
     Ok(Read { sha256, noatime, flags, extents, data })
 }
 
-/// Whether `sha` is in the blobs directory as a regular file of `size` bytes (`layout.stored_at`).
-fn has_blob(blobs: RawFd, sha: &str, size: u64) -> Result<bool, Failure> {
+/// What the calls of one publish share: the content staged by an earlier file of the publish (so equal content
+/// is staged once, whichever call it came in) and, where the caller listed `blobs/` once, that listing.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub staged: HashSet<String>,
+    pub listed: Option<HashSet<String>>,
+}
+
+/// `layout.BlobLookup`: whether `sha` is in the blobs directory as a regular file of `size` bytes — a name the
+/// caller's listing lacks is not (no `lstat`), any other is `lstat`ed (`layout.stored_at`).
+fn has_blob(blobs: RawFd, listed: Option<&HashSet<String>>, sha: &str, size: u64) -> Result<bool, Failure> {
+    if listed.is_some_and(|names| !names.contains(sha)) {
+        return Ok(false);
+    }
     let name = cstr(sha.as_bytes())?;
     match sys::lstat_at(blobs, &name) {
         Ok(st) => Ok(st.st_mode & libc::S_IFMT == libc::S_IFREG && u64::try_from(st.st_size).ok() == Some(size)),
@@ -259,14 +215,15 @@ enum Then {
 
 /// `stage_file` for every item: read and hash in parallel, decide "new?" in input order (so which of two
 /// equal files is staged never depends on the threads), then write or drop the staged copies in parallel.
+/// `seen` carries the publish's staged content from call to call.
 pub fn stage_files(
     root: &[u8],
     txn: RawFd,
     blobs: RawFd,
     items: &[Item],
     threads: usize,
+    seen: &mut Seen,
 ) -> Result<Vec<Staged>, Located> {
-    let mut seen: HashSet<String> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     let mut start = 0;
     while start < items.len() {
@@ -282,14 +239,15 @@ pub fn stage_files(
         let reads = pool::map(chunk, threads, |i, item| read_source(root, item, txn).map_err(at(i)))?;
         let mut todo: Vec<(u64, Then)> = Vec::with_capacity(chunk.len());
         for (i, (item, read)) in chunk.iter().zip(reads).enumerate() {
-            let is_new = !seen.contains(&read.sha256) && !has_blob(blobs, &read.sha256, item.size).map_err(at(i))?;
+            let is_new = !seen.staged.contains(&read.sha256)
+                && !has_blob(blobs, seen.listed.as_ref(), &read.sha256, item.size).map_err(at(i))?;
             let then = match (is_new, read.data) {
                 (true, Some(data)) => Then::Write(data),
                 (false, None) => Then::Unlink, // copied while hashing, but already stored
                 _ => Then::Nothing,
             };
             if is_new {
-                seen.insert(read.sha256.clone());
+                seen.staged.insert(read.sha256.clone());
             }
             out.push(Staged {
                 index: item.index,
@@ -316,21 +274,4 @@ pub fn stage_files(
         start = end;
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hex_is_lowercase_sha256() {
-        assert_eq!(hex(&Sha256::digest(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    }
-
-    #[test]
-    fn zeros_hash_like_a_buffer_of_zeros() {
-        let mut h = Sha256::new();
-        hash_zeros(&mut h, (CHUNK as u64) * 2 + 3);
-        assert_eq!(hex(&h.finalize()), hex(&Sha256::digest(vec![0u8; CHUNK * 2 + 3])));
-    }
 }

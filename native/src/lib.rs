@@ -5,11 +5,13 @@
 //! and message the reference engine raises. Python keeps the API, the policy and the messages.
 
 mod content;
+mod copy;
 mod error;
 mod pool;
 mod restore;
 mod syscalls;
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -124,8 +126,26 @@ fn bytes_of(s: OsString) -> Vec<u8> {
     s.into_vec()
 }
 
+/// What one publish's `stage_files` calls share (`content::Seen`): the content they staged, and the one listing
+/// of `blobs/` the publish took (`None`: a `stat` each), so a publish may come in batches and still stage each
+/// content once.
+#[pyclass(module = "artifactkit._native")]
+struct StageState {
+    seen: content::Seen,
+}
+
+#[pymethods]
+impl StageState {
+    #[new]
+    #[pyo3(signature = (listed=None))]
+    fn new(listed: Option<HashSet<String>>) -> Self {
+        Self { seen: content::Seen { staged: HashSet::new(), listed } }
+    }
+}
+
 /// Read, hash and stage `items` — `(index, path, size, mtime_ns, ctime_ns, dev, ino)` — of the tree at
-/// `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the blob; `Staged` tuples in input order.
+/// `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the blob or an earlier call with this `state`
+/// staged it; `Staged` tuples in input order.
 #[pyfunction]
 fn stage_files(
     py: Python<'_>,
@@ -134,6 +154,7 @@ fn stage_files(
     blobs_fd: i32,
     items: Vec<WireItem>,
     threads: usize,
+    mut state: PyRefMut<'_, StageState>,
 ) -> PyResult<Vec<StagedTuple>> {
     let items: Vec<content::Item> = items
         .into_iter()
@@ -148,7 +169,8 @@ fn stage_files(
         })
         .collect();
     let root = bytes_of(root);
-    let done = py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, &items, threads));
+    let seen = &mut state.seen;
+    let done = py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, &items, threads, seen));
     match done {
         Ok(staged) => {
             Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged, "")).collect())
@@ -212,6 +234,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RESTORABLE_FLAGS", restore::RESTORABLE_FLAGS)?;
     m.add("COMPARED_FLAGS", restore::COMPARED_FLAGS)?;
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
+    m.add_class::<StageState>()?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(create_files, m)?)?;
     Ok(())

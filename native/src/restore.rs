@@ -8,7 +8,8 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::content::{copy_dense, copy_sparse, cstr, hex, os_string, read_small, IN_MEMORY_LIMIT};
+use crate::content::{cstr, os_string, read_small, IN_MEMORY_LIMIT};
+use crate::copy::{copy_sparse, hash_while_copying, hex};
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
 use crate::syscalls::{self as sys, Errno, XTarget};
@@ -125,7 +126,7 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
         }
         (actual, data.len() as u64)
     } else {
-        copy_dense(src, out, entry.size).map_err(|e| Failure::os(e, None))?
+        hash_while_copying(src, out, entry.size).map_err(|e| Failure::os(e, None))?
     };
     if actual != sha || count != entry.size {
         return Err(blob_found("corrupt", entry, sha, count, actual));

@@ -120,6 +120,43 @@ pub fn pwrite_all(fd: RawFd, mut buf: &[u8], mut offset: u64) -> Result<()> {
     Ok(())
 }
 
+/// One `copy_file_range` of up to `count` bytes from `offset` of `src` to the same offset of `dst`
+/// (explicit offsets: neither fd's position moves), retried on `EINTR`.
+pub fn copy_file_range(src: RawFd, dst: RawFd, count: usize, offset: u64) -> Result<usize> {
+    let start = libc::loff_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;
+    loop {
+        let (mut off_in, mut off_out) = (start, start);
+        // SAFETY: both offsets are live, writable loff_t the kernel updates; the fds are plain integers.
+        let n = unsafe { libc::copy_file_range(src, &mut off_in, dst, &mut off_out, count, 0) };
+        if n >= 0 {
+            return Ok(n.unsigned_abs());
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
+/// One `sendfile(dst, src, &offset, count)` after moving `dst`'s position to `offset` (`os.sendfile` with an
+/// offset reads `src` there without moving its position, and writes `dst` at its position), retried on `EINTR`.
+pub fn sendfile_at(src: RawFd, dst: RawFd, count: usize, offset: u64) -> Result<usize> {
+    lseek(dst, offset, libc::SEEK_SET)?;
+    let start = libc::off_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;
+    loop {
+        let mut off = start;
+        // SAFETY: off is a live, writable off_t the kernel updates; the fds are plain integers.
+        let n = unsafe { libc::sendfile(dst, src, &mut off, count) };
+        if n >= 0 {
+            return Ok(n.unsigned_abs());
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
 pub fn lseek(fd: RawFd, offset: u64, whence: libc::c_int) -> Result<u64> {
     let off = libc::off_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;
     // SAFETY: lseek takes plain integers.

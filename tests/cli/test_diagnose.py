@@ -137,6 +137,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    """A process's command line, empty once it has exited (a short-lived child can go between the listing
+    and this read: seen as FileNotFoundError on /proc/<pid>/cmdline)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def _descendants(pid: int) -> list[int]:
     out = []
     for child in _children(pid):
@@ -162,7 +171,7 @@ def test_sigint_stops_readers_and_watcher_and_leaves_no_process(ext4_relatime: P
         while len(readers) < 4:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the readers never started"
-            readers = [p for p in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            readers = [p for p in _children(proc.pid) if b"spawn_main" in _cmdline(p)]
             time.sleep(0.02)  # waiting for the run to reach its cycles, not for a result
         family = _descendants(proc.pid)
         proc.send_signal(signal.SIGINT)

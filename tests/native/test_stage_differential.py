@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from artifactkit.store.layout import blob_lookup
 from tests.native.trees import File, build, names, stage_items, stage_native, stage_python, staged_files, unique
 from tests.strategies import timestamps_ns
 
@@ -26,10 +28,11 @@ files = st.builds(File, path=names, data=contents | st.binary(max_size=9000),
 # `work` hands out a fresh directory at every call, so sharing it across examples is safe.
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(top=st.lists(files, max_size=8), nested=st.lists(files, max_size=6), stored=st.sets(contents, max_size=2),
-       threads=st.sampled_from([1, 2]))
+       threads=st.sampled_from([1, 2]), split=st.none() | st.integers(0, 14))
 def test_native_staging_gives_the_references_results_and_bytes(
         native: ModuleType, work: Callable[[str], Path], *, top: list[File], nested: list[File], stored: set[bytes],
-        threads: int) -> None:
+        threads: int, split: int | None) -> None:
+    # split: the items in two calls sharing one state, as a publish's batches are.
     src, blobs = work("src"), work("blobs")
     tree = unique(top) + [File(f"sub dir/{f.path}", f.data, f.mode, f.times, f.hole, f.xattrs) for f in unique(nested)]
     build(src, tree, dirs=["sub dir"])
@@ -38,8 +41,47 @@ def test_native_staging_gives_the_references_results_and_bytes(
     items = stage_items(src)
     txn_py, txn_native = work("txn-py"), work("txn-native")
     expected = stage_python(src, items, txn_py, blobs)
-    assert stage_native(native, src, items, txn_native, blobs, threads=threads) == expected
+    assert stage_native(native, src, items, txn_native, blobs, threads=threads, split=split) == expected
     assert staged_files(txn_native) == staged_files(txn_py)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-state", "fresh-state-each-call"])
+def test_content_staged_by_an_earlier_batch_of_the_publish_is_not_staged_again(
+        native: ModuleType, work: Callable[[str], Path], shared: bool) -> None:
+    src, blobs = work("src"), work("blobs")
+    build(src, [File("a", b"same content\n"), File("b", b"same content\n")])
+    items = stage_items(src)
+    found = stage_native(native, src, items, work("txn"), blobs, split=1, shared=shared)
+    # The control: without the publish's state the second batch cannot know, and stages it again.
+    assert [f.staged for f in found] == ([True, False] if shared else [True, True])
+
+
+def test_a_name_missing_from_the_plans_listing_is_new_to_both_engines(
+        native: ModuleType, work: Callable[[str], Path]) -> None:
+    # The plan listed blobs/ before another publisher stored this content: both engines stage it again
+    # (renamed over the same bytes at commit) rather than asking blobs/ a second time.
+    src, blobs, txn = work("src"), work("blobs"), work("txn")
+    build(src, [File("a", b"content")])
+    items = stage_items(src)
+    fd = os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        lookup = blob_lookup(fd, len(items))
+        assert lookup.names == frozenset()
+        (blobs / hashlib.sha256(b"content").hexdigest()).write_bytes(b"content")
+        assert not lookup(hashlib.sha256(b"content").hexdigest(), 7)
+        found = stage_python(src, items, txn, blobs, lookup=lookup)
+    finally:
+        os.close(fd)
+    assert found[0].staged
+    from artifactkit import _native  # the native fixture has skipped where the core is not built
+
+    txn_fd, blobs_fd = (os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in (work("txn"), blobs))
+    try:
+        again = native.stage_files(str(src), txn_fd, blobs_fd, items, 1, state=_native.StageState(lookup.names))
+    finally:
+        os.close(txn_fd)
+        os.close(blobs_fd)
+    assert again == found
 
 
 @pytest.mark.parametrize("hole", [0, 1 << 20], ids=["dense", "sparse"])

@@ -17,7 +17,7 @@ from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
-from artifactkit.store.layout import blob_lookup
+from artifactkit.store.layout import HasBlob, blob_lookup
 from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import plan
 from artifactkit.store.scan import capture_tree, scan_tree
@@ -71,10 +71,11 @@ def stage_items(root: Path) -> list[StageItem]:
             if e.kind == "file" and e.hardlink is None]
 
 
-def stage_python(root: Path, items: list[StageItem], txn: Path, blobs: Path) -> list[Staged]:
+def stage_python(root: Path, items: list[StageItem], txn: Path, blobs: Path, *,
+                 lookup: HasBlob | None = None) -> list[Staged]:
     txn_fd, blobs_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY), os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        has_blob, seen = blob_lookup(blobs_fd, len(items)), set[str]()
+        has_blob, seen = lookup or blob_lookup(blobs_fd, len(items)), set[str]()
         return [stage_file(str(root), item, txn_fd, has_blob, seen) for item in items]
     finally:
         os.close(txn_fd)
@@ -82,10 +83,23 @@ def stage_python(root: Path, items: list[StageItem], txn: Path, blobs: Path) -> 
 
 
 def stage_native(native: ModuleType, root: Path, items: list[StageItem], txn: Path, blobs: Path, *,
-                 threads: int = 2) -> list[Staged]:
+                 threads: int = 2, split: int | None = None, shared: bool = True) -> list[Staged]:
+    """The core's staging of ``items``: one call, or (``split``) two calls at that position, as a publish's
+    batches are, sharing one state with the reference's listing of ``blobs`` (``shared=False``: a fresh state
+    each, the control that sharing is what makes equal content staged once)."""
     txn_fd, blobs_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY), os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        found: list[Staged] = native.stage_files(str(root), txn_fd, blobs_fd, items, threads)
+        if split is None:
+            found: list[Staged] = native.stage_files(str(root), txn_fd, blobs_fd, items, threads)
+            return found
+        from artifactkit import _native  # here, not at the top: where the core is not built, `native` skips first
+
+        listed = blob_lookup(blobs_fd, len(items)).names
+        state = _native.StageState(listed)
+        found = []
+        for batch in (items[:split], items[split:]):
+            found += native.stage_files(str(root), txn_fd, blobs_fd, batch, threads,
+                                        state=state if shared else _native.StageState(listed))
         return found
     finally:
         os.close(txn_fd)

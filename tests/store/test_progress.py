@@ -9,6 +9,7 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.store.progress import Progress
+from tests.support.engines import ENGINE_NAMES, running_on
 
 FILES = 1000
 
@@ -60,3 +61,20 @@ def test_download_verify_and_gc_report_their_phases_to_the_end(fast_tmp: Path, s
     store.gc(progress=seen.append)
     assert list(_phases(seen)) == ["manifests", "sweep"]
 
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_progress_moves_during_a_long_read_and_create_on_either_engine(
+        fast_tmp: Path, seen: list[Progress], engine: str) -> None:
+    files = 2500  # over two of the native core's batches (BATCH_FILES), a dozen of the reference's
+    for index in range(files):
+        (fast_tmp / "src" / f"d{index % 25}").mkdir(parents=True, exist_ok=True)
+        (fast_tmp / "src" / f"d{index % 25}" / f"f{index}").write_bytes(f"{index:08}".encode())
+    with running_on(engine):
+        store = Store(fast_tmp / "store")
+        store.publish(fast_tmp / "src", "demo", progress=seen.append)
+        store.download("demo", fast_tmp / "out", progress=seen.append)
+    for phase in ("read", "create"):
+        between = {r.entries for r in seen if r.phase == phase and 0 < r.entries < files}
+        assert len(between) >= 2, f"{phase}: the count moved only at the end ({sorted(between)})"
+        assert max(r.entries for r in seen if r.phase == phase) == files

@@ -1,15 +1,16 @@
 """The opt-in stat cache: a hit skips the read, and nothing it cannot prove is trusted.
 
-Reads are counted by wrapping ``stage.read_source``, the one function that opens a source file's
-content. The racy window is set to 0 where a test needs hits and the inode clock is waited on (a
-condition, not a duration): a file counts only once the clock has moved past its ctime.
-"""
+Reads are counted as the kernel sees them, as the opens of the source's files
+(``tests/support/opened_files``), so every test here means the same on either engine. The racy window is
+set to 0 where a test needs hits and the inode clock is waited on (a condition, not a duration): a file
+counts only once the clock has moved past its ctime."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,12 @@ import pytest
 from artifactkit import Store
 from artifactkit.cli.main import main
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import stage, stat_cache, stat_cache_file
+from artifactkit.store import stat_cache, stat_cache_file
 from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CachedRead, StatCache
 from tests.support.hostile_store import blob_exists, remove_blob
 from tests.support.inode_clock import settle as _settle
+from tests.support.opened_files import OpenedFiles
 from tests.support.stat_cache_file import Rows, rewrite_rows
 from tests.support.stores import sibling_store, stat_cache_path
 
@@ -38,16 +40,11 @@ def _tree(root: Path) -> Path:
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The source paths ``publish`` opened for reading, in order."""
-    opened: list[str] = []
-    real = stage.read_source
-
-    def counting(path: str, *args: Any, **kwargs: Any) -> Any:
-        opened.append(os.path.relpath(path))
-        return real(path, *args, **kwargs)
-    monkeypatch.setattr(stage, "read_source", counting)
-    return opened
+def reads() -> Iterator[OpenedFiles]:
+    """The source files a publish opened (a test watches its tree once it is built)."""
+    opened = OpenedFiles()
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
@@ -60,29 +57,30 @@ def _digests(store: Store, ref: Any) -> dict[str, str | None]:
 
 
 def test_a_republish_with_the_stat_cache_reads_no_unchanged_file(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     store = any_store
     first = store.publish(src, "demo", stat_cache=True)
-    assert len(reads) == len(FILES)
-    reads.clear()
+    assert reads.take() == sorted(FILES)
     second = store.publish(src, "demo", stat_cache=True)
-    assert reads == []
+    assert reads.take() == []
     assert store.manifest(second).entries == store.manifest(first).entries  # digests, flags, holes: all kept
     store.download(second, fast_tmp / "out")  # every digest verified against the blobs
     assert {rel: (fast_tmp / "out" / rel).read_bytes() for rel in FILES} == FILES
 
 
 def test_without_the_option_every_file_is_read_even_with_a_cache_present(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     store = any_store
     store.publish(src, "demo", stat_cache=True)
-    reads.clear()
+    reads.take()
     store.publish(src, "demo")
-    assert len(reads) == len(FILES)
+    assert reads.take() == sorted(FILES)
 
 
 def _rewrite_same_size_keep_mtime(path: Path) -> None:
@@ -110,16 +108,17 @@ def _replace_by_another_inode(path: Path) -> None:
 
 @pytest.mark.parametrize("change", [_rewrite_same_size_keep_mtime, _grow, _touch_mtime, _replace_by_another_inode])
 def test_a_changed_file_misses_and_its_new_content_is_published(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, change: Any) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None, change: Any) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     store = any_store
     store.publish(src, "demo", stat_cache=True)
     change(src / "a.txt")
     _settle(src)
-    reads.clear()
+    reads.take()  # the change's own opens
     ref = store.publish(src, "demo", stat_cache=True)
-    assert reads == [str(Path(os.path.relpath(src / "a.txt")))]
+    assert reads.take() == ["a.txt"]
     store.download(ref, fast_tmp / "out")
     assert (fast_tmp / "out" / "a.txt").read_bytes() == (src / "a.txt").read_bytes()
 
@@ -140,33 +139,34 @@ def test_a_lookup_misses_when_any_one_of_the_five_values_differs(field: str) -> 
 
 
 def test_a_racily_clean_entry_is_hashed_again(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
     newest = max(os.lstat(p).st_ctime_ns for p in src.rglob("*"))
     store = any_store
     # The recording publish "started" in the tick of the newest change: a later write in that same
     # tick would leave every value as recorded, so those entries must not be trusted.
+    reads.watch(src)
     with monkeypatch.context() as patch:
         patch.setattr("artifactkit.store.store.inode_clock_ns", lambda: newest)
         store.publish(src, "demo", stat_cache=True)
-    reads.clear()
+    reads.take()
     store.publish(src, "demo", stat_cache=True)
-    racy = {p.name for p in src.rglob("*") if p.is_file() and p.lstat().st_ctime_ns >= newest}
-    assert racy and {os.path.basename(p) for p in reads} == racy
-    reads.clear()
+    racy = {str(p.relative_to(src)) for p in src.rglob("*") if p.is_file() and p.lstat().st_ctime_ns >= newest}
+    assert racy and set(reads.take()) == racy
     store.publish(src, "demo", stat_cache=True)  # recorded again by a publish that started later: trusted now
-    assert reads == []
+    assert reads.take() == []
 
 
 def test_the_default_window_rehashes_files_changed_just_before_the_recording_publish(
-        fast_tmp: Path, any_store: Store, reads: list[str]) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles) -> None:
     src = _tree(fast_tmp / "src")
+    reads.watch(src)
     store = any_store
     store.publish(src, "demo", stat_cache=True)  # files written moments ago: inside the 2 s window
-    reads.clear()
+    reads.take()
     store.publish(src, "demo", stat_cache=True)
-    assert len(reads) == len(FILES)
+    assert reads.take() == sorted(FILES)
 
 
 def _swap_two_digests(cache: Path, _other_cache: Path) -> None:
@@ -202,42 +202,45 @@ def _deeply_nested_header(cache: Path, _other_cache: Path) -> None:
 @pytest.mark.parametrize("spoil", [_swap_two_digests, _garbage, _truncated, _symlink, _from_another_store,
                                    _deeply_nested_header])
 def test_a_corrupt_or_foreign_cache_is_ignored_and_every_file_hashed(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None, spoil: Any) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None, spoil: Any) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     store, other = any_store, sibling_store(any_store, "other")
     expected = _digests(store, store.publish(src, "demo", stat_cache=True))
     other.publish(src, "demo", stat_cache=True)
     spoil(stat_cache_path(store), stat_cache_path(other))
-    reads.clear()
+    reads.take()
     ref = store.publish(src, "demo", stat_cache=True)
-    assert len(reads) == len(FILES)
+    assert reads.take() == sorted(FILES)
     assert _digests(store, ref) == expected
 
 
 def test_a_cached_digest_whose_blob_gc_removed_is_read_and_stored_again(
-        fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
+        fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     store = any_store
     ref = store.publish(src, "demo", stat_cache=True)
     blob = _digests(store, ref)["a.txt"]
     assert blob is not None
     remove_blob(store, blob)  # as if an older store had lost it
-    reads.clear()
+    reads.take()
     store.publish(src, "demo", stat_cache=True)
-    assert [os.path.basename(p) for p in reads] == ["a.txt"]
+    assert reads.take() == ["a.txt"]
     assert blob_exists(store, blob)
 
 
-def test_cli_publish_takes_stat_cache(fast_tmp: Path, any_store: Store, reads: list[str], no_window: None) -> None:
+def test_cli_publish_takes_stat_cache(fast_tmp: Path, any_store: Store, reads: OpenedFiles, no_window: None) -> None:
     src = _tree(fast_tmp / "src")
     _settle(src)
+    reads.watch(src)
     args = ["publish", str(src), "--store", str(any_store.root), "--name", "demo", "--stat-cache"]
     assert main(args) == 0
-    reads.clear()
+    assert reads.take() == sorted(FILES)
     assert main(args) == 0
-    assert reads == []
+    assert reads.take() == []
 
 
 def _odd_cache() -> tuple[list[str], StatCache]:

@@ -18,24 +18,25 @@ from typing import Any
 import pytest
 
 from artifactkit import Store, TimestampNotRepresentable
-from artifactkit.store import publish, scan, stage, stat_cache, stat_cache_file
+from artifactkit.store import publish, scan, stat_cache, stat_cache_file
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.inode_clock import settle as _settle
+from tests.support.opened_files import files_opened
 from tests.support.stat_cache_file import body_of, rewrite_rows
 from tests.support.stat_cache_tree import rich_tree
 
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
-    """What a publish read, listed the xattrs of, built a manifest of, and parsed recorded lines of."""
-    seen: dict[str, list[str]] = {"read": [], "xattrs": [], "manifest": [], "lines": []}
+    """What a publish listed the xattrs of, built a manifest of, and parsed recorded lines of; which files it
+    read (opened) the kernel tells :func:`_cached_then_uncached`, on either engine."""
+    seen: dict[str, list[str]] = {"xattrs": [], "manifest": [], "lines": []}
 
     def counted(kind: str, real: Callable[..., Any]) -> Callable[..., Any]:
         def call(first: Any, *args: Any, **kwargs: Any) -> Any:
-            seen[kind].append(os.path.basename(os.fspath(first)) if kind in ("read", "xattrs") else kind)
+            seen[kind].append(os.path.basename(os.fspath(first)) if kind == "xattrs" else kind)
             return real(first, *args, **kwargs)
         return call
-    monkeypatch.setattr(stage, "read_source", counted("read", stage.read_source))
     monkeypatch.setattr(scan, "read_xattrs", counted("xattrs", scan.read_xattrs))
     monkeypatch.setattr(publish, "manifest_bytes", counted("manifest", publish.manifest_bytes))
     monkeypatch.setattr(stat_cache_file, "parse_rows", counted("lines", stat_cache_file.parse_rows))
@@ -57,8 +58,10 @@ def settled(fast_tmp: Path) -> tuple[Store, Path]:
 def _cached_then_uncached(store: Store, src: Path, calls: dict[str, list[str]], name: str = "demo") -> Any:
     for seen in calls.values():
         seen.clear()
-    cached = store.publish(src, name, stat_cache=True)
-    did = {kind: sorted(seen) for kind, seen in calls.items()}
+    with files_opened(src) as opened:
+        cached = store.publish(src, name, stat_cache=True)
+        read = sorted(os.path.basename(path) for path in opened.take())
+    did = {"read": read, **{kind: sorted(seen) for kind, seen in calls.items()}}
     uncached = store.publish(src, name)
     assert cached.digest == uncached.digest, "the cached publish wrote another manifest than a full capture"
     return cached, did

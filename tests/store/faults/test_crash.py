@@ -18,8 +18,9 @@ from artifactkit.testing.mounts import Mounts
 
 
 @pytest.fixture(scope="module")
-def materials(mounts: Mounts) -> harness.Materials:
-    # noatime: publishing reads the sources' symlinks, which would otherwise move their atimes
+def materials(mounts: Mounts, engine: str) -> harness.Materials:
+    # noatime: publishing reads the sources' symlinks, which would otherwise move their atimes. A mount per
+    # engine (conftest.py): every recording and trial below is then that engine's, in a place of its own.
     return harness.prepare(mounts.tmpfs("noatime", size="512m") / "materials")
 
 

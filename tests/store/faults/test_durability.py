@@ -25,7 +25,9 @@ from tests.support.capability import require_tool
 
 
 @pytest.fixture(scope="module")
-def sources(mounts: Mounts) -> Materials:
+def sources(mounts: Mounts, engine: str) -> Materials:
+    """The traced publishes' sources, on a mount per engine (conftest.py), so each engine's traces and stores
+    are its own."""
     require_tool("strace", "strace")
     return prepare(mounts.tmpfs("noatime", size="256m") / "durability")
 

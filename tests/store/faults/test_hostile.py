@@ -22,6 +22,7 @@ from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathErr
 from artifactkit.conformance.corpus import materialize
 from artifactkit.store.scan import capture_tree
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
+from tests.support.read_race import changed_at_read
 from tests.support.stores import STORE_KINDS, plant_staging, store_snapshot, stored_names
 
 Doc = dict[str, Any]
@@ -264,43 +265,26 @@ def test_a_source_symlink_pointing_out_of_the_tree_is_published_as_is_and_refuse
 @pytest.mark.parametrize("change", ["grow", "shrink"])
 @pytest.mark.parametrize("size", [4000, (8 << 20) + 1], ids=["in-memory", "streamed"])
 def test_a_source_file_that_changes_size_while_read_is_refused(
-        site: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch, change: str, size: int) -> None:
+        site: Path, any_store: Store, change: str, size: int) -> None:
     materialize("basic", site / "src2")
     victim = site / "src2" / "data" / "victim.bin"
     victim.write_bytes(os.urandom(size))
-    fired: list[bool] = []
 
     def mutate() -> None:
-        if fired:
-            return
-        fired.append(True)
         if change == "grow":
             with victim.open("ab") as handle:
                 handle.write(b"more")
         else:
             os.truncate(victim, size // 2)
 
-    real_pread, real_preadv = os.pread, os.preadv
-
-    def read_then_mutate(fd: int, n: int, offset: int) -> bytes:
-        data = real_pread(fd, n, offset)
-        if os.readlink(f"/proc/self/fd/{fd}") == str(victim):
-            mutate()
-        return data
-
-    def hash_chunk_then_mutate(fd: int, buffers: list[bytearray], offset: int) -> int:
-        # A large file is copied by the kernel while what was written is hashed back (preadv of the
-        # staging copy): change the source in the middle of that.
-        n = real_preadv(fd, buffers, offset)
-        mutate()
-        return n
-
-    monkeypatch.setattr(os, "pread", read_then_mutate)
-    monkeypatch.setattr(os, "preadv", hash_chunk_then_mutate)
     before = store_snapshot(any_store)
-    with pytest.raises(SourceChangedError, match=r"victim\.bin"):
+    # A real writer, at the instant the publish's first read of the file begins (after its open and fstat):
+    # a small file's one pread, a large one's first copy_file_range, on either engine. "while": the change
+    # landed during the read, not before the open.
+    refused = pytest.raises(SourceChangedError, match=r"victim\.bin' changed while")
+    with changed_at_read(victim, mutate) as reads, refused:
         Store(any_store.root).publish(site / "src2", "demo")
-    assert fired == [True]
+    assert reads
     assert store_snapshot(any_store) == before
 
 

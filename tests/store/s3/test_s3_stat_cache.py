@@ -4,16 +4,16 @@ cache directory (a bucket has no directory to keep it in), the same answers."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from artifactkit import Store, assert_metadata_equal
-from artifactkit.store import stage, stat_cache
+from artifactkit.store import stat_cache
 from artifactkit.store.s3.backend import stat_cache_dir
 from artifactkit.store.scan import capture_tree
+from tests.support.opened_files import OpenedFiles
 
 
 def _tree(root: Path) -> Path:
@@ -25,29 +25,26 @@ def _tree(root: Path) -> Path:
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
-    """The files a publish read (every read goes through ``stage.read_source``); caches under ``tmp_path``."""
+def reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[OpenedFiles]:
+    """The source files a publish opened, as the kernel saw them; caches under ``tmp_path``."""
     monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)  # the tree was just written: trust it at once
-    seen: list[str] = []
-    real: Callable[..., Any] = stage.read_source
-
-    def counted(path: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(os.path.basename(path))
-        return real(path, *args, **kwargs)
-    monkeypatch.setattr(stage, "read_source", counted)
-    return seen
+    opened = OpenedFiles()
+    yield opened
+    opened.close()
 
 
 def test_an_unchanged_tree_republished_to_a_bucket_reads_nothing_and_commits_the_same_manifest(
-        s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
+        s3_url: str, fast_tmp: Path, reads: OpenedFiles) -> None:
     src = _tree(fast_tmp / "src")
+    reads.watch(src)
     store = Store(s3_url)
     first = store.publish(src, "demo", stat_cache=True)
+    assert len(reads.take()) == 12
     store.publish(src, "demo", stat_cache=True)  # records the link's atime its first readlink moved
-    reads.clear()
+    reads.take()
     again = store.publish(src, "demo", stat_cache=True)
-    assert reads == [], "an unchanged tree was read again"
+    assert reads.take() == [], "an unchanged tree was read again"
     assert again.version == 3 and again.digest == store.publish(src, "demo").digest  # what a full read writes
     assert first.name == again.name
     store.download(again, fast_tmp / "out")
@@ -55,10 +52,11 @@ def test_an_unchanged_tree_republished_to_a_bucket_reads_nothing_and_commits_the
     assert os.listdir(stat_cache_dir(store.bucket.url())) == ["stat-cache.json"]
 
 
-def test_the_cache_of_one_bucket_store_is_not_another_ones(s3_url: str, fast_tmp: Path, reads: list[str]) -> None:
+def test_the_cache_of_one_bucket_store_is_not_another_ones(s3_url: str, fast_tmp: Path, reads: OpenedFiles) -> None:
     src = _tree(fast_tmp / "src")
+    reads.watch(src)
     Store(s3_url).publish(src, "demo", stat_cache=True)
     other = s3_url.rstrip("/") + "-other"
-    reads.clear()
+    reads.take()
     Store(other).publish(src, "demo", stat_cache=True)
-    assert len(reads) == 12, "a cache recorded for another store vouched for files its bucket never got"
+    assert len(reads.take()) == 12, "a cache recorded for another store vouched for files its bucket never got"

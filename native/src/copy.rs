@@ -1,0 +1,251 @@
+//! Copy a file's bytes in the kernel and hash what landed (mirrors `artifactkit/_syscalls.py::copy_range` and
+//! `artifactkit/store/content.py::hash_while_copying` / `copy_sparse`).
+//!
+//! The bytes never enter user space on the way to the destination: `copy_file_range` shares the
+//! extents where the filesystem can clone (xfs, btrfs: a reflink) and copies in the kernel elsewhere;
+//! the digest is of the destination read back, so it always names the bytes that were stored, even if
+//! the source changed in a way no timestamp shows (an `mmap` write).
+
+use std::sync::{Condvar, Mutex, PoisonError};
+
+use sha2::{Digest, Sha256};
+
+use crate::syscalls::{self as sys, Errno};
+use std::os::fd::RawFd;
+
+/// As content.py's `CHUNK`: the read-back's buffer.
+pub const CHUNK: usize = 1 << 20;
+/// As content.py's `COPY_CHUNK`: the kernel copies this much per call, so the hash can follow closely.
+const COPY_CHUNK: u64 = 8 << 20;
+static ZEROS: [u8; CHUNK] = [0; CHUNK];
+
+/// Lowercase hex of a digest.
+pub fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Feed `count` zero bytes (a hole) to `h`.
+pub fn hash_zeros(h: &mut Sha256, mut count: u64) {
+    while count > 0 {
+        let step = count.min(CHUNK as u64);
+        h.update(&ZEROS[..step as usize]);
+        count -= step;
+    }
+}
+
+/// `copy_range`: up to `count` bytes at `offset` of `src` to the same offset of `dst`, in the kernel;
+/// `copy_file_range` first, `sendfile` from where it stopped once the kernel refuses it (`EXDEV` across
+/// filesystems since 5.19, `ENOSYS`, `EINVAL`, `EOPNOTSUPP`). Fewer than `count` only where `src` ended.
+pub fn copy_range(src: RawFd, dst: RawFd, count: u64, offset: u64) -> Result<u64, Errno> {
+    copy_range_via(sys::copy_file_range, src, dst, count, offset)
+}
+
+/// [`copy_range`] with its `copy_file_range` given (the tests' failing one), the same loop otherwise.
+fn copy_range_via<F>(mut cfr: F, src: RawFd, dst: RawFd, count: u64, offset: u64) -> Result<u64, Errno>
+where
+    F: FnMut(RawFd, RawFd, usize, u64) -> Result<usize, Errno>,
+{
+    let mut done = 0u64;
+    let mut use_cfr = true;
+    while done < count {
+        let want = usize::try_from(count - done).unwrap_or(usize::MAX);
+        let n = if use_cfr {
+            match cfr(src, dst, want, offset + done) {
+                Ok(n) => n,
+                Err(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => {
+                    use_cfr = false;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            sys::sendfile_at(src, dst, want, offset + done)?
+        };
+        if n == 0 {
+            break;
+        }
+        done += n as u64;
+    }
+    Ok(done)
+}
+
+/// Hash `length` bytes of `fd` from `start` into `h`, read back with `pread`; the bytes there (fewer only
+/// where the file ends).
+fn hash_back(fd: RawFd, start: u64, length: u64, h: &mut Sha256, buf: &mut [u8]) -> Result<u64, Errno> {
+    let mut done = 0u64;
+    while done < length {
+        let want = (length - done).min(buf.len() as u64) as usize;
+        let n = sys::pread(fd, &mut buf[..want], start + done)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        done += n as u64;
+    }
+    Ok(done)
+}
+
+/// What the copier has done so far, shared with the hasher that follows it.
+#[derive(Default)]
+struct Copied {
+    bytes: u64,
+    done: bool,
+    failed: Option<Errno>,
+}
+
+/// `hash_while_copying`: up to `size + 1` bytes (one more shows the source grew) copied in the kernel on a
+/// thread of its own while this one hashes the destination (open for reading too) behind it, so a large
+/// file costs about one sha256 pass rather than a copy plus a hash; `(sha256, bytes)`.
+pub fn hash_while_copying(src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno> {
+    let state = Mutex::new(Copied::default());
+    let moved = Condvar::new();
+    let copier = || {
+        let mut copied = 0u64;
+        let outcome = loop {
+            if copied > size {
+                break Ok(());
+            }
+            match copy_range(src, dst, COPY_CHUNK.min(size + 1 - copied), copied) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    copied += n;
+                    state.lock().unwrap_or_else(PoisonError::into_inner).bytes = copied;
+                    moved.notify_all();
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let mut now = state.lock().unwrap_or_else(PoisonError::into_inner);
+        now.done = true;
+        now.failed = outcome.err();
+        drop(now);
+        moved.notify_all();
+    };
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let hashed = std::thread::scope(|s| -> Result<u64, Errno> {
+        s.spawn(copier);
+        let mut hashed = 0u64;
+        loop {
+            let mut now = state.lock().unwrap_or_else(PoisonError::into_inner);
+            while now.bytes <= hashed && !now.done {
+                now = moved.wait(now).unwrap_or_else(PoisonError::into_inner);
+            }
+            let (available, finished) = (now.bytes, now.done);
+            drop(now);
+            // A failed read-back leaves the copier to finish its bounded `size + 1` bytes; the scope joins it.
+            hashed += hash_back(dst, hashed, available - hashed, &mut h, &mut buf)?;
+            if finished && hashed >= available {
+                return Ok(hashed);
+            }
+        }
+    })?;
+    if let Some(e) = state.into_inner().unwrap_or_else(PoisonError::into_inner).failed {
+        return Err(e);
+    }
+    Ok((hex(&h.finalize()), hashed))
+}
+
+/// `copy_sparse`: only the data runs copied (in the kernel), holes kept, the digest of the logical bytes as
+/// written (runs read back, holes as zeros); `(sha, length)`. A run cut short (the source shrank) ends it.
+pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) -> Result<(String, u64), Errno> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut position = 0u64;
+    for &(start, length) in extents {
+        hash_zeros(&mut h, start.saturating_sub(position));
+        let copied = copy_range(src, dst, length, start)?;
+        let done = hash_back(dst, start, copied, &mut h, &mut buf)?;
+        position = start + done;
+        if copied < length {
+            return Ok((hex(&h.finalize()), position));
+        }
+    }
+    hash_zeros(&mut h, size.saturating_sub(position));
+    sys::ftruncate(dst, size)?;
+    Ok((hex(&h.finalize()), size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::{File, OpenOptions};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    fn scratch(name: &str, data: &[u8]) -> (File, File) {
+        let dir = std::env::temp_dir().join(format!("artifactkit-copy-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut src = File::create(dir.join("src")).unwrap();
+        src.write_all(data).unwrap();
+        let src = File::open(dir.join("src")).unwrap();
+        let dst = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join("dst")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap(); // the open files stay usable
+        (src, dst)
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn hex_is_lowercase_sha256() {
+        assert_eq!(hex(&Sha256::digest(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn zeros_hash_like_a_buffer_of_zeros() {
+        let mut h = Sha256::new();
+        hash_zeros(&mut h, (CHUNK as u64) * 2 + 3);
+        assert_eq!(hex(&h.finalize()), hex(&Sha256::digest(vec![0u8; CHUNK * 2 + 3])));
+    }
+
+    #[test]
+    fn a_copy_refused_midway_goes_on_with_sendfile_from_where_it_stopped() {
+        // The kernel copies part, then refuses (as across filesystems): every byte must still land once.
+        let data = pattern(3 * CHUNK + 17);
+        let (src, dst) = scratch("midway", &data);
+        let mut calls = 0;
+        let partial_then_exdev = |s: RawFd, d: RawFd, count: usize, offset: u64| {
+            calls += 1;
+            if calls == 1 {
+                sys::copy_file_range(s, d, count.min(12345), offset)
+            } else {
+                Err(libc::EXDEV)
+            }
+        };
+        let n = copy_range_via(partial_then_exdev, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64 + 1, 0);
+        assert_eq!(n, Ok(data.len() as u64));
+        assert!(calls >= 2);
+        assert_eq!(std::fs::read(format!("/proc/self/fd/{}", dst.as_raw_fd())).unwrap(), data);
+    }
+
+    #[test]
+    fn an_error_that_is_not_a_refusal_is_returned() {
+        let (src, dst) = scratch("eio", b"abc");
+        let eio = |_: RawFd, _: RawFd, _: usize, _: u64| Err(libc::EIO);
+        assert_eq!(copy_range_via(eio, src.as_raw_fd(), dst.as_raw_fd(), 3, 0), Err(libc::EIO));
+    }
+
+    #[test]
+    fn the_digest_is_of_what_landed_and_one_byte_more_shows_growth() {
+        let data = pattern(2 * (COPY_CHUNK as usize) + 5);
+        let (src, dst) = scratch("dense", &data);
+        let (sha, n) = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64).unwrap();
+        assert_eq!((sha, n), (hex(&Sha256::digest(&data)), data.len() as u64));
+        // Captured one byte shorter than it is: the copy reads one past and the length says so.
+        let (src, dst) = scratch("grown", &data);
+        let (_, n) = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64 - 1).unwrap();
+        assert_eq!(n, data.len() as u64);
+    }
+
+    #[test]
+    fn a_sparse_copy_hashes_holes_as_zeros_and_keeps_the_length() {
+        let mut data = vec![0u8; 3 * CHUNK];
+        data[CHUNK..CHUNK + 10].copy_from_slice(b"0123456789");
+        let (src, dst) = scratch("sparse", &data);
+        let (sha, n) = copy_sparse(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &[(CHUNK as u64, 10)]).unwrap();
+        assert_eq!((sha, n), (hex(&Sha256::digest(&data)), data.len() as u64));
+        assert_eq!(std::fs::read(format!("/proc/self/fd/{}", dst.as_raw_fd())).unwrap(), data);
+    }
+}
