@@ -46,8 +46,8 @@ def _parse(body: bytes, *, where: str) -> Manifest:
 def _native_chosen() -> bool:
     """``engine_name() == "native"``, with the default (no setting) found once per process: engine_name then
     tries to import the native engine, which fails again at every call while it is opt-in (0.57 ms; ``list``
-    reads every version's manifest). Once per process is enough: without the setting the answer never
-    changes (the import either stays in ``sys.modules`` or fails for the same reason)."""
+    reads every version's manifest). Without the setting the answer changes only in a process that imports
+    the native engine later with the setting; either parse gives the same manifest, so only speed is at stake."""
     if os.environ.get(ENGINE_SETTING, ""):
         return engine_name() == "native"
     return _native_by_default()
