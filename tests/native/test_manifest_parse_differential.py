@@ -291,6 +291,11 @@ ACCEPTED: dict[str, bytes] = {
         b'"target": "../a"', b'"target": "../a", "extents": [], "size": "x", "sha256": 5'),
     "escapes-and-a-pair": json.dumps(base()).encode().replace(b'"path": "d/l"', b'"path": "d\\/\\u006c\\ud83d\\ude00"'),
     "pretty-printed": json.dumps(base(), indent=2).encode(),
+    "escaped-keys": json.dumps(base()).encode().replace(b'"kind"', b'"\\u006bind"').replace(b'"path"', b'"p\\u0061th"'),
+    "targets-leaving-the-tree": json.dumps(_with(entries=[
+        {**e, "target": "../../../etc/passwd"} if e["path"] == "d/l" else
+        {**e, "kind": "symlink", "mode": 0o777, "target": "/etc/shadow"} if e["path"] == "p" else e
+        for e in base()["entries"]])).encode(),
     "pad-after-a-whole-quad": json.dumps(base()).encode().replace(b'"dg=="', b'"dmFs="'),
 }
 
