@@ -1,6 +1,9 @@
 """The native core's interface (native/src/lib.rs): typed here so mypy checks its callers with or without a build."""
 
+from collections.abc import Callable
 from typing import Any, Final
+
+from artifactkit.metadata.model import FileMeta
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
     """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
@@ -19,3 +22,4 @@ def stage_files(
     state: StageState,
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool, str]]: ...
 def create_files(root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]]]], threads: int) -> None: ...
+def parse_manifest(data: bytes, file_meta: Callable[..., FileMeta]) -> tuple[str, bool, tuple[FileMeta, ...]]: ...

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from artifactkit import FileMeta, IntegrityError, UnsafePathError
 from artifactkit.store import paths
-from artifactkit.store.manifest import FORMAT, Manifest, parse_manifest
+from artifactkit.store.manifest import FORMAT, Manifest
 from artifactkit.store.paths import check_relpath, check_symlink_target
+from tests.support.both_parses import parse_both
 
 ROOT = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)
 FILE = FileMeta(path="a", kind="file", mode=0o644, size=1, mtime_ns=-5, atime_ns=2**40, sha256="ab" * 32,
@@ -26,7 +27,7 @@ def doc_with(**changes: object) -> bytes:
 
 def test_a_manifest_round_trips_through_its_canonical_bytes() -> None:
     body = Manifest(name="demo", entries=(FILE, ROOT)).to_bytes()
-    parsed = parse_manifest(body, where="t")
+    parsed = parse_both(body, where="t")
     assert parsed.entries == (ROOT, FILE) and parsed.to_bytes() == body
     assert json.loads(body)["format"] == FORMAT
 
@@ -40,14 +41,14 @@ def test_a_manifest_round_trips_through_its_canonical_bytes() -> None:
 ])
 def test_each_malformed_entry_field_is_refused_by_name(change: dict[str, object], error: type[Exception]) -> None:
     with pytest.raises(error):
-        parse_manifest(doc_with(**change), where="t")
+        parse_both(doc_with(**change), where="t")
 
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[]", b"\xff\xfe", json.dumps({"format": "other/9"}).encode(),
                                   json.dumps({"format": FORMAT, "name": "demo"}).encode()])
 def test_garbled_or_foreign_documents_are_integrity_errors(body: bytes) -> None:
     with pytest.raises(IntegrityError):
-        parse_manifest(body, where="t")
+        parse_both(body, where="t")
 
 
 def test_duplicates_and_entries_under_a_file_or_link_are_refused() -> None:
@@ -56,7 +57,7 @@ def test_duplicates_and_entries_under_a_file_or_link_are_refused() -> None:
     for entries in ((ROOT, FILE, FILE), (ROOT, FILE, link, under_link), (FILE,)):
         body = Manifest(name="demo", entries=entries).to_bytes()
         with pytest.raises(UnsafePathError):
-            parse_manifest(body, where="t")
+            parse_both(body, where="t")
 
 
 @pytest.mark.parametrize(("link", "target", "ok"), [

@@ -22,7 +22,7 @@ import pytest
 from artifactkit import Store, assert_metadata_equal, capture_tree, compare
 from artifactkit.errors import IntegrityError, NotRestorableError, UnsupportedFileType
 from artifactkit.metadata.model import FileMeta, capture
-from artifactkit.store.manifest import parse_manifest
+from tests.support.both_parses import parse_both
 from tests.support.capability import can_own_for_others, require_real_root, require_tool
 from tests.support.stores import is_bucket, raw_manifest, stored_names
 
@@ -113,11 +113,11 @@ _CHAR = {**_FIFO, "kind": "char", "rdev": [1, 3]}
         "fifo-with-flags", "fifo-with-extents", "socket"])
 def test_a_forged_special_entry_is_an_integrity_error(forged: dict[str, object]) -> None:
     with pytest.raises(IntegrityError):
-        parse_manifest(_manifest_with(forged), where="m")
+        parse_both(_manifest_with(forged), where="m")
 
 
 def test_a_special_entry_reads_back_with_its_rdev() -> None:
-    entries = parse_manifest(_manifest_with(_CHAR), where="m").entries
+    entries = parse_both(_manifest_with(_CHAR), where="m").entries
     assert entries[1] == FileMeta("p", "char", 0o644, 1, 1, rdev=(1, 3))
 
 
@@ -126,7 +126,7 @@ def test_a_hard_link_between_a_fifo_and_a_file_is_an_integrity_error() -> None:
     doc = {"format": "artifactkit.manifest/2", "name": "x", "entries": [
         root, {**_FIFO, "path": "a"}, {**_CHAR, "path": "b", "hardlink": "a"}]}
     with pytest.raises(IntegrityError, match="hard link"):
-        parse_manifest(json.dumps(doc).encode(), where="m")
+        parse_both(json.dumps(doc).encode(), where="m")
 
 
 def test_every_socket_of_a_source_is_named_at_once(fast_tmp: Path, any_store: Store) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from artifactkit import IntegrityError, TimestampNotRepresentable, UnsafePathError
 from artifactkit.errors import ManifestLimitError
-from artifactkit.store.manifest import FORMAT, parse_manifest
+from artifactkit.store.manifest import FORMAT
+from tests.support.both_parses import parse_both
 
 NAMED = (IntegrityError, UnsafePathError, ManifestLimitError, TimestampNotRepresentable)
 #: No refusal may carry the hostile value whole: a 100 MB path must not become a 100 MB message.
@@ -52,6 +53,6 @@ def with_raw(document: dict[str, Any], marker: str, raw: bytes) -> bytes:
 def refusal(data: bytes) -> BaseException:
     """The named error ``parse_manifest`` raises for ``data``, checked to be short enough for a person."""
     with pytest.raises(NAMED) as caught:
-        parse_manifest(data, where="m")
+        parse_both(data, where="m")
     assert len(str(caught.value)) <= MESSAGE_LIMIT, str(caught.value)[:300]
     return caught.value

@@ -21,8 +21,9 @@ from artifactkit import IntegrityError, Store
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_limits
-from artifactkit.store.manifest import Manifest, encode_entry, parse_manifest
+from artifactkit.store.manifest import Manifest, encode_entry
 from artifactkit.store.scan import capture_tree
+from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
     DATA,
     DEEP,
@@ -64,7 +65,7 @@ def test_the_nesting_bound_is_the_decoders_and_far_above_what_the_format_uses() 
 @pytest.mark.parametrize("place", ["top-level-key", "unknown-entry-key"])
 def test_a_value_nested_100_levels_under_a_key_the_format_ignores_is_dropped(place: str) -> None:
     # Well inside the decoder's bound: read, then dropped with the document (nothing walks it).
-    assert parse_manifest(DEEP_PLACES[place](nested(100)), where="m").entries[1].path == "a"
+    assert parse_both(DEEP_PLACES[place](nested(100)), where="m").entries[1].path == "a"
 
 
 def test_the_deepest_manifest_the_format_writes_is_read() -> None:
@@ -72,7 +73,7 @@ def test_the_deepest_manifest_the_format_writes_is_read() -> None:
                      xattrs=(("user.k", b"v"),), extents=((0, 1),))
     data = Manifest(name="demo", entries=(FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=T, atime_ns=T),
                                           entry)).to_bytes()
-    assert parse_manifest(data, where="m").entries[1] == entry
+    assert parse_both(data, where="m").entries[1] == entry
 
 
 @pytest.fixture
@@ -106,9 +107,9 @@ def test_download_verify_and_gc_refuse_a_deeply_nested_manifest_by_name(forged_s
 def test_any_size_a_linux_file_can_have_is_read_and_one_past_off_t_is_refused() -> None:
     # MAX_LFS_FILESIZE is 2**63-1 (tmpfs, xfs and btrfs allow it): a real file's size must read back.
     for size in (2**62, 2**63 - 1):
-        parsed = parse_manifest(body(doc(file_entry(size=size))), where="m")
+        parsed = parse_both(body(doc(file_entry(size=size))), where="m")
         assert parsed.entries[1].size == size
-        parsed = parse_manifest(body(doc(file_entry(size=size, extents=[[size - 1, 1]]))), where="m")
+        parsed = parse_both(body(doc(file_entry(size=size, extents=[[size - 1, 1]]))), where="m")
         assert parsed.entries[1].extents == ((size - 1, 1),)
     for bad in (2**63, 2**64, -1):
         err = refusal(body(doc(file_entry(size=bad))))
@@ -136,7 +137,7 @@ def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_r
     entries = tuple(attrs.evolve(e, sha256=SHA, extents=()) if e.kind == "file" else e
                     for e in capture_tree(fast_tmp / "tree", hash_content=False))
     assert [e.size for e in entries if e.kind == "file"] == [size]
-    parsed = parse_manifest(Manifest(name="demo", entries=entries).to_bytes(), where="m")
+    parsed = parse_both(Manifest(name="demo", entries=entries).to_bytes(), where="m")
     assert parsed.entries == entries
 
 
@@ -185,7 +186,7 @@ def test_more_extents_than_the_documented_bound_are_a_limit_error_naming_the_ent
     assert isinstance(err, ManifestLimitError) and err.limit == limit and err.actual == limit + 1
     assert "'a'" in str(err) and "extents" in str(err)
     runs.pop()
-    assert len(parse_manifest(body(doc(file_entry(size=2 * len(runs), extents=runs))), where="m").entries[1]
+    assert len(parse_both(body(doc(file_entry(size=2 * len(runs), extents=runs))), where="m").entries[1]
                .extents or ()) == limit
 
 
@@ -207,7 +208,7 @@ def test_accepted_extents_are_sorted_disjoint_inside_the_size_and_sum_to_at_most
         size: int, runs: list[tuple[int, int]]) -> None:
     data = body(doc(file_entry(size=size, extents=[list(run) for run in runs])))
     try:
-        extents = parse_manifest(data, where="m").entries[1].extents
+        extents = parse_both(data, where="m").entries[1].extents
     except IntegrityError as err:
         assert "'a'" in str(err) and "extent" in str(err)
         return

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from artifactkit import IntegrityError, UnsafePathError
 from artifactkit.errors import ManifestLimitError
 from artifactkit.store import manifest as manifest_module
-from artifactkit.store.manifest import FORMAT, parse_manifest
+from artifactkit.store.manifest import FORMAT
+from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
     MESSAGE_LIMIT,
     NAMED,
@@ -97,13 +98,13 @@ def test_with_a_repeated_key_the_last_value_is_the_one_validated_and_used() -> N
     # Python's json (and jq) keep the last of repeated keys; what is validated is what is used, so a
     # reader of the bytes who keeps the first sees another value but never one that escaped a check.
     data = body(doc(file_entry())).replace(b'"mode": 420', b'"mode": -1, "mode": 420')
-    assert parse_manifest(data, where="m").entries[1].mode == 0o644
+    assert parse_both(data, where="m").entries[1].mode == 0o644
 
 
 def test_a_name_from_a_non_utf8_filesystem_still_reads() -> None:
     # os.fsdecode turns the byte 0xe9 of a Latin-1 name into the surrogate \udce9: that one encodes back.
     name = "caf\udce9"
-    parsed = parse_manifest(body(doc(file_entry(path=name, uid=0, xattrs=[[f"user.{name}", "dg=="]]))), where="m")
+    parsed = parse_both(body(doc(file_entry(path=name, uid=0, xattrs=[[f"user.{name}", "dg=="]]))), where="m")
     assert parsed.entries[1].path == name and parsed.entries[1].xattrs == ((f"user.{name}", b"v"),)
 
 
@@ -111,7 +112,7 @@ def test_a_source_ctime_out_of_the_ns_range_is_not_kept() -> None:
     # The ctime is context for a diagnosis, never restored: a non-integer was always dropped; so is
     # an integer no filesystem's 64-bit ns could hold (a 4000-digit one would print as 4000 digits).
     data = with_raw(doc(file_entry(source_ctime_ns="@")), "@", b"9" * 4000)
-    assert parse_manifest(data, where="m").entries[1].ctime_ns is None
+    assert parse_both(data, where="m").entries[1].ctime_ns is None
 
 
 _SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**62, max_value=2**70)
@@ -149,7 +150,7 @@ def test_any_edit_of_a_valid_manifest_parses_or_is_a_named_error(data: st.DataOb
             else:
                 entries[index][key] = data.draw(_VALUES)
     try:
-        parse_manifest(json.dumps(document).encode(), where="m")
+        parse_both(json.dumps(document).encode(), where="m")
     except NAMED as err:
         assert len(str(err)) <= MESSAGE_LIMIT
 
@@ -159,7 +160,7 @@ def test_any_edit_of_a_valid_manifest_parses_or_is_a_named_error(data: st.DataOb
 def test_any_spliced_bytes_parse_or_are_a_named_error(cut: int, insert: bytes) -> None:
     original = body(doc(file_entry(uid=0, xattrs=[["user.k", "dg=="]])))
     try:
-        parse_manifest(original[:cut] + insert + original[cut:], where="m")
+        parse_both(original[:cut] + insert + original[cut:], where="m")
     except NAMED as err:
         assert len(str(err)) <= MESSAGE_LIMIT
 

@@ -1,0 +1,219 @@
+//! `parse_manifest`'s work in the core: manifest bytes read and checked as `manifest.parse_manifest` reads
+//! and checks them, into the entries it makes — or a [`Decline`], after which Python runs the reference
+//! parse on the same bytes, so every refusal is the reference's own error (class, message, fields).
+//!
+//! The core decides acceptance only. A [`Decline`] is "refused" where a check of the reference certainly
+//! fails (named by `check`, at entry `at`), "unsure" for a shape this parse leaves to the reference
+//! (`json.rs` lists them: lone surrogates, integers past 64 bits, `-0`, deep nesting, serde_json's own
+//! refusals). Both end in the reference parse; the split is there for the differential tests, which hold
+//! every "refused" to a refusal of the reference, and every acceptance to the reference's entries.
+
+mod fields;
+mod json;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use json::{Entries, Raw};
+
+/// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
+const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
+const ROOT: &str = ".";
+
+/// Why the core leaves a manifest to the reference parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decline {
+    /// `false`: a check the reference makes fails; `true`: a shape the core does not decide.
+    pub unsure: bool,
+    /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"json"`, `"utf8"`, `"doc"`,
+    /// `"format"`, `"entries"`, `"entry"`, `"tree"`, `"hardlinks"`, `"name"`, `"noatime"`.
+    pub check: &'static str,
+    /// The entry's position in the list, where the check is one entry's.
+    pub at: Option<usize>,
+    pub detail: String,
+}
+
+impl Decline {
+    pub fn refused(check: &'static str, at: Option<usize>) -> Self {
+        Self { unsure: false, check, at, detail: String::new() }
+    }
+    pub fn unsure(check: &'static str, at: Option<usize>, detail: String) -> Self {
+        Self { unsure: true, check, at, detail }
+    }
+    fn at(self, at: usize) -> Self {
+        Self { at: Some(at), ..self }
+    }
+}
+
+/// `model.KINDS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Char,
+    Block,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [Kind::File, Kind::Dir, Kind::Symlink, Kind::Fifo, Kind::Char, Kind::Block];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+            Kind::Fifo => "fifo",
+            Kind::Char => "char",
+            Kind::Block => "block",
+        }
+    }
+    fn named(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+    fn special(self) -> bool {
+        matches!(self, Kind::Fifo | Kind::Char | Kind::Block)
+    }
+    fn device(self) -> bool {
+        matches!(self, Kind::Char | Kind::Block)
+    }
+    fn linkable(self) -> bool {
+        self != Kind::Dir && self != Kind::Symlink
+    }
+}
+
+/// One entry, every field of `FileMeta` but `nlink` (never in a manifest).
+#[derive(Debug)]
+pub struct Entry<'a> {
+    pub path: Cow<'a, str>,
+    pub kind: Kind,
+    pub mode: u32,
+    pub mtime_ns: i64,
+    pub atime_ns: i64,
+    pub size: u64,
+    pub sha256: Option<Cow<'a, str>>,
+    pub target: Option<Cow<'a, str>>,
+    pub ctime_ns: Option<i64>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub xattrs: Option<Vec<(Cow<'a, str>, Vec<u8>)>>,
+    pub hardlink: Option<Cow<'a, str>>,
+    pub extents: Option<Vec<(u64, u64)>>,
+    pub flags: Option<u32>,
+    pub rdev: Option<(u32, u32)>,
+}
+
+/// A manifest the reference would accept, as it would read it.
+#[derive(Debug)]
+pub struct Parsed<'a> {
+    pub name: Cow<'a, str>,
+    pub noatime: bool,
+    pub entries: Vec<Entry<'a>>,
+}
+
+/// Read and check `data` in the reference's order: JSON, the document, each entry, the tree's shape, its
+/// hard links, the artifact name, `source_read_noatime`.
+pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
+    // bytes.decode("utf-8") refuses what from_utf8 refuses: bad sequences, encoded surrogates, overlongs.
+    let text = std::str::from_utf8(data).map_err(|_| Decline::refused("utf8", None))?;
+    let doc = json::read(text)?;
+    if !doc.is_object {
+        return Err(Decline::refused("doc", None));
+    }
+    match &doc.format {
+        Some(Raw::Str(form)) if READABLE_FORMATS.contains(&form.as_ref()) => {}
+        _ => return Err(Decline::refused("format", None)),
+    }
+    let entries = match doc.entries {
+        Some(Entries::Checked(entries)) => entries,
+        Some(Entries::Declined(decline)) => return Err(decline),
+        Some(Entries::NotList) | None => return Err(Decline::refused("entries", None)),
+    };
+    let by_path = tree_shape(&entries)?;
+    hard_links(&entries, &by_path)?;
+    let name = match doc.name {
+        Some(Raw::Str(name)) if artifact_name(&name) => name,
+        _ => return Err(Decline::refused("name", None)),
+    };
+    let noatime = match doc.noatime {
+        None => true,
+        Some(Raw::Bool(noatime)) => noatime,
+        Some(_) => return Err(Decline::refused("noatime", None)),
+    };
+    Ok(Parsed { name, noatime, entries })
+}
+
+/// `paths._clean`: `"."`, or a relative path without an empty, `.` or `..` component, and no NUL.
+fn clean(path: &str) -> bool {
+    if path == ROOT {
+        return true;
+    }
+    let bytes = path.as_bytes();
+    !path.is_empty()
+        && bytes[0] != b'/'
+        && bytes[bytes.len() - 1] != b'/'
+        && !path.contains('\0')
+        && path.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every
+/// link target non-empty and without NUL. The entries by path, for the hard-link check.
+fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<HashMap<&'e str, usize>, Decline> {
+    let refused = |at: usize| Decline::refused("tree", Some(at));
+    let mut by_path = HashMap::with_capacity(entries.len());
+    for (at, entry) in entries.iter().enumerate() {
+        if !clean(&entry.path) || by_path.insert(entry.path.as_ref(), at).is_some() {
+            return Err(refused(at));
+        }
+    }
+    match by_path.get(ROOT) {
+        Some(&root) if entries[root].kind == Kind::Dir => {}
+        _ => return Err(Decline::refused("tree", None)),
+    }
+    for (at, entry) in entries.iter().enumerate() {
+        if entry.path == ROOT {
+            continue;
+        }
+        let parent = entry.path.rsplit_once('/').map_or(ROOT, |(head, _)| head);
+        match by_path.get(parent) {
+            Some(&p) if entries[p].kind == Kind::Dir => {}
+            _ => return Err(refused(at)),
+        }
+        if let Some(target) = &entry.target {
+            if target.is_empty() || target.contains('\0') {
+                return Err(refused(at));
+            }
+        }
+    }
+    Ok(by_path)
+}
+
+/// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
+/// same content and device number.
+fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(), Decline> {
+    for (at, entry) in entries.iter().enumerate() {
+        let Some(first) = &entry.hardlink else { continue };
+        let good = by_path.get(first.as_ref()).map(|&f| &entries[f]).is_some_and(|first| {
+            first.kind == entry.kind
+                && first.hardlink.is_none()
+                && first.path < entry.path
+                && (&first.sha256, first.size, first.rdev) == (&entry.sha256, entry.size, entry.rdev)
+        });
+        if !good {
+            return Err(Decline::refused("hardlinks", Some(at)));
+        }
+    }
+    Ok(())
+}
+
+/// `paths.check_artifact_name`: `[A-Za-z0-9][A-Za-z0-9._+-]{0,127}`, whole.
+fn artifact_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=128).contains(&bytes.len())
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[1..].iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
+}
+
+#[cfg(test)]
+mod tests;

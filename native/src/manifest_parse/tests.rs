@@ -1,0 +1,80 @@
+//! The parse on hand-made manifests; the differential tests (`tests/native/test_manifest_parse_differential.py`)
+//! hold it to the reference on generated ones.
+
+use super::{parse, Decline, Kind};
+
+const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+
+fn doc(entries: &str) -> String {
+    format!(
+        r#"{{"entries": [{{"atime_ns": 1, "kind": "dir", "mode": 493, "mtime_ns": -2, "path": "."}}{entries}],
+        "format": "artifactkit.manifest/2", "name": "demo", "source_read_noatime": false}}"#
+    )
+}
+
+fn file(fields: &str) -> String {
+    format!(
+        r#", {{"atime_ns": 3, "kind": "file", "mode": 420, "mtime_ns": 4, "path": "a", "sha256": "{SHA}", "size": 6{fields}}}"#
+    )
+}
+
+fn check(text: &str) -> Result<(), Decline> {
+    parse(text.as_bytes()).map(|_| ())
+}
+
+fn refused_by(text: &str) -> &'static str {
+    match parse(text.as_bytes()) {
+        Err(Decline { unsure: false, check, .. }) => check,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn a_usual_manifest_reads_into_its_entries() {
+    let text = doc(&file(r#", "uid": 0, "gid": 5, "flags": 0, "source_ctime_ns": 7"#));
+    let parsed = parse(text.as_bytes()).unwrap();
+    assert_eq!((parsed.name.as_ref(), parsed.noatime, parsed.entries.len()), ("demo", false, 2));
+    let a = &parsed.entries[1];
+    assert_eq!((a.kind, a.mode, a.size, a.mtime_ns, a.atime_ns, a.ctime_ns), (Kind::File, 0o644, 6, 4, 3, Some(7)));
+    assert_eq!((a.uid, a.gid, a.flags, a.xattrs.as_deref().map(<[_]>::len)), (Some(0), Some(5), Some(0), Some(0)));
+}
+
+#[test]
+fn repeated_keys_keep_the_last_value() {
+    let text = doc(&file(r#", "mode": "bad", "mode": 384"#));
+    let parsed = parse(text.as_bytes()).unwrap();
+    assert_eq!(parsed.entries[1].mode, 0o600);
+}
+
+#[test]
+fn each_check_refuses_what_the_reference_refuses() {
+    assert_eq!(refused_by(&doc(&file(r#", "mode": 4096"#))), "mode");
+    assert_eq!(refused_by(&doc(&file(r#", "mode": true"#))), "mode");
+    assert_eq!(refused_by(&doc(&file(r#", "path": "../a""#))), "tree");
+    assert_eq!(refused_by(&doc(&file(r#", "path": "b/a""#))), "tree");
+    assert_eq!(refused_by(&doc(&file(r#", "size": 9223372036854775808"#))), "size");
+    assert_eq!(refused_by(&doc(&file(r#", "uid": 4294967296"#))), "uid");
+    assert_eq!(refused_by(&doc(&file(r#", "xattrs": [["user.a", "QQ="]]"#))), "xattrs");
+    assert_eq!(refused_by(&doc(&file(r#", "extents": [[0, 7]]"#))), "extents");
+    assert_eq!(refused_by(&doc(&file(r#", "rdev": [1, 2]"#))), "rdev");
+    assert_eq!(refused_by(&doc(&file(r#", "hardlink": "a""#))), "hardlinks");
+    assert_eq!(refused_by(&doc(&file(r#", "kind": "socket""#))), "kind");
+    assert_eq!(refused_by(&doc("").replace("\"demo\"", "\".demo\"")), "name");
+    assert_eq!(refused_by(&doc("").replace("false", "0")), "noatime");
+    assert_eq!(refused_by(&doc("").replace("manifest/2", "manifest/3")), "format");
+    assert_eq!(refused_by("[]"), "doc");
+    assert!(matches!(parse(b"\"\xff\""), Err(Decline { unsure: false, check: "utf8", .. })));
+}
+
+#[test]
+fn shapes_the_core_does_not_decide_are_unsure() {
+    for text in [
+        doc(&file(r#", "mode": -0"#)),
+        doc(&file(r#", "x": [[[[[]]]]]"#)),
+        doc(&file(r#", "path": "\ud800""#)),
+        doc(&file(r#", "x": 1e400"#)),
+        doc("").replace("false", "NaN"),
+    ] {
+        assert!(matches!(check(&text), Err(Decline { unsure: true, .. })), "{text}");
+    }
+}

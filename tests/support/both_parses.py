@@ -1,0 +1,140 @@
+"""Both manifest parses side by side: the reference's (:func:`~artifactkit.store.manifest.parse_manifest`) and
+the native core's (:mod:`artifactkit.store._native_manifest`), held to the same :class:`Manifest` or the same
+error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
+``ARTIFACTKIT_REQUIRE_FS_MATRIX=1``).
+
+The core's own verdict is checked too, not only what the wrapper returns (which falls back to the
+reference for whatever the core declines, so it always agrees): an acceptance must give the reference's
+entries field for field; a refusal must be one the reference makes, with the error class its check names
+(:data:`CHECK_ERRORS`); "unsure" is allowed only for the shapes the core leaves to the reference
+(:func:`unsure_shape`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import re
+from types import ModuleType
+
+import pytest
+
+from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafePathError
+from artifactkit.metadata.model import FIELD_ORDER, FileMeta
+from artifactkit.store.manifest import Manifest, parse_manifest
+
+#: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
+CHECK_ERRORS: dict[str, type[Exception]] = {
+    **dict.fromkeys(["utf8", "doc", "format", "entries", "entry", "kind", "mode", "mtime_ns", "atime_ns", "size",
+                     "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "xattrs", "hardlink", "extents",
+                     "special", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
+    **dict.fromkeys(["path", "target", "tree"], UnsafePathError),
+    "extents_count": ManifestLimitError,
+}
+#: How deep the format nests (document, entry list, entry, xattr list, xattr pair): deeper is unsure.
+FORMAT_DEPTH = 5
+# "-0", which serde_json reads as the float -0.0 and Python as the integer 0 (anywhere, even in a string:
+# this only widens what may be unsure).
+_MINUS_ZERO = re.compile(rb"-0(?![0-9.eE])")
+
+
+@functools.cache
+def core() -> ModuleType | None:
+    """``artifactkit._native``, or ``None`` where it is not built."""
+    try:
+        return importlib.import_module("artifactkit._native")
+    except ImportError:
+        return None
+
+
+def verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
+    """What the core alone says of ``data``: the manifest it accepts, or ``(kind, check, entry)``."""
+    native = core()
+    assert native is not None
+    try:
+        name, noatime, entries = native.parse_manifest(data, FileMeta)
+    except native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        return kind, fields["check"], at
+    return Manifest(name=name, entries=entries, source_read_noatime=noatime)
+
+
+def fields_of(manifest: Manifest) -> str:
+    """Every field of every entry, ``ctime_ns`` and ``nlink`` too (no part of equality), with its type."""
+    return repr((manifest.name, manifest.source_read_noatime,
+                 [[getattr(entry, field) for field in FIELD_ORDER] for entry in manifest.entries]))
+
+
+def unsure_shape(data: bytes) -> bool:
+    """Whether ``data`` holds what the core leaves to the reference: text that is not JSON to Python, a
+    lone surrogate, an integer past 64 bits, a float past the double range, ``-0``, or nesting past the
+    format's five levels."""
+    if _MINUS_ZERO.search(data):
+        return True
+    try:
+        doc = json.loads(data, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return True
+    stack: list[tuple[object, int]] = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth + 1 > FORMAT_DEPTH:
+                return True
+            items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
+            for key, item in items:
+                if isinstance(key, str) and _surrogate(key):
+                    return True
+                stack.append((item, depth + 1))
+        elif ((isinstance(value, str) and _surrogate(value)) or (type(value) is int and not -2**63 <= value < 2**64)
+              or (type(value) is float and abs(value) == float("inf"))):
+            return True
+    return False
+
+
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _surrogate(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def parse_both(data: bytes, *, where: str = "m") -> Manifest:
+    """The reference's parse of ``data`` (its manifest, or its error raised), with the core's held to it."""
+    try:
+        expected = parse_manifest(data, where=where)
+    except Exception as err:
+        if core() is not None:
+            _held_to_refusal(data, where, err)
+        raise
+    if core() is not None:
+        _held_to_acceptance(data, where, expected)
+    return expected
+
+
+def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
+    from artifactkit.store._native_manifest import parse
+
+    found = verdict(data)
+    if isinstance(found, Manifest):
+        assert fields_of(found) == fields_of(expected)
+    else:
+        assert found[0] == "manifest_unsure" and unsure_shape(data), f"the core declines a valid manifest: {found}"
+    assert fields_of(parse(data, where=where)) == fields_of(expected)
+
+
+def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
+    from artifactkit.store._native_manifest import parse
+
+    found = verdict(data)
+    assert not isinstance(found, Manifest), f"the core accepts what the reference refuses with {err!r}"
+    kind, check, _ = found
+    if kind == "manifest_refused":
+        assert check is not None and type(err) is CHECK_ERRORS[check], (found, err)
+    else:
+        assert kind == "manifest_unsure" and unsure_shape(data), (found, err)
+    with pytest.raises(type(err)) as caught:
+        parse(data, where=where)
+    assert (str(caught.value), getattr(caught.value, "context", None)) == (str(err), getattr(err, "context", None))
