@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 from artifactkit import _native
 from artifactkit.store import _native_batches
 from artifactkit.store.download import create_items
-from artifactkit.store.executor import CreateItem, CreateJob, StageJob
+from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered
 from artifactkit.store.layout import BlobLookup
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
@@ -46,11 +46,9 @@ class NativeExecutor:
     name = "native"
 
     def __init__(self, workers: int | None, task: str) -> None:
-        self.threads = workers if workers is not None and workers > 0 else usable_cores()
-        self.task = task
-
-    def expect(self, files: int) -> None:
-        """Threads start per call: nothing to warm up."""
+        # At most the usable cores: the per-file work is CPU and metadata syscalls, so a thread beyond them
+        # only takes time from the others (``--workers 10000`` would otherwise start 10,000 threads a call).
+        self.threads = min(workers, usable_cores()) if workers is not None else usable_cores()
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         txn = job.txn
@@ -73,13 +71,13 @@ class NativeExecutor:
         blobs = job.blobs
         if blobs.opener is not None or (blobs.dir_fd is None and not blobs.directory):
             create_items(job.root_fd, items, blobs)
-            job.on_batch(*_covered(items))
+            job.on_batch(*covered(items))
             return
         parts = [(path, entries[start:start + BATCH_FILES])
                  for path, entries in items for start in range(0, max(len(entries), 1), BATCH_FILES)]
-        for batch in _batches(parts, lambda part: _covered([part])):
+        for batch in _batches(parts, lambda part: covered([part])):
             _native_batches.create_files(job.root_fd, blobs, batch, self.threads)
-            job.on_batch(*_covered(batch))
+            job.on_batch(*covered(batch))
 
     def close(self) -> None:
         """Nothing outlives a call."""
@@ -89,12 +87,6 @@ class NativeExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
-    """Entries and file bytes of a download batch, for its progress."""
-    return (sum(len(entries) for _, entries in batch),
-            sum(e.size for _, entries in batch for e in entries if e.kind == "file"))
 
 
 def _batches(items: Sequence[_Item], weigh: Callable[[_Item], tuple[int, int]]) -> Iterator[list[_Item]]:

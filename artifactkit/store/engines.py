@@ -16,7 +16,7 @@ from typing import Final
 import attrs
 
 from artifactkit.store.download import create_items
-from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob
+from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob, covered
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: The environment variable that picks the engine (``python``: the reference; ``native``: the core, an
@@ -53,7 +53,7 @@ class PythonExecutor:
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         for batch in _create_batches(items):
             create_items(job.root_fd, batch, job.blobs)
-            job.on_batch(*_covered(batch))
+            job.on_batch(*covered(batch))
 
     def close(self) -> None:
         """Nothing outlives a call."""
@@ -78,12 +78,6 @@ def _create_batches(items: Sequence[CreateItem]) -> list[list[CreateItem]]:
             work[-1].append((path, part))
             filled += len(part)
     return work
-
-
-def _covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
-    """Entries and bytes of a download batch, for its progress."""
-    files = sum(e.size for _, entries in batch for e in entries if e.kind == "file")
-    return sum(len(entries) for _, entries in batch), files
 
 
 def engine_name() -> str:

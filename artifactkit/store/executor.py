@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 CreateItem = tuple[str, "list[FileMeta]"]
 
 
+def covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
+    """Entries and file bytes of a download batch, for its progress (either engine's)."""
+    return (sum(len(entries) for _, entries in batch),
+            sum(e.size for _, entries in batch for e in entries if e.kind == "file"))
+
+
 def _ignore(entries: int, byte_count: int) -> None:
     """A job's ``on_batch`` where nobody watches its progress."""
 

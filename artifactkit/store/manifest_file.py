@@ -4,12 +4,11 @@ its bytes for every backend."""
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import stat
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
-from artifactkit.store.engines import ENGINE_SETTING, engine_name, native_available
+from artifactkit.store.engines import engine_name
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
 from artifactkit.store.store_dirs import StoreDirs
@@ -32,30 +31,12 @@ def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
 
 def _parse(body: bytes, *, where: str) -> Manifest:
     """:func:`~artifactkit.store.manifest.parse_manifest`, in the native core where the native engine is chosen
-    and the core is built (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
-    if _native_chosen():
-        try:
-            from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built
-        except ImportError:
-            pass
-        else:
-            return parse(body, where=where)
+    (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
+    if engine_name() == "native":  # only where the core imports: then this import cannot fail
+        from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built
+
+        return parse(body, where=where)
     return parse_manifest(body, where=where)
-
-
-def _native_chosen() -> bool:
-    """``engine_name() == "native"``, with the default (no setting) found once per process: engine_name then
-    tries to import the native engine, which fails again at every call while it is opt-in (0.57 ms; ``list``
-    reads every version's manifest). Without the setting the answer changes only in a process that imports
-    the native engine later with the setting; either parse gives the same manifest, so only speed is at stake."""
-    if os.environ.get(ENGINE_SETTING, ""):
-        return engine_name() == "native"
-    return _native_by_default()
-
-
-@functools.cache
-def _native_by_default() -> bool:
-    return native_available()
 
 
 def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef) -> bytes:

@@ -52,6 +52,17 @@ def test_the_native_core_selected_by_the_setting_says_its_threads(use_engine: Ca
     assert info.describe() == f"native, {cores} thread{'s' if cores != 1 else ''}, selected by ARTIFACTKIT_ENGINE"
 
 
+def test_the_native_core_never_runs_more_threads_than_usable_cores(use_engine: Callable[[str], None]) -> None:
+    # --workers 10000 started 10,000 threads per core call before the cap; asking fewer is honoured.
+    use_engine("native")
+    cores = len(os.sched_getaffinity(0))
+    from artifactkit.store._native_engine import NativeExecutor
+
+    many, one = executor_for(10000, "publish"), executor_for(1, "download")
+    assert isinstance(many, NativeExecutor) and isinstance(one, NativeExecutor)
+    assert (many.threads, one.threads) == (cores, 1)
+
+
 def test_a_setting_that_cannot_run_is_described_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENGINE_SETTING, "native")
     _without_core(monkeypatch, built=False)
