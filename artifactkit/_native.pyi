@@ -1,6 +1,9 @@
 """The native core's interface (native/src/lib.rs): typed here so mypy checks its callers with or without a build."""
 
+from collections.abc import Callable
 from typing import Any, Final
+
+from artifactkit.metadata.model import FileMeta
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
     """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
@@ -13,3 +16,10 @@ def stage_files(
     root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool, str]]: ...
 def create_files(root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]]]], threads: int) -> None: ...
+def scan_tree(
+    root: str, read_links: bool, on_progress: Callable[[int], None], file_meta: type[FileMeta],
+) -> tuple[tuple[FileMeta, ...], dict[str, tuple[int, int]], bool]: ...
+def manifest_bytes(
+    head: bytes, lines: list[tuple[str, str]],
+    items: list[tuple[FileMeta, tuple[str, int | None, tuple[tuple[int, int], ...] | None] | None]], max_runs: int,
+) -> bytes | None: ...

@@ -6,17 +6,20 @@
 
 mod content;
 mod error;
+mod manifest;
 mod pool;
 mod restore;
+mod scan;
 mod syscalls;
 
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use error::{Failure, Located, StatFacts};
 
@@ -117,6 +120,35 @@ fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'s
             d.set_item("wrong", wrong)?;
             "verify"
         }
+        Failure::ScanRoot => "scan_root",
+        Failure::DirReplaced { rel, when } => {
+            d.set_item("rel", rel)?;
+            d.set_item("when", when)?;
+            "dir_replaced"
+        }
+        Failure::Vanished { gone, name } => {
+            d.set_item("gone", gone)?;
+            d.set_item("name", name)?;
+            "vanished"
+        }
+        Failure::LinkChanged { path } => {
+            d.set_item("path", path)?;
+            "link_changed"
+        }
+        Failure::BadTarget { path, target } => {
+            d.set_item("path", path)?;
+            d.set_item("target", target)?;
+            "bad_target"
+        }
+        Failure::Unsupported { paths } => {
+            d.set_item("paths", paths)?;
+            "unsupported"
+        }
+        Failure::TooManyRuns { count } => {
+            d.set_item("count", count)?;
+            "too_many_runs"
+        }
+        Failure::Stopped => "stopped",
     })
 }
 
@@ -206,6 +238,254 @@ fn create_files(
     py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
 }
 
+/// A Python int of an i128: the fast conversion where it fits in 64 bits (every real time does).
+fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match i64::try_from(value) {
+        Ok(v) => v.into_pyobject(py)?.into_any(),
+        Err(_) => value.into_pyobject(py)?.into_any(),
+    })
+}
+
+/// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
+fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
+}
+
+/// The kind's name, one `str` for every entry of that kind.
+fn kind_str(py: Python<'_>, kind: scan::Kind) -> &Bound<'_, PyString> {
+    match kind {
+        scan::Kind::File => intern!(py, "file"),
+        scan::Kind::Dir => intern!(py, "dir"),
+        scan::Kind::Symlink => intern!(py, "symlink"),
+        scan::Kind::Fifo => intern!(py, "fifo"),
+        scan::Kind::Char => intern!(py, "char"),
+        scan::Kind::Block => intern!(py, "block"),
+    }
+}
+
+/// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
+/// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
+#[pyfunction]
+fn scan_tree<'py>(
+    py: Python<'py>,
+    root: OsString,
+    read_links: bool,
+    on_progress: Py<PyAny>,
+    file_meta: Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>, bool)> {
+    let root = bytes_of(root);
+    let mut raised: Option<PyErr> = None;
+    let scanned = py.detach(|| {
+        let mut progress = |count: usize| {
+            Python::attach(|py| match on_progress.call1(py, (count,)).and_then(|_| py.check_signals()) {
+                Ok(()) => true,
+                Err(err) => {
+                    raised = Some(err);
+                    false
+                }
+            })
+        };
+        scan::scan_tree(&root, read_links, &mut progress)
+    });
+    if let Some(err) = raised {
+        return Err(err);
+    }
+    let tree = scanned.map_err(|failure| failure_to_py(py, error::Located { at: 0, failure }))?;
+    let paths = tree.entries.iter().map(|e| fs_str(py, &e.path)).collect::<PyResult<Vec<_>>>()?;
+    let identities = PyDict::new(py);
+    let mut metas = Vec::with_capacity(paths.len());
+    let none = py.None().into_bound(py);
+    for (e, path) in tree.entries.iter().zip(&paths) {
+        let f = &e.st;
+        let target = match &e.target {
+            Some(t) => fs_str(py, t)?,
+            None => none.clone(),
+        };
+        let xattrs = e
+            .xattrs
+            .iter()
+            .map(|(n, v)| PyTuple::new(py, [fs_str(py, n)?, PyBytes::new(py, v).into_any()]))
+            .collect::<PyResult<Vec<_>>>()?;
+        let rdev = match e.kind {
+            scan::Kind::Char | scan::Kind::Block => {
+                (libc::major(f.rdev), libc::minor(f.rdev)).into_pyobject(py)?.into_any()
+            }
+            _ => none.clone(),
+        };
+        // FileMeta's fields in model.FIELD_ORDER, as meta_from_stat passes them (owners recorded).
+        let fields = [
+            path.clone(),
+            kind_str(py, e.kind).clone().into_any(),
+            (f.mode & 0o7777).into_pyobject(py)?.into_any(),
+            int_py(py, f.mtime_ns)?,
+            int_py(py, f.atime_ns)?,
+            (if e.kind == scan::Kind::File { f.size } else { 0 }).into_pyobject(py)?.into_any(),
+            none.clone(),
+            target,
+            int_py(py, f.ctime_ns)?,
+            f.uid.into_pyobject(py)?.into_any(),
+            f.gid.into_pyobject(py)?.into_any(),
+            PyTuple::new(py, xattrs)?.into_any(),
+            match e.hardlink {
+                Some(first) => paths[first].clone(),
+                None => none.clone(),
+            },
+            f.nlink.into_pyobject(py)?.into_any(),
+            none.clone(),
+            e.flags.into_pyobject(py)?.into_any(),
+            rdev,
+        ];
+        metas.push(file_meta.call1(PyTuple::new(py, fields)?)?);
+        identities.set_item(path, (f.dev, f.ino))?;
+    }
+    Ok((PyTuple::new(py, metas)?, identities, tree.listed_noatime))
+}
+
+/// A `str` as the manifest encoder takes it: its UTF-8, or (lone surrogates) its code points.
+fn text_of(s: &Bound<'_, PyString>) -> PyResult<manifest::Text> {
+    if let Ok(utf8) = s.to_str() {
+        return Ok(manifest::Text::Utf8(utf8.to_owned()));
+    }
+    let wide = s.call_method1(intern!(s.py(), "encode"), ("utf-32-le", "surrogatepass"))?;
+    let bytes = wide.cast::<PyBytes>()?.as_bytes();
+    Ok(manifest::Text::Points(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))
+}
+
+/// What JSON makes of a value of an exact JSON type (`None`, `bool`, `int`, `str`, `tuple`/`list` of them);
+/// `None` for anything else (a subclass, a float, an int beyond 128 bits): the reference encodes those.
+fn json_of(v: &Bound<'_, PyAny>) -> PyResult<Option<manifest::Json>> {
+    use manifest::Json;
+    Ok(if v.is_none() {
+        Some(Json::Null)
+    } else if v.is_exact_instance_of::<PyBool>() {
+        Some(Json::Bool(v.is_truthy()?))
+    } else if v.is_exact_instance_of::<PyInt>() {
+        v.extract::<i64>().map(i128::from).or_else(|_| v.extract::<i128>()).ok().map(Json::Int)
+    } else if v.is_exact_instance_of::<PyString>() {
+        Some(Json::Str(text_of(v.cast::<PyString>()?)?))
+    } else if v.is_exact_instance_of::<PyTuple>() || v.is_exact_instance_of::<PyList>() {
+        let items = v.try_iter()?.map(|item| json_of(&item?)).collect::<PyResult<Option<Vec<_>>>>()?;
+        items.map(Json::List)
+    } else {
+        None
+    })
+}
+
+/// The value of a `PyResult<Option<T>>`, or `Ok(None)` from the function: not of an exact JSON type.
+macro_rules! exact {
+    ($e:expr) => {
+        match $e? {
+            Some(v) => v,
+            None => return Ok(None),
+        }
+    };
+}
+
+/// `json_of` where the reference leaves a `None` out (`if value is not None`): `Some(None)` then.
+fn optional(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<manifest::Json>>> {
+    if v.is_none() {
+        return Ok(Some(None));
+    }
+    Ok(json_of(v)?.map(Some))
+}
+
+/// `[[name, base64 value], ...]` of an exact tuple of `(str, bytes)` pairs; `Some(None)` for none at all.
+fn xattrs_of(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<manifest::Json>>> {
+    if v.is_none() {
+        return Ok(Some(None));
+    }
+    if !v.is_exact_instance_of::<PyTuple>() {
+        return Ok(None);
+    }
+    let mut pairs = Vec::new();
+    for pair in v.try_iter()? {
+        let Ok((name, value)) = pair?.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>() else { return Ok(None) };
+        let Ok(value) = value.cast_exact::<PyBytes>() else { return Ok(None) };
+        pairs.push(manifest::Json::List(vec![
+            exact!(json_of(&name)),
+            manifest::Json::Base64(value.as_bytes().to_vec()),
+        ]));
+    }
+    Ok(Some(if pairs.is_empty() { None } else { Some(manifest::Json::List(pairs)) }))
+}
+
+/// One `(FileMeta, facts)` of an assembly as `_entry_doc` reads it (facts: the read's `(sha256, flags,
+/// extents)`, which replace the capture's), or `None` if any value is not of an exact JSON type.
+fn manifest_entry<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<manifest::Entry>> {
+    use manifest::Json;
+    let py = item.py();
+    type Facts<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
+    let (meta, facts): (Bound<'py, PyAny>, Option<Facts<'py>>) = item.extract()?;
+    let get = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> { meta.getattr(name) };
+    let (sha256, flags, extents) = match facts {
+        Some(facts) => facts,
+        None => (get(intern!(py, "sha256"))?, get(intern!(py, "flags"))?, get(intern!(py, "extents"))?),
+    };
+    let (path, kind) = (get(intern!(py, "path"))?, get(intern!(py, "kind"))?);
+    let (Ok(path), Ok(kind)) = (path.cast_exact::<PyString>(), kind.cast_exact::<PyString>()) else {
+        return Ok(None);
+    };
+    let extents = match exact!(optional(&extents)) {
+        Some(Json::List(runs)) if runs.iter().all(|r| matches!(r, Json::List(_))) => Some(runs),
+        None => None,
+        Some(_) => return Ok(None),
+    };
+    let rdev = match exact!(optional(&get(intern!(py, "rdev"))?)) {
+        Some(Json::List(parts)) => Some(Json::List(parts)),
+        None => None,
+        Some(_) => return Ok(None),
+    };
+    Ok(Some(manifest::Entry {
+        path: text_of(path)?,
+        kind: text_of(kind)?,
+        mode: exact!(json_of(&get(intern!(py, "mode"))?)),
+        mtime_ns: exact!(json_of(&get(intern!(py, "mtime_ns"))?)),
+        atime_ns: exact!(json_of(&get(intern!(py, "atime_ns"))?)),
+        size: exact!(json_of(&get(intern!(py, "size"))?)),
+        sha256: exact!(json_of(&sha256)),
+        target: exact!(json_of(&get(intern!(py, "target"))?)),
+        ctime_ns: exact!(optional(&get(intern!(py, "ctime_ns"))?)),
+        uid: exact!(optional(&get(intern!(py, "uid"))?)),
+        gid: exact!(optional(&get(intern!(py, "gid"))?)),
+        xattrs: exact!(xattrs_of(&get(intern!(py, "xattrs"))?)),
+        hardlink: exact!(optional(&get(intern!(py, "hardlink"))?)),
+        extents,
+        flags: exact!(optional(&flags)),
+        rdev,
+    }))
+}
+
+/// `manifest_bytes(name, noatime, lines + each item's encoded line)` with `head` = `manifest_head(name,
+/// noatime)`; `items` are `(FileMeta, (sha256, flags, extents) | None)`. `None` if a value is not of an
+/// exact JSON type or a line is no UTF-8 (the reference then writes it, or refuses it, itself).
+#[pyfunction]
+fn manifest_bytes<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    lines: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>,
+    items: Vec<Bound<'py, PyAny>>,
+    max_runs: usize,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let mut texts = Vec::with_capacity(lines.len() + items.len());
+    for (path, line) in &lines {
+        let Ok(line) = line.to_str() else { return Ok(None) };
+        texts.push((text_of(path)?, line.to_owned()));
+    }
+    let mut entries = Vec::with_capacity(items.len());
+    for item in &items {
+        let Some(entry) = manifest_entry(item)? else { return Ok(None) };
+        entries.push(entry);
+    }
+    let body = py.detach(|| {
+        for (at, entry) in entries.into_iter().enumerate() {
+            let line = manifest::encode_entry(&entry, max_runs).map_err(|failure| error::Located { at, failure })?;
+            texts.push((entry.path, line));
+        }
+        Ok(manifest::manifest_body(head, texts))
+    });
+    body.map(|b| Some(PyBytes::new(py, &b))).map_err(|located| failure_to_py(py, located))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
@@ -214,5 +494,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(create_files, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(manifest_bytes, m)?)?;
     Ok(())
 }
