@@ -122,13 +122,21 @@ fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Fail
     }
 }
 
-/// `os.listdir(fd)`: every name but `.` and `..`, in the kernel's order.
+/// `os.listdir(fd)`: every name but `.` and `..`, in the kernel's order, read as CPython reads them —
+/// through a `dup` of `fd`, rewound and closed after (a listing of `/proc/self/fd` shows that very `dup`).
 fn list_dir(fd: &OwnedFd) -> Result<Vec<Vec<u8>>, Failure> {
     let raw = sys::raw(fd);
+    let dup = sys::dup(raw).map_err(|errno| Failure::os(errno, None))?;
+    let names = read_names(&dup).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+    Ok(names)
+}
+
+fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
     let mut buf = vec![0u8; 32 << 10];
     let mut names = Vec::new();
     loop {
-        let filled = sys::getdents(raw, &mut buf).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+        let filled = sys::getdents(sys::raw(dup), &mut buf)?;
         if filled == 0 {
             return Ok(names);
         }
@@ -137,7 +145,7 @@ fn list_dir(fd: &OwnedFd) -> Result<Vec<Vec<u8>>, Failure> {
         while at + 19 <= filled {
             let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
             if reclen < 19 || at + reclen > filled {
-                return Err(Failure::OsFd { errno: libc::EIO, fd: raw });
+                return Err(libc::EIO); // no kernel writes such a record
             }
             let area = &buf[at + 19..at + reclen];
             let name = &area[..area.iter().position(|b| *b == 0).unwrap_or(area.len())];

@@ -84,6 +84,12 @@ pub fn lstat_at(dir: RawFd, name: &CStr) -> Result<libc::stat> {
     Ok(st)
 }
 
+/// `fcntl(fd, F_DUPFD_CLOEXEC, 0)`: a second descriptor of the same open file (its offset shared).
+pub fn dup(fd: RawFd) -> Result<OwnedFd> {
+    // SAFETY: fcntl with F_DUPFD_CLOEXEC takes plain integers and returns a new descriptor or -1.
+    owned(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })
+}
+
 /// `getdents64(fd, buf)`: the bytes of `linux_dirent64` records written (0 at the end), retried on `EINTR`.
 pub fn getdents(fd: RawFd, buf: &mut [u8]) -> Result<usize> {
     loop {
