@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store.stage import Staged
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
     """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
@@ -20,6 +21,6 @@ def scan_tree(
     root: str, read_links: bool, on_progress: Callable[[int], None], file_meta: type[FileMeta],
 ) -> tuple[tuple[FileMeta, ...], dict[str, tuple[int, int]], bool]: ...
 def manifest_bytes(
-    head: bytes, lines: list[tuple[str, str]],
-    items: list[tuple[FileMeta, tuple[str, int | None, tuple[tuple[int, int], ...] | None] | None]], max_runs: int,
+    head: bytes, lines: list[tuple[str, str]], entries: list[FileMeta],
+    known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]], found: list[Staged], max_runs: int,
 ) -> bytes | None: ...

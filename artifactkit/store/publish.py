@@ -25,7 +25,7 @@ from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
-from artifactkit.store.plan import Content, Plan, plan_reads
+from artifactkit.store.plan import Plan, plan_reads
 from artifactkit.store.progress import Reporter
 from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
 from artifactkit.store.stage import Staged
@@ -110,15 +110,15 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
 def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged]) -> tuple[bytes, list[Recorded]]:
     """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
     asks for them (a stat cache records every entry), each entry with its line."""
+    if not planned.record and engine_name() == "native":
+        body = _native_body(name, tree, planned, found)
+        if body is not None:
+            return body, []
     all_noatime = tree.listed_noatime
     content = dict(planned.known)  # index -> (sha, flags, extents)
     for read in found:
         all_noatime = all_noatime and read.noatime
         content[read.position] = (read.sha256, read.flags, read.extents)
-    if not planned.record and engine_name() == "native":
-        body = _native_body(name, all_noatime, planned, content)
-        if body is not None:
-            return body, []
     lines = list(planned.lines)
     entries: list[FileMeta] = []
     read_entries: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
@@ -144,21 +144,13 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
     return manifest_bytes(name, all_noatime, lines), recorded
 
 
-def _native_body(name: str, all_noatime: bool, planned: Plan, content: dict[int, Content]) -> bytes | None:
-    """:func:`assemble`'s manifest by the native core: each entry with the facts its read found (a hard link's
-    later names with their first name's, as :func:`fill_hardlinks` gives them), or ``None`` where an entry
-    holds a value only the reference encodes."""
+def _native_body(name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+    """:func:`assemble`'s manifest by the native core, or ``None`` where an entry holds a value only the
+    reference encodes."""
     from artifactkit.store import _native_manifest  # noqa: PLC0415 - importable only where the core is built
-    items: list[tuple[FileMeta, Content | None]] = []
-    first_names: dict[str, Content] = {}
-    for index, captured in enumerate(planned.entries):
-        facts = content.get(index)
-        items.append((captured, facts))
-        if facts is not None and captured.nlink not in (None, 1):
-            first_names[captured.path] = facts
-    items = [(entry, first_names[entry.hardlink]) if entry.hardlink is not None and entry.kind == "file"
-             else (entry, facts) for entry, facts in items]
-    return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), items)
+    all_noatime = tree.listed_noatime and all(read.noatime for read in found)
+    return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
+                                           found=found)
 
 
 #: An entry as the manifest holds it, and its line: what a stat cache records.

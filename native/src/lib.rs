@@ -1,12 +1,15 @@
-//! `artifactkit._native`: the execute stage's per-file work for whole batches, the GIL released.
+//! `artifactkit._native`: a publish's scan, the execute stage's per-file work and the manifest's encoding, for
+//! whole trees and batches, the GIL released.
 //!
-//! Python types are converted here, at the edge, and only here; every failure leaves as
-//! `NativeFailure(kind, at, fields)`, which `artifactkit/store/_native_batches.py` turns into the class
-//! and message the reference engine raises. Python keeps the API, the policy and the messages.
+//! Python types are converted here, at the edge, and only here (and in `manifest_edge.rs`, this edge's part
+//! for the manifest's values); every failure leaves as `NativeFailure(kind, at, fields)`, which
+//! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
+//! message the reference engine raises. Python keeps the API, the policy and the messages.
 
 mod content;
 mod error;
 mod manifest;
+mod manifest_edge;
 mod pool;
 mod restore;
 mod scan;
@@ -19,7 +22,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use error::{Failure, Located, StatFacts};
 
@@ -53,7 +56,7 @@ fn stat_tuple(py: Python<'_>, f: &StatFacts) -> PyResult<Py<PyTuple>> {
     Ok(PyTuple::new(py, items)?.unbind())
 }
 
-fn failure_to_py(py: Python<'_>, located: Located) -> PyErr {
+pub(crate) fn failure_to_py(py: Python<'_>, located: Located) -> PyErr {
     let fields = PyDict::new(py);
     let kind = match fill(py, &fields, located.failure) {
         Ok(kind) => kind,
@@ -341,151 +344,6 @@ fn scan_tree<'py>(
     Ok((PyTuple::new(py, metas)?, identities, tree.listed_noatime))
 }
 
-/// A `str` as the manifest encoder takes it: its UTF-8, or (lone surrogates) its code points.
-fn text_of(s: &Bound<'_, PyString>) -> PyResult<manifest::Text> {
-    if let Ok(utf8) = s.to_str() {
-        return Ok(manifest::Text::Utf8(utf8.to_owned()));
-    }
-    let wide = s.call_method1(intern!(s.py(), "encode"), ("utf-32-le", "surrogatepass"))?;
-    let bytes = wide.cast::<PyBytes>()?.as_bytes();
-    Ok(manifest::Text::Points(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))
-}
-
-/// What JSON makes of a value of an exact JSON type (`None`, `bool`, `int`, `str`, `tuple`/`list` of them);
-/// `None` for anything else (a subclass, a float, an int beyond 128 bits): the reference encodes those.
-fn json_of(v: &Bound<'_, PyAny>) -> PyResult<Option<manifest::Json>> {
-    use manifest::Json;
-    Ok(if v.is_none() {
-        Some(Json::Null)
-    } else if v.is_exact_instance_of::<PyBool>() {
-        Some(Json::Bool(v.is_truthy()?))
-    } else if v.is_exact_instance_of::<PyInt>() {
-        v.extract::<i64>().map(i128::from).or_else(|_| v.extract::<i128>()).ok().map(Json::Int)
-    } else if v.is_exact_instance_of::<PyString>() {
-        Some(Json::Str(text_of(v.cast::<PyString>()?)?))
-    } else if v.is_exact_instance_of::<PyTuple>() || v.is_exact_instance_of::<PyList>() {
-        let items = v.try_iter()?.map(|item| json_of(&item?)).collect::<PyResult<Option<Vec<_>>>>()?;
-        items.map(Json::List)
-    } else {
-        None
-    })
-}
-
-/// The value of a `PyResult<Option<T>>`, or `Ok(None)` from the function: not of an exact JSON type.
-macro_rules! exact {
-    ($e:expr) => {
-        match $e? {
-            Some(v) => v,
-            None => return Ok(None),
-        }
-    };
-}
-
-/// `json_of` where the reference leaves a `None` out (`if value is not None`): `Some(None)` then.
-fn optional(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<manifest::Json>>> {
-    if v.is_none() {
-        return Ok(Some(None));
-    }
-    Ok(json_of(v)?.map(Some))
-}
-
-/// `[[name, base64 value], ...]` of an exact tuple of `(str, bytes)` pairs; `Some(None)` for none at all.
-fn xattrs_of(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<manifest::Json>>> {
-    if v.is_none() {
-        return Ok(Some(None));
-    }
-    if !v.is_exact_instance_of::<PyTuple>() {
-        return Ok(None);
-    }
-    let mut pairs = Vec::new();
-    for pair in v.try_iter()? {
-        let Ok((name, value)) = pair?.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>() else { return Ok(None) };
-        let Ok(value) = value.cast_exact::<PyBytes>() else { return Ok(None) };
-        pairs.push(manifest::Json::List(vec![
-            exact!(json_of(&name)),
-            manifest::Json::Base64(value.as_bytes().to_vec()),
-        ]));
-    }
-    Ok(Some(if pairs.is_empty() { None } else { Some(manifest::Json::List(pairs)) }))
-}
-
-/// One `(FileMeta, facts)` of an assembly as `_entry_doc` reads it (facts: the read's `(sha256, flags,
-/// extents)`, which replace the capture's), or `None` if any value is not of an exact JSON type.
-fn manifest_entry<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<manifest::Entry>> {
-    use manifest::Json;
-    let py = item.py();
-    type Facts<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
-    let (meta, facts): (Bound<'py, PyAny>, Option<Facts<'py>>) = item.extract()?;
-    let get = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> { meta.getattr(name) };
-    let (sha256, flags, extents) = match facts {
-        Some(facts) => facts,
-        None => (get(intern!(py, "sha256"))?, get(intern!(py, "flags"))?, get(intern!(py, "extents"))?),
-    };
-    let (path, kind) = (get(intern!(py, "path"))?, get(intern!(py, "kind"))?);
-    let (Ok(path), Ok(kind)) = (path.cast_exact::<PyString>(), kind.cast_exact::<PyString>()) else {
-        return Ok(None);
-    };
-    let extents = match exact!(optional(&extents)) {
-        Some(Json::List(runs)) if runs.iter().all(|r| matches!(r, Json::List(_))) => Some(runs),
-        None => None,
-        Some(_) => return Ok(None),
-    };
-    let rdev = match exact!(optional(&get(intern!(py, "rdev"))?)) {
-        Some(Json::List(parts)) => Some(Json::List(parts)),
-        None => None,
-        Some(_) => return Ok(None),
-    };
-    Ok(Some(manifest::Entry {
-        path: text_of(path)?,
-        kind: text_of(kind)?,
-        mode: exact!(json_of(&get(intern!(py, "mode"))?)),
-        mtime_ns: exact!(json_of(&get(intern!(py, "mtime_ns"))?)),
-        atime_ns: exact!(json_of(&get(intern!(py, "atime_ns"))?)),
-        size: exact!(json_of(&get(intern!(py, "size"))?)),
-        sha256: exact!(json_of(&sha256)),
-        target: exact!(json_of(&get(intern!(py, "target"))?)),
-        ctime_ns: exact!(optional(&get(intern!(py, "ctime_ns"))?)),
-        uid: exact!(optional(&get(intern!(py, "uid"))?)),
-        gid: exact!(optional(&get(intern!(py, "gid"))?)),
-        xattrs: exact!(xattrs_of(&get(intern!(py, "xattrs"))?)),
-        hardlink: exact!(optional(&get(intern!(py, "hardlink"))?)),
-        extents,
-        flags: exact!(optional(&flags)),
-        rdev,
-    }))
-}
-
-/// `manifest_bytes(name, noatime, lines + each item's encoded line)` with `head` = `manifest_head(name,
-/// noatime)`; `items` are `(FileMeta, (sha256, flags, extents) | None)`. `None` if a value is not of an
-/// exact JSON type or a line is no UTF-8 (the reference then writes it, or refuses it, itself).
-#[pyfunction]
-fn manifest_bytes<'py>(
-    py: Python<'py>,
-    head: &[u8],
-    lines: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>,
-    items: Vec<Bound<'py, PyAny>>,
-    max_runs: usize,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let mut texts = Vec::with_capacity(lines.len() + items.len());
-    for (path, line) in &lines {
-        let Ok(line) = line.to_str() else { return Ok(None) };
-        texts.push((text_of(path)?, line.to_owned()));
-    }
-    let mut entries = Vec::with_capacity(items.len());
-    for item in &items {
-        let Some(entry) = manifest_entry(item)? else { return Ok(None) };
-        entries.push(entry);
-    }
-    let body = py.detach(|| {
-        for (at, entry) in entries.into_iter().enumerate() {
-            let line = manifest::encode_entry(&entry, max_runs).map_err(|failure| error::Located { at, failure })?;
-            texts.push((entry.path, line));
-        }
-        Ok(manifest::manifest_body(head, texts))
-    });
-    body.map(|b| Some(PyBytes::new(py, &b))).map_err(|located| failure_to_py(py, located))
-}
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
@@ -495,6 +353,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(create_files, m)?)?;
     m.add_function(wrap_pyfunction!(scan_tree, m)?)?;
-    m.add_function(wrap_pyfunction!(manifest_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;
     Ok(())
 }

@@ -7,11 +7,13 @@
 //! (lib.rs) hands anything else back to the reference, so no value is ever encoded differently.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use crate::error::Failure;
 
-/// A Python `str`: its UTF-8 when it has one, else its code points (lone surrogates included).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A Python `str`: its UTF-8 when it has one, else its code points (lone surrogates included). A `str` has
+/// exactly one of the two forms, so equal texts are equal values (and hash alike).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Text {
     Utf8(String),
     Points(Vec<u32>),
@@ -85,6 +87,43 @@ pub struct Entry {
     pub extents: Option<Vec<Json>>,
     pub flags: Option<Json>,
     pub rdev: Option<Json>,
+}
+
+/// What a read found for a file (`plan.Content`), which replaces the capture's values of these fields.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub sha256: Json,
+    pub flags: Option<Json>,
+    pub extents: Option<Vec<Json>>,
+}
+
+impl Entry {
+    fn take(&mut self, facts: &Facts) {
+        self.sha256 = facts.sha256.clone();
+        self.flags = facts.flags.clone();
+        self.extents = facts.extents.clone();
+    }
+}
+
+/// `assemble`'s entries: each with the facts its read found (`with_content`), then every later name of a hard
+/// link with its first name's (`fill_hardlinks`: a first name is a file read with a link count above one,
+/// `linked`). `false` where the reference would find no first name: it then raises, itself.
+pub fn with_facts(entries: &mut [Entry], facts: &[Option<Facts>], linked: &[bool]) -> bool {
+    let mut firsts: HashMap<Text, usize> = HashMap::new();
+    for (i, entry) in entries.iter_mut().enumerate() {
+        if let Some(found) = &facts[i] {
+            entry.take(found);
+            if linked[i] {
+                firsts.insert(entry.path.clone(), i);
+            }
+        }
+    }
+    for entry in entries.iter_mut().filter(|e| e.hardlink.is_some() && e.kind.is("file")) {
+        let Some(Json::Str(first)) = &entry.hardlink else { return false };
+        let Some(Some(found)) = firsts.get(first).map(|&i| &facts[i]) else { return false };
+        entry.take(found);
+    }
+    true
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -241,22 +280,36 @@ enum Value<'a> {
     Runs(&'a [Json]),
 }
 
-/// `manifest_bytes`: `head` (`manifest_head(name, source_read_noatime)`), the lines sorted by
-/// `(path, line)` and joined by `",\n"`, then the tail.
-pub fn manifest_body(head: &[u8], mut lines: Vec<(Text, String)>) -> Vec<u8> {
+/// `manifest_bytes`' order of its lines: by `(path, line)` as Python compares them.
+pub fn sorted_lines(mut lines: Vec<(Text, String)>) -> Vec<String> {
     // Equal keys are equal lines: an unstable sort writes the same bytes.
     lines.sort_unstable_by(|a, b| a.0.python_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    let size = head.len() + lines.iter().map(|(_, l)| l.len() + 2).sum::<usize>() + 4;
-    let mut body = Vec::with_capacity(size);
-    body.extend_from_slice(head);
-    for (i, (_, line)) in lines.iter().enumerate() {
-        if i > 0 {
-            body.extend_from_slice(b",\n");
+    lines.into_iter().map(|(_, line)| line).collect()
+}
+
+/// The length of the manifest of `head` (`manifest_head(name, source_read_noatime)`) and these lines.
+pub fn body_len(head: &[u8], lines: &[String]) -> usize {
+    head.len() + lines.iter().map(String::len).sum::<usize>() + 2 * lines.len().saturating_sub(1) + 4
+}
+
+/// `manifest_bytes`' text into `out` (exactly `body_len` bytes): the head, the lines joined by `",\n"`, the tail.
+pub fn write_body(out: &mut [u8], head: &[u8], lines: &[String]) {
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        // `body_len` counts these very bytes, so the slice is always there (and never a panic if not).
+        if let Some(place) = out.get_mut(at..at + bytes.len()) {
+            place.copy_from_slice(bytes);
         }
-        body.extend_from_slice(line.as_bytes());
+        at += bytes.len();
+    };
+    put(head);
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            put(b",\n");
+        }
+        put(line.as_bytes());
     }
-    body.extend_from_slice(b"\n]}\n");
-    body
+    put(b"\n]}\n");
 }
 
 #[cfg(test)]
@@ -296,11 +349,52 @@ mod tests {
     }
 
     #[test]
+    fn the_body_is_the_head_the_lines_joined_and_the_tail_in_exactly_its_length() {
+        for lines in [vec![], vec!["{}".to_string()], vec!["{\"a\": 1}".to_string(), "{}".to_string()]] {
+            let mut out = vec![0u8; body_len(b"HEAD", &lines)];
+            write_body(&mut out, b"HEAD", &lines);
+            assert_eq!(out, format!("HEAD{}\n]}}\n", lines.join(",\n")).into_bytes());
+        }
+    }
+
+    #[test]
     fn paths_sort_by_code_point_not_by_utf8() {
-        // U+E000 is after the escaped byte U+DCFF in Python's order; its UTF-8 sorts before 0xED (U+DCFF's
-        // would-be encoding) only by accident of the bytes, so compare as code points.
+        // A lone surrogate (an undecodable byte's U+DCFF) sorts between U+D7FF and U+E000, as Python sorts it.
         let escaped = Text::Points(vec![0xdcff]);
         assert_eq!(escaped.python_cmp(&text("\u{e000}")), Ordering::Less);
         assert_eq!(escaped.python_cmp(&text("\u{d7ff}")), Ordering::Greater);
+    }
+
+    fn file(path: &str, hardlink: Option<&str>) -> Entry {
+        let int = |i: i128| Json::Int(i);
+        Entry {
+            path: text(path),
+            kind: text("file"),
+            mode: int(0o644),
+            mtime_ns: int(1),
+            atime_ns: int(2),
+            size: int(3),
+            sha256: Json::Null,
+            target: Json::Null,
+            ctime_ns: None,
+            uid: None,
+            gid: None,
+            xattrs: None,
+            hardlink: hardlink.map(|h| Json::Str(text(h))),
+            extents: None,
+            flags: None,
+            rdev: None,
+        }
+    }
+
+    #[test]
+    fn later_names_of_a_hard_link_take_their_first_names_facts_or_refuse_without_one() {
+        let facts = Facts { sha256: Json::Str(text("aa")), flags: Some(Json::Int(8)), extents: Some(vec![]) };
+        let mut entries = vec![file("a", None), file("b", Some("a"))];
+        assert!(with_facts(&mut entries, &[Some(facts.clone()), None], &[true, true]));
+        assert_eq!((&entries[1].sha256, &entries[1].flags), (&facts.sha256, &facts.flags));
+        let mut unlinked = vec![file("a", None), file("b", Some("a"))];
+        assert!(!with_facts(&mut unlinked, &[Some(facts), None], &[false, true]));
+        // "a" is no first name
     }
 }
