@@ -9,6 +9,9 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -208,3 +211,36 @@ def test_on_progress_is_told_the_same_counts_by_both_walks(native: ModuleType, f
     for walker, counts in zip((None, native_walk()), seen, strict=True):
         scan_tree(src, on_progress=counts.append, walker=walker)
     assert seen[0] == seen[1] == [3, 4, 5, 7]
+
+
+_CTRL_C = """
+import functools, os, signal, sys, tempfile
+from pathlib import Path
+from artifactkit.store import _native_scan
+from artifactkit.store.scan import scan_tree
+signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+# os.killpg is a C function that does not look for signals itself: called with the 2 entries captured after
+# the root's listing, it sends SIGINT (2) to this process's own group and returns straight into the walk.
+on_progress = functools.partial(os.killpg, os.getpgid(0))
+for walker in (None, _native_scan.walk):
+    src = Path(tempfile.mkdtemp(dir=sys.argv[1]))
+    (src / "d").mkdir()
+    os.symlink("target", src / "d/l")
+    os.utime(src / "d/l", ns=(1, 2), follow_symlinks=False)
+    try:
+        scan_tree(src, on_progress=on_progress, walker=walker)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted, link atime", os.lstat(src / "d/l").st_atime_ns)
+"""
+
+
+def test_ctrl_c_during_the_walk_stops_both_walks_before_any_link_is_read(native: ModuleType,
+                                                                        tmpfs_strict: Path) -> None:
+    # The core must look for a signal after each on_progress (check_signals): a walk that went on would list
+    # "d" (sending signal 3, SIGQUIT, ignored there) and read the link, which on a strictatime mount moves its
+    # atime. In a process of its own session: the signal goes to its group only.
+    base = tempfile.mkdtemp(dir=tmpfs_strict)
+    done = subprocess.run([sys.executable, "-c", _CTRL_C, base], capture_output=True, text=True, check=False,
+                          start_new_session=True, timeout=60)
+    assert done.stdout.splitlines() == ["interrupted, link atime 1"] * 2, done.stdout + done.stderr
