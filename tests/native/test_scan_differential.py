@@ -6,6 +6,7 @@ whole publish by each engine."""
 from __future__ import annotations
 
 import importlib
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,18 @@ def noatime(mounts: Mounts, native: ModuleType) -> Iterator[Path]:
     yield Path(tempfile.mkdtemp(dir=base))
 
 
+@pytest.fixture
+def engines(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """``monkeypatch``, to switch engines by ``ARTIFACTKIT_ENGINE``; the native executor's module, imported
+    under it, is forgotten afterwards: its opt-in check runs once, at import, and the module left imported
+    would make the native engine every later test's default in this process."""
+    module = "artifactkit.store._native_engine"
+    imported = module in sys.modules
+    yield monkeypatch
+    if not imported:
+        sys.modules.pop(module, None)
+
+
 def fresh(base: Path, name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
 
@@ -49,13 +62,13 @@ def test_the_native_scan_captures_what_the_reference_captures(noatime: Path, tre
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=nodes, dirs=dir_specs)
-def test_a_publish_by_each_engine_writes_the_same_manifest_bytes(noatime: Path, monkeypatch: pytest.MonkeyPatch,
+def test_a_publish_by_each_engine_writes_the_same_manifest_bytes(noatime: Path, engines: pytest.MonkeyPatch,
                                                                  tree: list[Node], dirs: list[tuple]) -> None:
     src = fresh(noatime, "src")
     build(src, tree, dirs)
     found = {}
     for engine in ("python", "native"):
-        monkeypatch.setenv("ARTIFACTKIT_ENGINE", engine)
+        engines.setenv("ARTIFACTKIT_ENGINE", engine)
         store = Store(fresh(noatime, f"store-{engine}"))
         try:
             found[engine] = manifest_of(store, store.publish(src, "tree"))
@@ -82,7 +95,8 @@ def test_a_hard_links_first_name_is_first_in_pythons_order_of_names_not_in_their
 
 
 def test_a_publish_on_the_native_engine_scans_and_encodes_in_the_core_and_with_a_stat_cache_does_not(
-        noatime: Path, native: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+        noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
+    monkeypatch = engines
     core, calls = importlib.import_module("artifactkit._native"), []
     for name in ("scan_tree", "manifest_bytes"):
         real = getattr(core, name)
