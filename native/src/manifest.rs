@@ -173,11 +173,7 @@ fn push_base64(out: &mut String, data: &[u8]) {
     for chunk in data.chunks(3) {
         let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(B64[((n >> (18 - 6 * i)) & 0x3f) as usize]));
-            } else {
-                out.push('=');
-            }
+            out.push(if i <= chunk.len() { char::from(B64[((n >> (18 - 6 * i)) & 0x3f) as usize]) } else { '=' });
         }
     }
     out.push('"');
@@ -366,16 +362,16 @@ mod tests {
     }
 
     fn file(path: &str, hardlink: Option<&str>) -> Entry {
-        let int = |i: i128| Json::Int(i);
+        let (int, none) = (Json::Int(1), Json::Null);
         Entry {
             path: text(path),
             kind: text("file"),
-            mode: int(0o644),
-            mtime_ns: int(1),
-            atime_ns: int(2),
-            size: int(3),
-            sha256: Json::Null,
-            target: Json::Null,
+            mode: int.clone(),
+            mtime_ns: int.clone(),
+            atime_ns: int.clone(),
+            size: int,
+            sha256: none.clone(),
+            target: none,
             ctime_ns: None,
             uid: None,
             gid: None,
