@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store.stage import Staged
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
     """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
@@ -23,3 +24,10 @@ def stage_files(
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool, str]]: ...
 def create_files(root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]]]], threads: int) -> None: ...
 def parse_manifest(data: bytes, file_meta: Callable[..., FileMeta]) -> tuple[str, bool, tuple[FileMeta, ...]]: ...
+def scan_tree(
+    root: str, read_links: bool, on_progress: Callable[[int], None], file_meta: type[FileMeta],
+) -> tuple[tuple[FileMeta, ...], dict[str, tuple[int, int]], bool]: ...
+def manifest_bytes(
+    head: bytes, lines: list[tuple[str, str]], entries: list[FileMeta],
+    known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]], found: list[Staged], max_runs: int,
+) -> bytes | None: ...

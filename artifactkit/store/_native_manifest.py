@@ -1,5 +1,15 @@
-"""The manifest parse in the native core (:func:`artifactkit._native.parse_manifest`), with the reference's
-refusals: :func:`parse` returns what :func:`~artifactkit.store.manifest.parse_manifest` returns for the same
+"""The manifest in the native core, both ways, each with the reference's errors.
+
+**Encoding** (publish; :func:`artifactkit._native.manifest_bytes`): the bytes
+:func:`~artifactkit.store.manifest.manifest_bytes` makes of the same entries, with the reference's errors.
+
+The core merges each entry with what its read found as ``assemble`` does (a hard link's later names take
+their first name's), encodes it as :func:`~artifactkit.store.manifest.encode_entry` does (the C JSON
+encoder's bytes: sorted keys, every non-ASCII character escaped, lone surrogates included), sorts the lines
+as Python sorts ``(path, line)`` and joins them. It takes only values of exact JSON types and answers ``None`` for
+anything else, so the caller encodes those with the reference: no value is ever encoded two ways.
+
+**Parse** (every read of a manifest; :func:`artifactkit._native.parse_manifest`), with the reference's refusals: :func:`parse` returns what :func:`~artifactkit.store.manifest.parse_manifest` returns for the same
 bytes, and raises what it raises.
 
 The core reads and checks the whole manifest with the GIL released and makes each ``FileMeta`` by calling
@@ -16,9 +26,35 @@ Importing this module fails with ``ImportError`` where the core is not built.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from artifactkit import _native
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.manifest import Manifest, parse_manifest
+from artifactkit.store.manifest import Manifest, check_manifest_size, manifest_head, parse_manifest
+from artifactkit.store.manifest_extended import too_many_runs
+from artifactkit.store.manifest_limits import MAX_EXTENTS
+from artifactkit.store.plan import Content
+from artifactkit.store.stage import Staged
+
+
+def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, str]], entries: Sequence[FileMeta],
+                   known: dict[int, Content] | None = None, *, found: Sequence[Staged] = ()) -> bytes | None:
+    """The manifest :func:`~artifactkit.store.publish.assemble` makes of the encoded ``lines`` and of ``entries``,
+    each with what the plan knew of it (``known``, by index) or its read found (``found``) and a hard link's
+    later names with their first name's; or ``None`` where only the reference can (a value of no exact JSON
+    type, a later name without its first)."""
+    try:
+        body = _native.manifest_bytes(manifest_head(name, source_read_noatime), lines, list(entries), known or {},
+                                      list(found), MAX_EXTENTS)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        if kind == "too_many_runs":
+            raise too_many_runs(entries[at].path, fields["count"]) from None
+        raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference encoder does "
+                             "not raise") from None
+    if body is not None:
+        check_manifest_size(name, body)
+    return body
 
 
 def parse(data: bytes, *, where: str) -> Manifest:

@@ -123,13 +123,18 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     texts[0] = f"{_head(name, source_read_noatime)}{texts[0]}"
     texts[-1] = f"{texts[-1]}\n]}}\n"
     body = ",\n".join(texts).encode()
+    check_manifest_size(name, body)
+    return body
+
+
+def check_manifest_size(name: str, body: bytes) -> None:
+    """Refuse a manifest its own readers would refuse (every publish's manifest is built here or by the native
+    core's :func:`~artifactkit.store._native_manifest.manifest_bytes`, which calls this)."""
     if len(body) > (limit := manifest_size_limit()):
-        # Never a version our own reader would refuse (both stores' publishes build their manifest here).
         raise ManifestLimitError(
             f"the manifest of {name!r} would have {len(body)} bytes, more than the limit of {limit} its readers "
             f"take; set {MANIFEST_BYTES_SETTING} higher where it is published and downloaded",
             limit=limit, actual=len(body), setting=MANIFEST_BYTES_SETTING)
-    return body
 
 
 def _head(name: str, source_read_noatime: bool) -> str:

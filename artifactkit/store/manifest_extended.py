@@ -43,16 +43,20 @@ def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
     if entry.extents is not None:
         if len(entry.extents) > MAX_EXTENTS:
             # Publish writes through here: a version its own reader refuses must never be made.
-            raise ManifestLimitError(
-                f"{entry.path!r} has {len(entry.extents)} data runs (holes between them), more than the "
-                f"{MAX_EXTENTS} a manifest may list: no download could read this version", path=entry.path,
-                limit=MAX_EXTENTS, actual=len(entry.extents), setting=None)
+            raise too_many_runs(entry.path, len(entry.extents))
         doc["extents"] = [list(run) for run in entry.extents]
     if entry.flags is not None:
         doc["flags"] = entry.flags
     if entry.rdev is not None:
         doc["rdev"] = list(entry.rdev)
     return doc
+
+
+def too_many_runs(path: str, count: int) -> ManifestLimitError:
+    """A file of ``count`` data runs, more than any manifest may list (raised by the native encoder too)."""
+    return ManifestLimitError(
+        f"{path!r} has {count} data runs (holes between them), more than the {MAX_EXTENTS} a manifest may list: "
+        "no download could read this version", path=path, limit=MAX_EXTENTS, actual=count, setting=None)
 
 
 def _bad(where: str, path: object, what: str) -> IntegrityError:

@@ -20,14 +20,14 @@ import attrs
 
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.engines import executor_for
+from artifactkit.store.engines import engine_name, executor_for
 from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.store.plan import Plan, plan_reads
 from artifactkit.store.progress import Reporter
-from artifactkit.store.scan import CacheHits, ScannedTree, scan_tree
+from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
 from artifactkit.store.stage import Staged
 from artifactkit.store.stat_cache import StatCache
 
@@ -49,12 +49,20 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
         # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
         cached = None
-    tree = scan_tree(src, on_progress=on_progress, cached=cached)
+    tree = scan_tree(src, on_progress=on_progress, cached=cached, walker=_native_walker())
     where = f"publish of {os.fspath(src)!r}"
     if links == "contained":
         check_links_contained(tree.entries, where=where)
     check_representable(tree.entries, where=where)
     return tree
+
+
+def _native_walker() -> Walker | None:
+    """The native core's walk where it is the engine (a stat cache's questions are the reference's)."""
+    if engine_name() != "native":
+        return None
+    from artifactkit.store import _native_scan  # noqa: PLC0415 - importable only where the core is built
+    return _native_scan.walk
 
 
 def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[FileMeta]:
@@ -102,6 +110,10 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
 def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged]) -> tuple[bytes, list[Recorded]]:
     """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
     asks for them (a stat cache records every entry), each entry with its line."""
+    if not planned.record and engine_name() == "native":
+        body = _native_body(name, tree, planned, found)
+        if body is not None:
+            return body, []
     all_noatime = tree.listed_noatime
     content = dict(planned.known)  # index -> (sha, flags, extents)
     for read in found:
@@ -130,6 +142,15 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
         if planned.record:
             recorded.append((entry, line))
     return manifest_bytes(name, all_noatime, lines), recorded
+
+
+def _native_body(name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+    """:func:`assemble`'s manifest by the native core, or ``None`` where an entry holds a value only the
+    reference encodes."""
+    from artifactkit.store import _native_manifest  # noqa: PLC0415 - importable only where the core is built
+    all_noatime = tree.listed_noatime and all(read.noatime for read in found)
+    return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
+                                           found=found)
 
 
 #: An entry as the manifest holds it, and its line: what a stat cache records.

@@ -58,8 +58,17 @@ class CacheHits(Protocol):
         """One entry's hit, ``(manifest line, digest or None)``, or ``None``: capture it."""
 
 
+class Walker(Protocol):
+    """Another implementation of the walk without a stat cache (the native core's,
+    :mod:`~artifactkit.store._native_scan`): the same :class:`ScannedTree` and the same errors."""
+
+    def __call__(self, root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
+        """The capture of the tree at ``root``, as :func:`scan_tree` without ``cached`` makes it."""
+
+
 def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
-              on_progress: Callable[[int], None] | None = None, cached: CacheHits | None = None) -> ScannedTree:
+              on_progress: Callable[[int], None] | None = None, cached: CacheHits | None = None,
+              walker: Walker | None = None) -> ScannedTree:
     """Capture every entry under ``src`` (which must be a directory) before reading anything.
 
     A tree nested deeper than a path the kernel accepts (``PATH_MAX``, 4096 bytes) is refused with
@@ -67,9 +76,12 @@ def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
     by path, so it is not published at all. ``on_progress`` gets the number of entries captured so
     far after each directory. An entry ``cached`` answers for after its ``lstat`` goes to
     :attr:`ScannedTree.cached` with that answer, or to :attr:`ScannedTree.matched` if its whole listing
-    matched: its xattrs, flags and link target are not read.
+    matched: its xattrs, flags and link target are not read. ``walker`` walks instead of this module
+    where no cache is asked (a cache's questions are Python's).
     """
     try:
+        if walker is not None and cached is None:
+            return walker(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
         return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore,
                           cached=cached or _NoCache())
     except OSError as err:
@@ -146,17 +158,18 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
                cached: CacheHits) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
+        raise not_a_directory(root)
     scan = _Scan(root, on_progress, cached)
     scan.add(root, [ROOT], [ROOT], [st])  # its xattrs from "root/.": a directory, whatever the form of root
-    all_noatime = _scan_dir(scan, "")
+    # Depth first, each directory's subdirectories in name order, by a stack rather than recursion: a tree
+    # 1,500 levels deep fits in PATH_MAX and was a RecursionError.
+    all_noatime, pending = True, [""]
+    while pending:
+        noatime, subdirs = _scan_dir(scan, pending.pop())
+        all_noatime = all_noatime and noatime
+        pending += reversed(subdirs)
     if scan.refused:
-        shown = ", ".join(repr(path) for path in scan.refused[:20])
-        more = f" and {len(scan.refused) - 20} more" if len(scan.refused) > 20 else ""
-        raise UnsupportedFileType(
-            f"source {root!r} holds {len(scan.refused)} socket(s) or other special file(s) an artifact cannot "
-            f"hold (artifacts hold files, directories, symlinks, FIFOs and device nodes): {shown}{more}",
-            path=scan.refused[0], paths=scan.refused)
+        raise unsupported(root, scan.refused)
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
     # Link targets only after every lstat: readlink moves the link's own atime.
@@ -208,6 +221,38 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
                                  "publish again once it is stable", path=path)
 
 
+# The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.store._native_scan`).
+
+def not_a_directory(root: str) -> NotADirectoryError:
+    return NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)
+
+
+def unsupported(root: str, refused: list[str]) -> UnsupportedFileType:
+    """Every socket (or other file no artifact holds) of the tree, named at once."""
+    shown = ", ".join(repr(path) for path in refused[:20])
+    more = f" and {len(refused) - 20} more" if len(refused) > 20 else ""
+    return UnsupportedFileType(
+        f"source {root!r} holds {len(refused)} socket(s) or other special file(s) an artifact cannot "
+        f"hold (artifacts hold files, directories, symlinks, FIFOs and device nodes): {shown}{more}",
+        path=refused[0], paths=refused)
+
+
+def dir_replaced(root: str, rel: str, while_: str) -> SourceChangedError:
+    """The directory ``rel`` is another inode than the one listed (``while_``: "scanned", "published")."""
+    return SourceChangedError(f"source directory {rel!r} under {root!r} was replaced while it was {while_}; "
+                              "publish again once it is stable", path=rel)
+
+
+def vanished(root: str, gone: str) -> SourceChangedError:
+    return SourceChangedError(f"source entry {gone!r} under {root!r} vanished while it was scanned; "
+                              "publish again once it is stable", path=gone)
+
+
+def link_changed(root: str, path: str) -> SourceChangedError:
+    return SourceChangedError(f"source symlink {path!r} under {root!r} was retargeted or replaced while it was "
+                              "published; publish again once it is stable", path=path)
+
+
 class _LinkReader:
     """Link targets through their directory's fd, opened once per directory (a directory's entries are
     consecutive in a scan) and checked to be the directory the scan listed."""
@@ -226,8 +271,7 @@ class _LinkReader:
             self.parent = parent
             st = os.fstat(self.fd)
             if (st.st_dev, st.st_ino) != self.identities[parent or ROOT]:
-                raise SourceChangedError(f"source directory {parent or ROOT!r} under {self.root!r} was replaced while "
-                                         "it was published; publish again once it is stable", path=parent or ROOT)
+                raise dir_replaced(self.root, parent or ROOT, "published")
         return read_target(name, self.fd, before, path, self.root)
 
     def close(self) -> None:
@@ -252,8 +296,7 @@ def read_target(name: str, dir_fd: int | None, before: os.stat_result, path: str
     if (now is None or (now.st_dev, now.st_ino, now.st_ctime_ns, now.st_mtime_ns, now.st_size)
             != (before.st_dev, before.st_ino, before.st_ctime_ns, before.st_mtime_ns, before.st_size)
             or now.st_size != len(os.fsencode(target))):
-        raise SourceChangedError(f"source symlink {path!r} under {root!r} was retargeted or replaced while it was "
-                                 "published; publish again once it is stable", path=path)
+        raise link_changed(root, path)
     check_symlink_target(path, target, where=f"source {root!r}")
     return target
 
@@ -267,7 +310,8 @@ def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]
     return {path: min(names) for names in groups.values() if len(names) > 1 for path in names if path != min(names)}
 
 
-def _scan_dir(scan: _Scan, rel: str) -> bool:
+def _scan_dir(scan: _Scan, rel: str) -> tuple[bool, list[str]]:
+    """List and capture one directory: whether ``O_NOATIME`` held, and its subdirectories to scan next."""
     top = os.path.join(scan.root, rel) if rel else scan.root
     fd, noatime = open_noatime(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -275,9 +319,7 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
         # directory captured from its parent's listing, or the scan would wander outside the tree.
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != scan.identities[rel or ROOT]:
-            raise SourceChangedError(
-                f"source directory {rel or ROOT!r} under {scan.root!r} was replaced while it was scanned; "
-                "publish again once it is stable", path=rel or ROOT)
+            raise dir_replaced(scan.root, rel or ROOT, "scanned")
         if (rel or ROOT) in scan.captured_dirs:
             scan.dir_flags[rel or ROOT] = read_flags(fd, top)
         names = sorted(os.listdir(fd))
@@ -287,16 +329,13 @@ def _scan_dir(scan: _Scan, rel: str) -> bool:
             stats = [os.lstat(name, dir_fd=fd) for name in names]
         except FileNotFoundError as err:  # listed, then gone: a race with whoever writes the source
             gone = prefix + os.fsdecode(err.filename) if err.filename is not None else rel or ROOT
-            raise SourceChangedError(f"source entry {gone!r} under {scan.root!r} vanished while it was scanned; "
-                                     "publish again once it is stable", path=gone) from err
+            raise vanished(scan.root, gone) from err
         scan.add(top, names, relpaths, stats)
         subdirs = [relpath for relpath, child in zip(relpaths, stats, strict=True) if stat.S_ISDIR(child.st_mode)]
     finally:
         os.close(fd)
     scan.on_progress(len(scan.metas))
-    for relpath in subdirs:
-        noatime = _scan_dir(scan, relpath) and noatime
-    return noatime
+    return noatime, subdirs
 
 
 def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True, read_links: bool = True) -> list[FileMeta]:

@@ -69,6 +69,23 @@ pub enum Failure {
     ReadBack { xattrs: Option<Vec<(OsString, Vec<u8>)>>, flags: Option<i32> },
     /// The `lstat` read-back of a directory's entries differs: (entry position, what `lstat` showed).
     Verify { wrong: Vec<(usize, StatFacts)> },
+    /// The publish source is not a directory (a link to one is not one either).
+    ScanRoot,
+    /// `rel` is another inode than the directory its parent listed (`when`: 0 while it was scanned, 1 when
+    /// its links were read).
+    DirReplaced { rel: OsString, when: u8 },
+    /// `gone` was listed, then its `lstat` (given `name`) found nothing.
+    Vanished { gone: OsString, name: OsString },
+    /// The link `path` is not the one its `lstat` captured when its target was read.
+    LinkChanged { path: OsString },
+    /// The link `path` holds a target `symlink(2)` cannot make.
+    BadTarget { path: OsString, target: OsString },
+    /// Entries no artifact holds (sockets), every one, in scan order.
+    Unsupported { paths: Vec<OsString> },
+    /// The entry at `at` has more data runs than a manifest may list (`count` of them).
+    TooManyRuns { count: usize },
+    /// The caller's progress callback raised: its exception is the caller's to re-raise.
+    Stopped,
 }
 
 impl Failure {

@@ -84,6 +84,45 @@ pub fn lstat_at(dir: RawFd, name: &CStr) -> Result<libc::stat> {
     Ok(st)
 }
 
+/// `fcntl(fd, F_DUPFD_CLOEXEC, 0)`: a second descriptor of the same open file (its offset shared).
+pub fn dup(fd: RawFd) -> Result<OwnedFd> {
+    // SAFETY: fcntl with F_DUPFD_CLOEXEC takes plain integers and returns a new descriptor or -1.
+    owned(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })
+}
+
+/// `getdents64(fd, buf)`: the bytes of `linux_dirent64` records written (0 at the end), retried on `EINTR`.
+pub fn getdents(fd: RawFd, buf: &mut [u8]) -> Result<usize> {
+    loop {
+        // SAFETY: buf is a live, writable buffer of buf.len() bytes; the kernel writes at most that many.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        if n >= 0 {
+            return Ok(usize::try_from(n).unwrap_or(0));
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
+/// `readlinkat(dir, name)`: the whole target (the buffer grows until the target fits with room to spare).
+pub fn readlink_at(dir: RawFd, name: &CStr) -> Result<Vec<u8>> {
+    let mut buf: Vec<u8> = vec![0; 4096];
+    loop {
+        // SAFETY: name is NUL-terminated; buf is a live, writable buffer of buf.len() bytes.
+        let n = unsafe { libc::readlinkat(dir, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(errno());
+        }
+        let n = n.unsigned_abs();
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
 /// One `pread`, retried on `EINTR`.
 pub fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize> {
     let off = libc::off_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;

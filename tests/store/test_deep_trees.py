@@ -14,14 +14,14 @@ from tests.support.stores import nothing_stored
 NAME = "d" * 200
 
 
-def _deep_tree(root: Path, levels: int) -> None:
-    """``levels`` nested 200-byte directory names, made through dir fds (no path is ever that long)."""
+def _deep_tree(root: Path, levels: int, name: str = NAME) -> None:
+    """``levels`` nested directories of ``name``, made through dir fds (no path is ever that long)."""
     root.mkdir()
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(levels):
-            os.mkdir(NAME, dir_fd=fd)
-            nxt = os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = nxt
         os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
@@ -29,15 +29,15 @@ def _deep_tree(root: Path, levels: int) -> None:
         os.close(fd)
 
 
-def _remove_deep(root: Path, levels: int) -> None:
+def _remove_deep(root: Path, levels: int, name: str = NAME) -> None:
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     fds = [fd]
     for _ in range(levels):
-        fds.append(os.open(NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
     os.unlink("leaf", dir_fd=fds[-1])
     for level in range(levels, 0, -1):
         os.close(fds[level])
-        os.rmdir(NAME, dir_fd=fds[level - 1])
+        os.rmdir(name, dir_fd=fds[level - 1])
     os.close(fds[0])
     os.rmdir(root)
 
@@ -62,3 +62,18 @@ def test_a_deep_tree_within_path_max_still_publishes(fast_tmp: Path, any_store: 
         assert len(Store(any_store.root).manifest(ref).entries) == 17
     finally:
         _remove_deep(fast_tmp / "src", 15)
+
+
+def test_a_tree_deeper_than_the_recursion_limit_but_within_path_max_publishes_and_downloads(
+        fast_tmp: Path, any_store: Store) -> None:
+    levels = 1500  # 1,500 x 2 bytes: inside PATH_MAX, past the interpreter's 1,000 frames (was a RecursionError)
+    _deep_tree(fast_tmp / "src", levels, "a")
+    try:
+        store = Store(any_store.root)
+        ref = store.publish(fast_tmp / "src", "deep")
+        assert len(store.manifest(ref).entries) == levels + 2
+        store.download(ref, fast_tmp / "out")
+        assert os.path.exists(os.path.join(fast_tmp, "out", *["a"] * levels, "leaf"))
+        _remove_deep(fast_tmp / "out", levels, "a")  # shutil.rmtree recurses: it could not remove these
+    finally:
+        _remove_deep(fast_tmp / "src", levels, "a")

@@ -1,0 +1,205 @@
+//! The edge of `manifest.rs`: a publish's entries (`FileMeta`), what the plan knew and what the reads found
+//! (`Staged`) converted to the encoder's values — only values of exact JSON types; anything else answers
+//! `None`, and Python's reference assembles that manifest instead.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+
+use crate::error::Located;
+use crate::failure_to_py;
+use crate::manifest::{self, Entry, Facts, Json, Text};
+
+/// The value of a `PyResult<Option<T>>`, or `Ok(None)` from the function: not of an exact JSON type.
+macro_rules! exact {
+    ($e:expr) => {
+        match $e? {
+            Some(v) => v,
+            None => return Ok(None),
+        }
+    };
+}
+
+/// A `str` as the encoder takes it: its UTF-8, or (lone surrogates) its code points.
+fn text_of(s: &Bound<'_, PyString>) -> PyResult<Text> {
+    if let Ok(utf8) = s.to_str() {
+        return Ok(Text::Utf8(utf8.to_owned()));
+    }
+    let wide = s.call_method1(intern!(s.py(), "encode"), ("utf-32-le", "surrogatepass"))?;
+    let bytes = wide.cast::<PyBytes>()?.as_bytes();
+    Ok(Text::Points(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))
+}
+
+/// What JSON makes of a value of an exact JSON type (`None`, `bool`, `int`, `str`, `tuple`/`list` of them);
+/// `None` for anything else (a subclass, a float, an int beyond 128 bits): the reference encodes those.
+fn json_of(v: &Bound<'_, PyAny>) -> PyResult<Option<Json>> {
+    Ok(if v.is_none() {
+        Some(Json::Null)
+    } else if v.is_exact_instance_of::<PyBool>() {
+        Some(Json::Bool(v.is_truthy()?))
+    } else if v.is_exact_instance_of::<PyInt>() {
+        v.extract::<i64>().map(i128::from).or_else(|_| v.extract::<i128>()).ok().map(Json::Int)
+    } else if v.is_exact_instance_of::<PyString>() {
+        Some(Json::Str(text_of(v.cast::<PyString>()?)?))
+    } else if let Ok(tuple) = v.cast_exact::<PyTuple>() {
+        // Indexed, not iterated: an iterator is a tracked object, and one per entry set off the cyclic GC.
+        tuple.iter().map(|item| json_of(&item)).collect::<PyResult<Option<Vec<_>>>>()?.map(Json::List)
+    } else if let Ok(list) = v.cast_exact::<PyList>() {
+        list.iter().map(|item| json_of(&item)).collect::<PyResult<Option<Vec<_>>>>()?.map(Json::List)
+    } else {
+        None
+    })
+}
+
+/// `json_of` where the reference leaves a `None` out (`if value is not None`): `Some(None)` then.
+fn optional(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<Json>>> {
+    if v.is_none() {
+        return Ok(Some(None));
+    }
+    Ok(json_of(v)?.map(Some))
+}
+
+/// Data runs as `[list(run) for run in extents]` writes them: a list of lists.
+fn runs_of(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<Vec<Json>>>> {
+    Ok(match exact!(optional(v)) {
+        Some(Json::List(runs)) if runs.iter().all(|r| matches!(r, Json::List(_))) => Some(Some(runs)),
+        None => Some(None),
+        Some(_) => None,
+    })
+}
+
+/// `[[name, base64 value], ...]` of an exact tuple of `(str, bytes)` pairs; `Some(None)` for none at all.
+fn xattrs_of(v: &Bound<'_, PyAny>) -> PyResult<Option<Option<Json>>> {
+    if v.is_none() {
+        return Ok(Some(None));
+    }
+    let Ok(tuple) = v.cast_exact::<PyTuple>() else { return Ok(None) };
+    let mut pairs = Vec::new();
+    for pair in tuple.iter() {
+        let Ok((name, value)) = pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>() else { return Ok(None) };
+        let Ok(value) = value.cast_exact::<PyBytes>() else { return Ok(None) };
+        pairs.push(Json::List(vec![exact!(json_of(&name)), Json::Base64(value.as_bytes().to_vec())]));
+    }
+    Ok(Some(if pairs.is_empty() { None } else { Some(Json::List(pairs)) }))
+}
+
+/// A read's `(sha256, flags, extents)`.
+fn facts_of(
+    sha256: &Bound<'_, PyAny>,
+    flags: &Bound<'_, PyAny>,
+    extents: &Bound<'_, PyAny>,
+) -> PyResult<Option<Facts>> {
+    Ok(Some(Facts {
+        sha256: exact!(json_of(sha256)),
+        flags: exact!(optional(flags)),
+        extents: exact!(runs_of(extents)),
+    }))
+}
+
+/// A `FileMeta` as `_entry_doc` reads it, and whether its link count is above one (a hard link's first name).
+fn entry_of<'py>(meta: &Bound<'py, PyAny>) -> PyResult<Option<(Entry, bool)>> {
+    let py = meta.py();
+    let get = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> { meta.getattr(name) };
+    let (path, kind) = (get(intern!(py, "path"))?, get(intern!(py, "kind"))?);
+    let (Ok(path), Ok(kind)) = (path.cast_exact::<PyString>(), kind.cast_exact::<PyString>()) else {
+        return Ok(None);
+    };
+    let rdev = match exact!(optional(&get(intern!(py, "rdev"))?)) {
+        Some(Json::List(parts)) => Some(Json::List(parts)),
+        None => None,
+        Some(_) => return Ok(None),
+    };
+    let linked = match exact!(json_of(&get(intern!(py, "nlink"))?)) {
+        Json::Null => false,
+        Json::Int(n) => n != 1,
+        _ => return Ok(None),
+    };
+    let entry = Entry {
+        path: text_of(path)?,
+        kind: text_of(kind)?,
+        mode: exact!(json_of(&get(intern!(py, "mode"))?)),
+        mtime_ns: exact!(json_of(&get(intern!(py, "mtime_ns"))?)),
+        atime_ns: exact!(json_of(&get(intern!(py, "atime_ns"))?)),
+        size: exact!(json_of(&get(intern!(py, "size"))?)),
+        sha256: exact!(json_of(&get(intern!(py, "sha256"))?)),
+        target: exact!(json_of(&get(intern!(py, "target"))?)),
+        ctime_ns: exact!(optional(&get(intern!(py, "ctime_ns"))?)),
+        uid: exact!(optional(&get(intern!(py, "uid"))?)),
+        gid: exact!(optional(&get(intern!(py, "gid"))?)),
+        xattrs: exact!(xattrs_of(&get(intern!(py, "xattrs"))?)),
+        hardlink: exact!(optional(&get(intern!(py, "hardlink"))?)),
+        extents: exact!(runs_of(&get(intern!(py, "extents"))?)),
+        flags: exact!(optional(&get(intern!(py, "flags"))?)),
+        rdev,
+    };
+    Ok(Some((entry, linked)))
+}
+
+/// Every entry's facts: what the plan knew (`known`: index -> `(sha256, flags, extents)`), then what the reads
+/// found (`found`: `Staged` tuples), as `assemble`'s `content` dict merges them.
+fn all_facts(
+    count: usize,
+    known: &Bound<'_, PyDict>,
+    found: &[Bound<'_, PyTuple>],
+) -> PyResult<Option<Vec<Option<Facts>>>> {
+    let mut facts: Vec<Option<Facts>> = vec![None; count];
+    for (index, value) in known.iter() {
+        let (sha256, flags, extents): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) = value.extract()?;
+        if let Some(slot) = facts.get_mut(index.extract::<usize>()?) {
+            *slot = Some(exact!(facts_of(&sha256, &flags, &extents)));
+        }
+    }
+    for read in found {
+        // Staged: (position, sha256, noatime, flags, extents, staged, stage_dir, ...).
+        let (position, sha256, flags, extents) =
+            (read.get_item(0)?, read.get_item(1)?, read.get_item(3)?, read.get_item(4)?);
+        if let Some(slot) = facts.get_mut(position.extract::<usize>()?) {
+            *slot = Some(exact!(facts_of(&sha256, &flags, &extents)));
+        }
+    }
+    Ok(Some(facts))
+}
+
+/// `assemble`'s manifest by the core: `head` (`manifest_head(name, noatime)`), the `lines` already encoded,
+/// and every entry with its facts encoded, sorted and joined as `manifest_bytes` does. `None` if a value is
+/// not of an exact JSON type, a line is no UTF-8 or a hard link has no first name: the reference's turn.
+#[pyfunction]
+pub fn manifest_bytes<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    lines: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>,
+    entries: Vec<Bound<'py, PyAny>>,
+    known: Bound<'py, PyDict>,
+    found: Vec<Bound<'py, PyTuple>>,
+    max_runs: usize,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let mut texts = Vec::with_capacity(lines.len() + entries.len());
+    for (path, line) in &lines {
+        let Ok(line) = line.to_str() else { return Ok(None) };
+        texts.push((text_of(path)?, line.to_owned()));
+    }
+    let facts = exact!(all_facts(entries.len(), &known, &found));
+    let (mut converted, mut linked) = (Vec::with_capacity(entries.len()), Vec::with_capacity(entries.len()));
+    for meta in &entries {
+        let (entry, many) = exact!(entry_of(meta));
+        converted.push(entry);
+        linked.push(many);
+    }
+    if !manifest::with_facts(&mut converted, &facts, &linked) {
+        return Ok(None);
+    }
+    let lines = py.detach(|| {
+        for (at, entry) in converted.iter().enumerate() {
+            let line = manifest::encode_entry(entry, max_runs).map_err(|failure| Located { at, failure })?;
+            texts.push((entry.path.clone(), line));
+        }
+        Ok(manifest::sorted_lines(texts))
+    });
+    let lines = lines.map_err(|located| failure_to_py(py, located))?;
+    // Written straight into the bytes object: a second copy of a manifest cost more than its sort.
+    let body = PyBytes::new_with(py, manifest::body_len(head, &lines), |buf| {
+        manifest::write_body(buf, head, &lines);
+        Ok(())
+    })?;
+    Ok(Some(body))
+}

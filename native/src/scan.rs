@@ -1,0 +1,391 @@
+//! Capture a source tree before reading anything: mirrors `artifactkit/store/scan.py::_scan_tree` without a
+//! stat cache, step for step — the same calls on the same paths in the same order — so that every entry,
+//! every refusal and every `OSError` (errno and filename) is the reference's.
+//!
+//! Per directory: open it by path with `O_NOATIME` (without it where refused), check it is the inode its
+//! parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path. Link
+//! targets only once every `lstat` is taken (`readlink` moves a link's atime), through their directory's
+//! fd, each link `lstat`-ed again after its `readlink`. Names are ordered as Python orders the `str`s
+//! `os.fsdecode` makes of them (code points; an undecodable byte is U+DC80..U+DCFF), not as bytes.
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::os::fd::OwnedFd;
+
+use crate::content::{cstr, os_string};
+use crate::error::{Failure, StatFacts};
+use crate::syscalls::{self as sys, Errno, XTarget};
+
+/// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
+const NO_FLAGS: [Errno; 7] =
+    [libc::ENOTTY, libc::EOPNOTSUPP, libc::EINVAL, libc::ENOSYS, libc::EPERM, libc::EACCES, libc::EROFS];
+/// `extended.py`'s `_ALIASES`: xfs's second copy of the POSIX ACLs, never recorded.
+const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
+const ROOT: &[u8] = b".";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Char,
+    Block,
+}
+
+impl Kind {
+    /// `model.kind_of`: `None` for a socket (or any type no artifact holds).
+    fn of(mode: u32) -> Option<Kind> {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Some(Kind::File),
+            libc::S_IFDIR => Some(Kind::Dir),
+            libc::S_IFLNK => Some(Kind::Symlink),
+            libc::S_IFIFO => Some(Kind::Fifo),
+            libc::S_IFCHR => Some(Kind::Char),
+            libc::S_IFBLK => Some(Kind::Block),
+            _ => None,
+        }
+    }
+
+    /// `model.LINKABLE_KINDS`: what a hard link may join within a tree.
+    fn linkable(self) -> bool {
+        !matches!(self, Kind::Dir | Kind::Symlink)
+    }
+}
+
+/// Extended attributes as `(name, value)` pairs, in Python's order of their names.
+pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One captured entry: `meta_from_stat(relpath, st, owners=True, xattrs=...)` and what the scan adds.
+#[derive(Debug)]
+pub struct Entry {
+    pub path: Vec<u8>,
+    pub kind: Kind,
+    pub st: StatFacts,
+    pub xattrs: Xattrs,
+    pub target: Option<Vec<u8>>,
+    /// A directory's flags (`None`: not recorded); files' are read with their content, later.
+    pub flags: Option<i32>,
+    /// The position of this inode's first name in path order, for its second and later names.
+    pub hardlink: Option<usize>,
+}
+
+#[derive(Debug)]
+pub struct Tree {
+    pub entries: Vec<Entry>,
+    pub listed_noatime: bool,
+}
+
+/// The code points Python's `os.fsdecode` makes of `bytes` (UTF-8 with `surrogateescape`): the key of
+/// Python's order of names and paths.
+pub fn fs_points(bytes: &[u8]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.extend(chunk.valid().chars().map(u32::from));
+        out.extend(chunk.invalid().iter().map(|b| 0xDC00 + u32::from(*b)));
+    }
+    out
+}
+
+fn os(errno: Errno, name: &[u8]) -> Failure {
+    Failure::os(errno, Some(os_string(name)))
+}
+
+/// `f"{a}/{b}"`.
+fn slash(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(a.len() + 1 + b.len());
+    out.extend_from_slice(a);
+    out.push(b'/');
+    out.extend_from_slice(b);
+    out
+}
+
+/// `os.path.join(a, b)` for a relative `b`: no second slash after one `a` ends with.
+fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
+    if a.ends_with(b"/") {
+        [a, b].concat()
+    } else {
+        slash(a, b)
+    }
+}
+
+/// `_syscalls.open_noatime(path, flags)`: `O_NOATIME` for the owner, without it on `EPERM`/`EACCES`.
+fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Failure> {
+    let c = cstr(path)?;
+    let base = flags | libc::O_NOFOLLOW;
+    match sys::open_at(libc::AT_FDCWD, &c, base | libc::O_NOATIME, 0) {
+        Ok(fd) => Ok((fd, true)),
+        Err(libc::EPERM | libc::EACCES) => {
+            sys::open_at(libc::AT_FDCWD, &c, base, 0).map(|fd| (fd, false)).map_err(|e| os(e, path))
+        }
+        Err(e) => Err(os(e, path)),
+    }
+}
+
+/// `os.listdir(fd)`: every name but `.` and `..`, in the kernel's order, read as CPython reads them —
+/// through a `dup` of `fd`, rewound and closed after (a listing of `/proc/self/fd` shows that very `dup`).
+fn list_dir(fd: &OwnedFd) -> Result<Vec<Vec<u8>>, Failure> {
+    let raw = sys::raw(fd);
+    let dup = sys::dup(raw).map_err(|errno| Failure::os(errno, None))?;
+    let names = read_names(&dup).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+    Ok(names)
+}
+
+fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut buf = vec![0u8; 32 << 10];
+    let mut names = Vec::new();
+    loop {
+        let filled = sys::getdents(sys::raw(dup), &mut buf)?;
+        if filled == 0 {
+            return Ok(names);
+        }
+        // linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), then the NUL-terminated name.
+        let mut at = 0;
+        while at + 19 <= filled {
+            let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+            if reclen < 19 || at + reclen > filled {
+                return Err(libc::EIO); // no kernel writes such a record
+            }
+            let area = &buf[at + 19..at + reclen];
+            let name = &area[..area.iter().position(|b| *b == 0).unwrap_or(area.len())];
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+            at += reclen;
+        }
+    }
+}
+
+/// `extended.read_xattrs(path)`: every xattr of the path itself, by name in Python's order.
+fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
+    let c = cstr(path)?;
+    let target = XTarget::Link(&c);
+    let mut names = match sys::list_xattrs(target) {
+        Ok(names) => names,
+        Err(e) if e == libc::ENOTSUP || e == libc::EOPNOTSUPP => return Ok(Vec::new()),
+        Err(e) => return Err(os(e, path)),
+    };
+    names.sort_by_cached_key(|n| fs_points(n.as_bytes()));
+    let mut found = Vec::with_capacity(names.len());
+    for name in names {
+        if ALIASES.contains(&name.as_bytes()) {
+            continue;
+        }
+        match sys::get_xattr(target, &name) {
+            Ok(value) => found.push((name.into_bytes(), value)),
+            Err(libc::ENODATA) => {} // removed between the list and the read
+            Err(e) => return Err(os(e, path)),
+        }
+    }
+    Ok(found)
+}
+
+fn read_flags(fd: &OwnedFd) -> Result<Option<i32>, Failure> {
+    match sys::get_flags(sys::raw(fd)) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if NO_FLAGS.contains(&e) => Ok(None),
+        Err(e) => Err(Failure::os(e, None)), // fcntl.ioctl's OSError names no file
+    }
+}
+
+struct Scan<'a> {
+    root: &'a [u8],
+    entries: Vec<Entry>,
+    /// Every directory captured: its path -> (its position in `entries`, its identity).
+    dirs: HashMap<Vec<u8>, (usize, (u64, u64))>,
+    refused: Vec<Vec<u8>>,
+}
+
+impl Scan<'_> {
+    /// `_Scan.add` without a cache: each entry's xattrs (read by `top/name`, sockets' too), then its capture.
+    fn add(
+        &mut self,
+        top: &[u8],
+        names: &[Vec<u8>],
+        relpaths: Vec<Vec<u8>>,
+        stats: Vec<libc::stat>,
+    ) -> Result<(), Failure> {
+        for ((name, path), st) in names.iter().zip(relpaths).zip(stats) {
+            let xattrs = read_xattrs(&slash(top, name))?;
+            let Some(kind) = Kind::of(st.st_mode) else {
+                self.refused.push(path); // the rest is scanned so that the error names every one
+                continue;
+            };
+            let st = StatFacts::of(&st);
+            if kind == Kind::Dir {
+                self.dirs.insert(path.clone(), (self.entries.len(), (st.dev, st.ino)));
+            }
+            self.entries.push(Entry { path, kind, st, xattrs, target: None, flags: None, hardlink: None });
+        }
+        Ok(())
+    }
+
+    /// `_scan_dir`: whether `O_NOATIME` held, and the subdirectories to scan next.
+    fn dir(&mut self, rel: &[u8]) -> Result<(bool, Vec<Vec<u8>>), Failure> {
+        let top = if rel.is_empty() { self.root.to_vec() } else { join(self.root, rel) };
+        let key = if rel.is_empty() { ROOT } else { rel };
+        let (fd, noatime) = open_noatime(&top, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        // Opened by name, following any link in its components: it must still be the directory listed.
+        let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
+        let Some(&(at, identity)) = self.dirs.get(key) else {
+            return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
+        };
+        if (st.st_dev, st.st_ino) != identity {
+            return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
+        }
+        self.entries[at].flags = read_flags(&fd)?;
+        let mut names = list_dir(&fd)?;
+        names.sort_by_cached_key(|n| fs_points(n));
+        let relpaths: Vec<Vec<u8>> =
+            names.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
+        let mut stats = Vec::with_capacity(names.len());
+        for (name, path) in names.iter().zip(&relpaths) {
+            let c = cstr(name)?;
+            match sys::lstat_at(sys::raw(&fd), &c) {
+                Ok(st) => stats.push(st),
+                // Listed, then gone: a race with whoever writes the source.
+                Err(libc::ENOENT) => return Err(Failure::Vanished { gone: os_string(path), name: os_string(name) }),
+                Err(e) => return Err(os(e, name)),
+            }
+        }
+        let subdirs = relpaths
+            .iter()
+            .zip(&stats)
+            .filter(|(_, st)| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .map(|(p, _)| p.clone())
+            .collect();
+        self.add(&top, &names, relpaths, stats)?;
+        Ok((noatime, subdirs))
+    }
+}
+
+/// `_hardlink_names`: every second and later name of an inode within the tree -> its first name's position.
+fn mark_hardlinks(entries: &mut [Entry]) {
+    let mut groups: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        if e.kind.linkable() && e.st.nlink > 1 {
+            groups.entry((e.st.dev, e.st.ino)).or_default().push(i);
+        }
+    }
+    for names in groups.values().filter(|names| names.len() > 1) {
+        let Some(&first) = names.iter().min_by_key(|&&i| fs_points(&entries[i].path)) else { continue };
+        for &i in names.iter().filter(|&&i| i != first) {
+            entries[i].hardlink = Some(first);
+        }
+    }
+}
+
+/// `_LinkReader`: link targets through their directory's fd, opened once per directory and checked to be the
+/// directory the scan listed.
+struct LinkReader<'a> {
+    root: &'a [u8],
+    parent: Option<Vec<u8>>,
+    fd: Option<OwnedFd>,
+}
+
+impl LinkReader<'_> {
+    fn target(&mut self, dirs: &HashMap<Vec<u8>, (usize, (u64, u64))>, e: &Entry) -> Result<Vec<u8>, Failure> {
+        let (parent, name) = match e.path.iter().rposition(|b| *b == b'/') {
+            Some(i) => (&e.path[..i], &e.path[i + 1..]),
+            None => (&e.path[..0], &e.path[..]),
+        };
+        if self.parent.as_deref() != Some(parent) || self.fd.is_none() {
+            self.fd = None;
+            self.parent = None;
+            let path = if parent.is_empty() { self.root.to_vec() } else { slash(self.root, parent) };
+            let c = cstr(&path)?;
+            let fd = sys::open_at(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
+                .map_err(|e| os(e, &path))?;
+            let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
+            let key = if parent.is_empty() { ROOT } else { parent };
+            if dirs.get(key).map(|d| d.1) != Some((st.st_dev, st.st_ino)) {
+                return Err(Failure::DirReplaced { rel: os_string(key), when: 1 });
+            }
+            self.parent = Some(parent.to_vec());
+            self.fd = Some(fd);
+        }
+        let Some(fd) = &self.fd else { return Err(Failure::os(libc::EBADF, None)) };
+        read_target(sys::raw(fd), &cstr(name)?, name, e)
+    }
+}
+
+/// `read_target`: the target of the link `name`, which must still be the link the scan's `lstat` captured.
+fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Failure> {
+    let read = sys::readlink_at(dir, c).and_then(|target| Ok((target, sys::lstat_at(dir, c)?)));
+    let (target, now) = match read {
+        Ok((target, st)) => (target, Some(StatFacts::of(&st))),
+        Err(libc::ENOENT | libc::EINVAL) => (Vec::new(), None), // gone, or no longer a link
+        Err(errno) => return Err(os(errno, name)),
+    };
+    let before = &e.st;
+    let same = now.is_some_and(|now| {
+        (now.dev, now.ino, now.ctime_ns, now.mtime_ns, now.size)
+            == (before.dev, before.ino, before.ctime_ns, before.mtime_ns, before.size)
+            && now.size == target.len() as u64
+    });
+    if !same {
+        return Err(Failure::LinkChanged { path: os_string(&e.path) });
+    }
+    if target.is_empty() {
+        return Err(Failure::BadTarget { path: os_string(&e.path), target: os_string(&target) });
+    }
+    Ok(target)
+}
+
+/// Capture the tree at `root` (`scan_tree(root, read_links=...)` without a cache); `progress(entries so far)`
+/// after each directory, as the reference calls `on_progress`; `false` from it stops the scan.
+pub fn scan_tree(root: &[u8], read_links: bool, progress: &mut dyn FnMut(usize) -> bool) -> Result<Tree, Failure> {
+    let st = sys::lstat_at(libc::AT_FDCWD, &cstr(root)?).map_err(|e| os(e, root))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(Failure::ScanRoot);
+    }
+    let mut scan = Scan { root, entries: Vec::new(), dirs: HashMap::new(), refused: Vec::new() };
+    // Its xattrs from "root/.": a directory, whatever the form of root.
+    scan.add(root, &[ROOT.to_vec()], vec![ROOT.to_vec()], vec![st])?;
+    // Depth first, each directory's subdirectories in name order: the reference's order.
+    let mut listed_noatime = true;
+    let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
+    while let Some(rel) = pending.pop() {
+        let (noatime, subdirs) = scan.dir(&rel)?;
+        listed_noatime &= noatime;
+        if !progress(scan.entries.len()) {
+            return Err(Failure::Stopped);
+        }
+        pending.extend(subdirs.into_iter().rev());
+    }
+    if !scan.refused.is_empty() {
+        return Err(Failure::Unsupported { paths: scan.refused.iter().map(|p| os_string(p)).collect() });
+    }
+    let Scan { mut entries, dirs, .. } = scan;
+    mark_hardlinks(&mut entries);
+    if read_links {
+        // Only now, every lstat taken: readlink moves the link's own atime.
+        let mut reader = LinkReader { root, parent: None, fd: None };
+        for e in entries.iter_mut().filter(|e| e.kind == Kind::Symlink) {
+            e.target = Some(reader.target(&dirs, e)?);
+        }
+    }
+    Ok(Tree { entries, listed_noatime })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_bytes_sort_as_python_sorts_their_surrogates() {
+        // U+DCFF (an escaped 0xff) sorts after U+D7FF and before U+E000, unlike the bytes.
+        let mut names: Vec<Vec<u8>> = vec!["\u{e000}".into(), vec![0xff], "\u{d7ff}".into(), b"a".to_vec()];
+        names.sort_by_cached_key(|n| fs_points(n));
+        assert_eq!(names, vec![b"a".to_vec(), "\u{d7ff}".into(), vec![0xff], "\u{e000}".into()]);
+        assert_eq!(fs_points(b"a\xe2\x82/"), vec![0x61, 0xDCE2, 0xDC82, 0x2F]);
+    }
+
+    #[test]
+    fn join_is_os_path_join() {
+        assert_eq!(join(b"/a/", b"b"), b"/a/b");
+        assert_eq!(join(b"/a", b"b"), b"/a/b");
+        assert_eq!(slash(b"/a/", b"b"), b"/a//b");
+    }
+}
