@@ -9,7 +9,8 @@ encoder's bytes: sorted keys, every non-ASCII character escaped, lone surrogates
 as Python sorts ``(path, line)`` and joins them. It takes only values of exact JSON types and answers ``None`` for
 anything else, so the caller encodes those with the reference: no value is ever encoded two ways.
 
-**Parse** (every read of a manifest; :func:`artifactkit._native.parse_manifest`), with the reference's refusals: :func:`parse` returns what :func:`~artifactkit.store.manifest.parse_manifest` returns for the same
+**Parse** (every read of a manifest; :func:`artifactkit._native.parse_manifest`), with the reference's
+refusals: :func:`parse` returns what :func:`~artifactkit.store.manifest.parse_manifest` returns for the same
 bytes, and raises what it raises.
 
 The core reads and checks the whole manifest with the GIL released and makes each ``FileMeta`` by calling

@@ -12,6 +12,7 @@ mod error;
 mod manifest;
 mod manifest_edge;
 mod manifest_parse;
+mod manifest_parse_edge;
 mod pool;
 mod restore;
 mod scan;
@@ -32,9 +33,10 @@ use error::{Failure, Located, StatFacts};
 create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, position, fields).");
 
 type Extents = Option<Vec<(u64, u64)>>;
-/// `stage.py`'s wire item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
+/// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
 type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
-/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged, stage_dir).
+/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged, ""); the last field is always empty
+/// (a subdirectory of staging the process pool used) and `_native_batches` drops it.
 type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool, &'static str);
 
 /// `os.stat_result`'s 19 fields, so Python can rebuild the very `lstat` the read-back saw.
@@ -264,60 +266,6 @@ fn create_files(
     py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
 }
 
-fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
-    let fields = PyDict::new(py);
-    let filled = fields.set_item("check", decline.check).and_then(|()| fields.set_item("detail", &decline.detail));
-    if let Err(err) = filled {
-        return err;
-    }
-    let kind = if decline.unsure { "manifest_unsure" } else { "manifest_refused" };
-    NativeFailure::new_err((kind, decline.at, fields.unbind()))
-}
-
-/// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
-fn entry_args<'py>(
-    py: Python<'py>,
-    e: &manifest_parse::Entry<'_>,
-    kinds: &[Bound<'py, PyString>],
-) -> PyResult<Bound<'py, PyTuple>> {
-    let none = || py.None().into_bound(py);
-    let text =
-        |s: &Option<std::borrow::Cow<'_, str>>| s.as_deref().map_or_else(none, |s| PyString::new(py, s).into_any());
-    let xattrs = match &e.xattrs {
-        None => none(),
-        Some(xattrs) => {
-            PyTuple::new(py, xattrs.iter().map(|(name, value)| (name.as_ref(), PyBytes::new(py, value))))?.into_any()
-        }
-    };
-    let extents = match &e.extents {
-        None => none(),
-        Some(runs) => PyTuple::new(py, runs)?.into_any(),
-    };
-    let head = (PyString::new(py, &e.path), &kinds[e.kind as usize], e.mode, e.mtime_ns, e.atime_ns, e.size);
-    let tail = (text(&e.sha256), text(&e.target), e.ctime_ns, e.uid, e.gid, xattrs, text(&e.hardlink), none());
-    let mut args: Vec<Bound<'py, PyAny>> = head.into_pyobject(py)?.iter().collect();
-    args.extend(tail.into_pyobject(py)?.iter());
-    args.extend((extents, e.flags, e.rdev).into_pyobject(py)?.iter());
-    PyTuple::new(py, args)
-}
-
-/// Parse and check manifest bytes as `manifest.parse_manifest` does: `(name, source_read_noatime, entries)`,
-/// each entry `file_meta(*fields)`. A manifest the core does not accept raises
-/// `NativeFailure("manifest_refused" | "manifest_unsure", entry position or None, {"check", "detail"})`.
-#[pyfunction]
-fn parse_manifest<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyBytes>,
-    file_meta: &Bound<'py, PyAny>,
-) -> PyResult<(Bound<'py, PyString>, bool, Bound<'py, PyTuple>)> {
-    let bytes = data.as_bytes();
-    let parsed = py.detach(|| manifest_parse::parse(bytes)).map_err(|decline| decline_to_py(py, decline))?;
-    let kinds: Vec<_> = manifest_parse::Kind::ALL.iter().map(|kind| PyString::intern(py, kind.name())).collect();
-    let entries =
-        parsed.entries.iter().map(|e| file_meta.call1(entry_args(py, e, &kinds)?)).collect::<PyResult<Vec<_>>>()?;
-    Ok((PyString::new(py, &parsed.name), parsed.noatime, PyTuple::new(py, entries)?))
-}
-
 /// A Python int of an i128: the fast conversion where it fits in 64 bits (every real time does).
 fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
     Ok(match i64::try_from(value) {
@@ -430,7 +378,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StageState>()?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(create_files, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_manifest, m)?)?;
+    m.add_function(wrap_pyfunction!(manifest_parse_edge::parse_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(scan_tree, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;
     Ok(())
