@@ -72,9 +72,25 @@ def test_the_manifest_of_a_generated_tree_reads_as_the_reference_reads_it(
 
 
 def test_the_core_parses_exactly_where_the_native_engine_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from artifactkit import _native
+    from artifactkit.store.layout import ArtifactRef
+    from artifactkit.store.manifest import digest_of
+
+    calls: list[bytes] = []
+    real = _native.parse_manifest
+
+    def counted(data: bytes, file_meta: object) -> object:
+        calls.append(data)
+        return real(data, file_meta)  # type: ignore[arg-type]
+    monkeypatch.setattr(_native, "parse_manifest", counted)
+    root = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)
+    body = Manifest(name="tree", entries=(root,)).to_bytes()
+    ref = ArtifactRef("tree", 1, digest_of(body))
     for setting, chosen in (("native", True), ("python", False)):
         monkeypatch.setenv("ARTIFACTKIT_ENGINE", setting)
-        assert manifest_file._native_chosen() is chosen
+        calls.clear()
+        assert manifest_file.verified_manifest(ref, body, "m").name == "tree"
+        assert calls == ([body] if chosen else [])
 
 
 def test_a_version_published_by_the_reference_reads_alike_on_both_engines(
