@@ -148,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.output, "w", encoding="utf-8") as handle:
         json.dump(doc, handle, indent=1, sort_keys=True, ensure_ascii=False)
         handle.write("\n")
-    print(render_all(doc))
+    # Rendered from the evidence as written (sort_keys reorders its dicts), so the docs this run writes are
+    # exactly what --table-from renders and tests/test_docs_numbers.py checks.
+    with open(args.output, encoding="utf-8") as handle:
+        kept = json.load(handle)
+    print(render_all(kept))
     if not (args.quick or args.no_docs):
-        write_docs(doc)
+        write_docs(kept)
     return 0
 
 
