@@ -133,7 +133,9 @@ def _syscalls_table(doc: dict[str, Any]) -> str:
              "the most frequent, per file |", "|---|---|---|---|---|---|---|"]
     for setup, by_op in found.items():
         for op, got in by_op.items():
-            top = ", ".join(f"`{name}` {n:g}" for name, n in list(got["per_file_by_name"].items())[:8])
+            # Sorted here, not by the dict's order: the evidence is written with sort_keys (alphabetical).
+            ranked = sorted(got["per_file_by_name"].items(), key=lambda item: (-item[1], item[0]))
+            top = ", ".join(f"`{name}` {n:g}" for name, n in ranked[:8])
             flushes = got["flushes"]
             lines.append(f"| {setup} | {op} | {got['per_file']:g} | {flushes['syncfs']} | "
                          f"{flushes['fsync'] + flushes['fdatasync']} | {got['threads_started']} | {top} |")
