@@ -30,15 +30,19 @@ def _deep_tree(root: Path, levels: int, name: str = NAME) -> None:
 
 
 def _remove_deep(root: Path, levels: int, name: str = NAME) -> None:
+    """Remove a chain too deep for a path (and for shutil.rmtree) with one fd: pull each level up into
+    ``root`` by a rename, then remove the emptied directory. Holding an fd per level was 1,501 fds: past a
+    user's default limit of 1,024 (EMFILE, and the fds it held then leaked into every later test)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    fds = [fd]
-    for _ in range(levels):
-        fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
-    os.unlink("leaf", dir_fd=fds[-1])
-    for level in range(levels, 0, -1):
-        os.close(fds[level])
-        os.rmdir(name, dir_fd=fds[level - 1])
-    os.close(fds[0])
+    try:
+        for _ in range(levels - 1):
+            os.rename(f"{name}/{name}", f"{name}.next", src_dir_fd=fd, dst_dir_fd=fd)
+            os.rmdir(name, dir_fd=fd)
+            os.rename(f"{name}.next", name, src_dir_fd=fd, dst_dir_fd=fd)
+        os.unlink(f"{name}/leaf", dir_fd=fd)
+        os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
     os.rmdir(root)
 
 
