@@ -9,6 +9,7 @@
 mod content;
 mod copy;
 mod error;
+mod kind;
 mod manifest;
 mod manifest_edge;
 mod manifest_parse;

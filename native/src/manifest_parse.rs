@@ -16,6 +16,8 @@ use std::collections::HashMap;
 
 use json::{Entries, Raw};
 
+pub use crate::kind::Kind;
+
 /// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
 const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
 const ROOT: &str = ".";
@@ -42,44 +44,6 @@ impl Decline {
     }
     fn at(self, at: usize) -> Self {
         Self { at: Some(at), ..self }
-    }
-}
-
-/// `model.KINDS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Fifo,
-    Char,
-    Block,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::File, Kind::Dir, Kind::Symlink, Kind::Fifo, Kind::Char, Kind::Block];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::File => "file",
-            Kind::Dir => "dir",
-            Kind::Symlink => "symlink",
-            Kind::Fifo => "fifo",
-            Kind::Char => "char",
-            Kind::Block => "block",
-        }
-    }
-    fn named(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|kind| kind.name() == name)
-    }
-    fn special(self) -> bool {
-        matches!(self, Kind::Fifo | Kind::Char | Kind::Block)
-    }
-    fn device(self) -> bool {
-        matches!(self, Kind::Char | Kind::Block)
-    }
-    fn linkable(self) -> bool {
-        self != Kind::Dir && self != Kind::Symlink
     }
 }
 

@@ -14,6 +14,7 @@ use std::os::fd::OwnedFd;
 
 use crate::content::{cstr, os_string};
 use crate::error::{Failure, StatFacts};
+pub use crate::kind::Kind;
 use crate::syscalls::{self as sys, Errno, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
@@ -22,36 +23,6 @@ const NO_FLAGS: [Errno; 7] =
 /// `extended.py`'s `_ALIASES`: xfs's second copy of the POSIX ACLs, never recorded.
 const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
 const ROOT: &[u8] = b".";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Fifo,
-    Char,
-    Block,
-}
-
-impl Kind {
-    /// `model.kind_of`: `None` for a socket (or any type no artifact holds).
-    fn of(mode: u32) -> Option<Kind> {
-        match mode & libc::S_IFMT {
-            libc::S_IFREG => Some(Kind::File),
-            libc::S_IFDIR => Some(Kind::Dir),
-            libc::S_IFLNK => Some(Kind::Symlink),
-            libc::S_IFIFO => Some(Kind::Fifo),
-            libc::S_IFCHR => Some(Kind::Char),
-            libc::S_IFBLK => Some(Kind::Block),
-            _ => None,
-        }
-    }
-
-    /// `model.LINKABLE_KINDS`: what a hard link may join within a tree.
-    fn linkable(self) -> bool {
-        !matches!(self, Kind::Dir | Kind::Symlink)
-    }
-}
 
 /// Extended attributes as `(name, value)` pairs, in Python's order of their names.
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
