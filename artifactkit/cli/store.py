@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -94,9 +95,29 @@ def _ref_doc(ref: Any) -> dict[str, Any]:
 def _store_command(build: Callable[[argparse.Namespace], Result]) -> Callable[[argparse.Namespace], int]:
     # A failed check (integrity, mismatch) is exit 1; bad input or environment is exit 2 (EXIT_CODES). Anything
     # else goes on to main, the last line of defence.
-    return command(build, ArtifactkitError, OSError, LookupError, ValueError, NotImplementedError,
+    return command(_without_cyclic_gc(build), ArtifactkitError, OSError, LookupError, ValueError, NotImplementedError,
                    arguments=lambda a: {"source": getattr(a, "src", None), "destination": getattr(a, "dest", None),
                                         "--store": a.store})
+
+
+def _without_cyclic_gc(build: Callable[[argparse.Namespace], Result]) -> Callable[[argparse.Namespace], Result]:
+    """``build`` with Python's cyclic garbage collector off, and back on after.
+
+    This process runs one store operation and exits. What the operation accumulates — a ``FileMeta`` per entry,
+    tuples of ``str`` and ``int`` — holds no reference cycles, yet every full collection while it grows traverses
+    all of it (``diagnostics/bench_cli_gc.py`` measures what that costs; docs/performance.md has the figures).
+    Reference counting still frees everything as before; only cycles would wait for the process's exit. The
+    library itself never touches the collector: its callers own their process.
+    """
+    def run(a: argparse.Namespace) -> Result:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return build(a)
+        finally:
+            if was_enabled:
+                gc.enable()
+    return run
 
 
 def _publish(a: argparse.Namespace) -> Result:

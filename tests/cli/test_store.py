@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -84,3 +85,24 @@ def test_download_owners_current_json_lists_every_reowned_entry(fast_tmp: Path,
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["reowned_entries"] == ["tool (setuid with no recorded owner cleared)"]
     assert (fast_tmp / "out" / "tool").stat().st_mode & 0o7777 == 0o755
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_a_store_command_runs_with_the_cyclic_gc_off_and_gives_it_back(
+        fast_tmp: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, failing: bool) -> None:
+    materialize("basic", fast_tmp / "src")
+    seen: list[bool] = []
+    real_publish = Store.publish
+
+    def watched(self: Store, *args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        if failing:
+            raise OSError(28, "No space left on device")
+        return real_publish(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "publish", watched)
+    assert gc.isenabled()
+    code = main(["publish", str(fast_tmp / "src"), "--store", str(fast_tmp / "store"), "--name", "demo"])
+    assert code == (2 if failing else 0), capsys.readouterr()
+    assert seen == [False]  # off while the operation ran
+    assert gc.isenabled()  # and on again after it, a failure too
