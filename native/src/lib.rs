@@ -17,6 +17,7 @@ mod manifest_parse_edge;
 mod pool;
 mod restore;
 mod scan;
+mod scan_edge;
 mod syscalls;
 
 use std::collections::HashSet;
@@ -25,9 +26,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use error::{Failure, Located, StatFacts};
 
@@ -161,7 +161,7 @@ fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'s
     })
 }
 
-fn bytes_of(s: OsString) -> Vec<u8> {
+pub(crate) fn bytes_of(s: OsString) -> Vec<u8> {
     s.into_vec()
 }
 
@@ -268,7 +268,7 @@ fn create_files(
 }
 
 /// A Python int of an i128: the fast conversion where it fits in 64 bits (every real time does).
-fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
     Ok(match i64::try_from(value) {
         Ok(v) => v.into_pyobject(py)?.into_any(),
         Err(_) => value.into_pyobject(py)?.into_any(),
@@ -276,98 +276,8 @@ fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
-fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
-}
-
-/// The kind's name, one `str` for every entry of that kind.
-fn kind_str(py: Python<'_>, kind: scan::Kind) -> &Bound<'_, PyString> {
-    match kind {
-        scan::Kind::File => intern!(py, "file"),
-        scan::Kind::Dir => intern!(py, "dir"),
-        scan::Kind::Symlink => intern!(py, "symlink"),
-        scan::Kind::Fifo => intern!(py, "fifo"),
-        scan::Kind::Char => intern!(py, "char"),
-        scan::Kind::Block => intern!(py, "block"),
-    }
-}
-
-/// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
-/// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
-#[pyfunction]
-fn scan_tree<'py>(
-    py: Python<'py>,
-    root: OsString,
-    read_links: bool,
-    on_progress: Py<PyAny>,
-    file_meta: Bound<'py, PyAny>,
-) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>, bool)> {
-    let root = bytes_of(root);
-    let mut raised: Option<PyErr> = None;
-    let scanned = py.detach(|| {
-        let mut progress = |count: usize| {
-            Python::attach(|py| match on_progress.call1(py, (count,)).and_then(|_| py.check_signals()) {
-                Ok(()) => true,
-                Err(err) => {
-                    raised = Some(err);
-                    false
-                }
-            })
-        };
-        scan::scan_tree(&root, read_links, &mut progress)
-    });
-    if let Some(err) = raised {
-        return Err(err);
-    }
-    let tree = scanned.map_err(|failure| failure_to_py(py, error::Located { at: 0, failure }))?;
-    let paths = tree.entries.iter().map(|e| fs_str(py, &e.path)).collect::<PyResult<Vec<_>>>()?;
-    let identities = PyDict::new(py);
-    let mut metas = Vec::with_capacity(paths.len());
-    let none = py.None().into_bound(py);
-    for (e, path) in tree.entries.iter().zip(&paths) {
-        let f = &e.st;
-        let target = match &e.target {
-            Some(t) => fs_str(py, t)?,
-            None => none.clone(),
-        };
-        let xattrs = e
-            .xattrs
-            .iter()
-            .map(|(n, v)| PyTuple::new(py, [fs_str(py, n)?, PyBytes::new(py, v).into_any()]))
-            .collect::<PyResult<Vec<_>>>()?;
-        let rdev = match e.kind {
-            scan::Kind::Char | scan::Kind::Block => {
-                (libc::major(f.rdev), libc::minor(f.rdev)).into_pyobject(py)?.into_any()
-            }
-            _ => none.clone(),
-        };
-        // FileMeta's fields in model.FIELD_ORDER, as meta_from_stat passes them (owners recorded).
-        let fields = [
-            path.clone(),
-            kind_str(py, e.kind).clone().into_any(),
-            (f.mode & 0o7777).into_pyobject(py)?.into_any(),
-            int_py(py, f.mtime_ns)?,
-            int_py(py, f.atime_ns)?,
-            (if e.kind == scan::Kind::File { f.size } else { 0 }).into_pyobject(py)?.into_any(),
-            none.clone(),
-            target,
-            int_py(py, f.ctime_ns)?,
-            f.uid.into_pyobject(py)?.into_any(),
-            f.gid.into_pyobject(py)?.into_any(),
-            PyTuple::new(py, xattrs)?.into_any(),
-            match e.hardlink {
-                Some(first) => paths[first].clone(),
-                None => none.clone(),
-            },
-            f.nlink.into_pyobject(py)?.into_any(),
-            none.clone(),
-            e.flags.into_pyobject(py)?.into_any(),
-            rdev,
-        ];
-        metas.push(file_meta.call1(PyTuple::new(py, fields)?)?);
-        identities.set_item(path, (f.dev, f.ino))?;
-    }
-    Ok((PyTuple::new(py, metas)?, identities, tree.listed_noatime))
 }
 
 #[pymodule]
@@ -380,7 +290,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(create_files, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_parse_edge::parse_manifest, m)?)?;
-    m.add_function(wrap_pyfunction!(scan_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_edge::scan_tree, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;
     Ok(())
 }

@@ -28,7 +28,7 @@ const ROOT: &[u8] = b".";
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// One captured entry: `meta_from_stat(relpath, st, owners=True, xattrs=...)` and what the scan adds.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     pub path: Vec<u8>,
     pub kind: Kind,
@@ -305,8 +305,10 @@ fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Fa
 }
 
 /// Capture the tree at `root` (`scan_tree(root, read_links=...)` without a cache); `progress(entries so far)`
-/// after each directory, as the reference calls `on_progress`; `false` from it stops the scan.
-pub fn scan_tree(root: &[u8], read_links: bool, progress: &mut dyn FnMut(usize) -> bool) -> Result<Tree, Failure> {
+/// after each directory, as the reference calls `on_progress(len(entries))`; `false` from it stops the scan.
+/// An entry handed to `progress` may still change before the scan returns: a directory's flags (read once it
+/// is opened), a link's target (read at the end), a later name of a hard link (marked at the end).
+pub fn scan_tree(root: &[u8], read_links: bool, progress: &mut dyn FnMut(&[Entry]) -> bool) -> Result<Tree, Failure> {
     let st = sys::lstat_at(libc::AT_FDCWD, &cstr(root)?).map_err(|e| os(e, root))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return Err(Failure::ScanRoot);
@@ -320,7 +322,7 @@ pub fn scan_tree(root: &[u8], read_links: bool, progress: &mut dyn FnMut(usize) 
     while let Some(rel) = pending.pop() {
         let (noatime, subdirs) = scan.dir(&rel)?;
         listed_noatime &= noatime;
-        if !progress(scan.entries.len()) {
+        if !progress(&scan.entries) {
             return Err(Failure::Stopped);
         }
         pending.extend(subdirs.into_iter().rev());

@@ -1,0 +1,201 @@
+//! `scan_tree` for Python: the walk (`scan.rs`) on a thread of its own, the `FileMeta` values made here.
+//!
+//! The walk needs no GIL; making a `FileMeta` needs it and costs about as much as the walk's syscalls for the
+//! same entry. So the two overlap: after each directory the walk hands this thread what it captured and
+//! waits; this thread calls `on_progress(entries so far)` — before the walk opens the next directory, as the
+//! reference does, so a hook that changes the tree there sees the same walk — lets the walk go on, and makes
+//! that directory's values while it does. An entry the rest of the walk may still change (a directory: its
+//! flags are read when it is opened; a link: its target is read at the end; a file with other names: its
+//! hard link is marked at the end) is made once the walk is done. The GIL is released while this thread
+//! waits for the walk, so other Python threads run as they did when the whole walk ran without it.
+
+use std::ffi::OsString;
+use std::sync::mpsc::{sync_channel, Receiver};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+
+use crate::error::Located;
+use crate::scan::{self, Entry, Kind};
+use crate::{bytes_of, failure_to_py, fs_str, int_py};
+
+/// What the walk hands over after a directory: the entries so far, and those of them made now, by position.
+type Captured = (usize, Vec<(usize, Entry)>);
+
+/// Whether the walk is done with `e` when it is handed over (see the module's comment).
+fn settled(e: &Entry, read_links: bool) -> bool {
+    match e.kind {
+        Kind::Dir => false,
+        Kind::Symlink => !read_links,
+        _ => e.st.nlink <= 1,
+    }
+}
+
+/// The kind's name, one `str` for every entry of that kind.
+fn kind_str(py: Python<'_>, kind: Kind) -> &Bound<'_, PyString> {
+    match kind {
+        Kind::File => intern!(py, "file"),
+        Kind::Dir => intern!(py, "dir"),
+        Kind::Symlink => intern!(py, "symlink"),
+        Kind::Fifo => intern!(py, "fifo"),
+        Kind::Char => intern!(py, "char"),
+        Kind::Block => intern!(py, "block"),
+    }
+}
+
+/// The values made so far, by position in the scan's order.
+struct Made<'py> {
+    py: Python<'py>,
+    file_meta: Bound<'py, PyAny>,
+    paths: Vec<Option<Bound<'py, PyAny>>>,
+    metas: Vec<Option<Bound<'py, PyAny>>>,
+}
+
+impl<'py> Made<'py> {
+    fn path(&mut self, at: usize, e: &Entry) -> PyResult<Bound<'py, PyAny>> {
+        if self.paths.len() <= at {
+            self.paths.resize(at + 1, None);
+        }
+        if let Some(path) = &self.paths[at] {
+            return Ok(path.clone());
+        }
+        let path = fs_str(self.py, &e.path)?;
+        self.paths[at] = Some(path.clone());
+        Ok(path)
+    }
+
+    /// `FileMeta` of `e` (at `at`), its fields in model.FIELD_ORDER as meta_from_stat passes them (owners
+    /// recorded); `hardlink`: its first name's path, for a later name.
+    fn make(&mut self, at: usize, e: &Entry, hardlink: Option<Bound<'py, PyAny>>) -> PyResult<()> {
+        let py = self.py;
+        let path = self.path(at, e)?;
+        let f = &e.st;
+        let none = py.None().into_bound(py);
+        let target = match &e.target {
+            Some(t) => fs_str(py, t)?,
+            None => none.clone(),
+        };
+        let xattrs = e
+            .xattrs
+            .iter()
+            .map(|(n, v)| PyTuple::new(py, [fs_str(py, n)?, PyBytes::new(py, v).into_any()]))
+            .collect::<PyResult<Vec<_>>>()?;
+        let rdev = match e.kind {
+            Kind::Char | Kind::Block => (libc::major(f.rdev), libc::minor(f.rdev)).into_pyobject(py)?.into_any(),
+            _ => none.clone(),
+        };
+        let fields = [
+            path,
+            kind_str(py, e.kind).clone().into_any(),
+            (f.mode & 0o7777).into_pyobject(py)?.into_any(),
+            int_py(py, f.mtime_ns)?,
+            int_py(py, f.atime_ns)?,
+            (if e.kind == Kind::File { f.size } else { 0 }).into_pyobject(py)?.into_any(),
+            none.clone(),
+            target,
+            int_py(py, f.ctime_ns)?,
+            f.uid.into_pyobject(py)?.into_any(),
+            f.gid.into_pyobject(py)?.into_any(),
+            PyTuple::new(py, xattrs)?.into_any(),
+            hardlink.unwrap_or_else(|| none.clone()),
+            f.nlink.into_pyobject(py)?.into_any(),
+            none.clone(),
+            e.flags.into_pyobject(py)?.into_any(),
+            rdev,
+        ];
+        let meta = self.file_meta.call1(PyTuple::new(py, fields)?)?;
+        if self.metas.len() <= at {
+            self.metas.resize(at + 1, None);
+        }
+        self.metas[at] = Some(meta);
+        Ok(())
+    }
+}
+
+/// One directory's capture from the walk, waited for without the GIL (`None`: the walk is over).
+fn next_captured(py: Python<'_>, rx: Receiver<Captured>) -> (Option<Captured>, Receiver<Captured>) {
+    py.detach(move || {
+        let got = rx.recv().ok();
+        (got, rx)
+    })
+}
+
+/// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
+/// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
+#[pyfunction]
+pub fn scan_tree<'py>(
+    py: Python<'py>,
+    root: OsString,
+    read_links: bool,
+    on_progress: Py<PyAny>,
+    file_meta: Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>, bool)> {
+    let root = bytes_of(root);
+    let mut made = Made { py, file_meta, paths: Vec::new(), metas: Vec::new() };
+    let mut raised: Option<PyErr> = None;
+    let (captured_tx, mut captured_rx) = sync_channel::<Captured>(0);
+    let (go_tx, go_rx) = sync_channel::<bool>(0);
+    let scanned = std::thread::scope(|s| {
+        let walk = s.spawn(move || {
+            let mut handed = 0;
+            let mut progress = |entries: &[Entry]| {
+                let fresh = (handed..entries.len())
+                    .filter(|&i| settled(&entries[i], read_links))
+                    .map(|i| (i, entries[i].clone()));
+                let fresh: Vec<(usize, Entry)> = fresh.collect();
+                handed = entries.len();
+                captured_tx.send((entries.len(), fresh)).is_ok() && go_rx.recv().unwrap_or(false)
+            };
+            let tree = scan::scan_tree(&root, read_links, &mut progress);
+            drop(captured_tx); // the walk is over: this thread's next wait ends
+            tree
+        });
+        loop {
+            let (got, rx) = next_captured(py, captured_rx);
+            captured_rx = rx;
+            let Some((count, fresh)) = got else { break };
+            if raised.is_none() {
+                if let Err(err) = on_progress.call1(py, (count,)).and_then(|_| py.check_signals()) {
+                    raised = Some(err);
+                }
+            }
+            // `false` stops the walk before its next directory; it then reports `Stopped`.
+            if go_tx.send(raised.is_none()).is_err() || raised.is_some() {
+                continue;
+            }
+            for (at, e) in &fresh {
+                if let Err(err) = made.make(*at, e, None) {
+                    raised = Some(err);
+                    break;
+                }
+            }
+        }
+        walk.join()
+    });
+    let scanned = scanned.map_err(|_| PyRuntimeError::new_err("the native scan's walk stopped unexpectedly"))?;
+    if let Some(err) = raised {
+        return Err(err);
+    }
+    let tree = scanned.map_err(|failure| failure_to_py(py, Located { at: 0, failure }))?;
+    for (at, e) in tree.entries.iter().enumerate() {
+        made.path(at, e)?;
+    }
+    for (at, e) in tree.entries.iter().enumerate() {
+        if made.metas.get(at).is_some_and(Option::is_some) {
+            continue;
+        }
+        let hardlink = match e.hardlink {
+            Some(first) => Some(made.path(first, &tree.entries[first])?),
+            None => None,
+        };
+        made.make(at, e, hardlink)?;
+    }
+    let identities = PyDict::new(py);
+    for (e, path) in tree.entries.iter().zip(made.paths.iter().flatten()) {
+        identities.set_item(path, (e.st.dev, e.st.ino))?;
+    }
+    let metas: Vec<Bound<'py, PyAny>> = made.metas.into_iter().flatten().collect();
+    Ok((PyTuple::new(py, metas)?, identities, tree.listed_noatime))
+}
