@@ -64,10 +64,9 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, items[at])
-    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's). The core's last
-    # field, a subdirectory of staging, is always "": every file is staged in the transaction's own directory.
+    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's).
     return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
-            for index, sha, noatime, flags, runs, staged, _ in found]
+            for index, sha, noatime, flags, runs, staged in found]
 
 
 def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:

@@ -29,7 +29,7 @@ pub struct Item {
     pub ino: u64,
 }
 
-/// `stage.py::Staged` without `stage_dir` and `data` (always "" and `None` here).
+/// `stage.py::Staged` without `data` (always `None` here: the core stages every new file's bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staged {
     pub index: u64,

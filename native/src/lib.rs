@@ -36,9 +36,8 @@ create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, p
 type Extents = Option<Vec<(u64, u64)>>;
 /// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
 type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
-/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged, ""); the last field is always empty
-/// (a subdirectory of staging the process pool used) and `_native_batches` drops it.
-type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool, &'static str);
+/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged).
+type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool);
 
 /// `os.stat_result`'s 19 fields, so Python can rebuild the very `lstat` the read-back saw.
 fn stat_tuple(py: Python<'_>, f: &StatFacts) -> PyResult<Py<PyTuple>> {
@@ -212,7 +211,7 @@ fn stage_files(
     let done = py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, &items, threads, seen));
     match done {
         Ok(staged) => {
-            Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged, "")).collect())
+            Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged)).collect())
         }
         Err(located) => Err(failure_to_py(py, located)),
     }
