@@ -66,7 +66,7 @@ def _walks_as_nobody(src: Path) -> tuple[object, object]:
     with os.fdopen(read_end, "rb") as got:
         data = got.read()
     os.waitpid(pid, 0)
-    reference, native = pickle.loads(data)  # noqa: S301 - our own child's bytes
+    reference, native = pickle.loads(data)  # our own child's bytes
     return reference, native
 
 
