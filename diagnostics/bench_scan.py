@@ -31,9 +31,10 @@ from typing import Any
 from artifactkit import Store
 from artifactkit.store import _native_batches, local_backend, publish
 from artifactkit.store import store as store_module
+from artifactkit.store._native_engine import NativeExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_store import build_corpus  # the benchmark's own corpus, from this directory
+from bench_corpus import build_corpus  # the benchmark's own corpus, from this directory
 
 STAGES = ("scan", "plan", "stage", "assemble", "flush", "claim")
 _spent: dict[str, int] = {}
@@ -62,14 +63,15 @@ def instrument() -> None:
 
 @contextmanager
 def reference_scan_and_manifest() -> Iterator[None]:
-    """The two native call sites of publish.py turned off: the reference's walk and encoder run instead."""
-    walker, body = publish._native_walker, publish._native_body  # the seam under measurement
-    publish._native_walker = lambda: None  # type: ignore[assignment]
-    publish._native_body = lambda *args: None  # type: ignore[assignment]
+    """The native executor's walk and encoder turned off: the reference's run instead, the rest as it is."""
+    # The seam under measurement; vars(): the walk is a staticmethod, which must go back as one.
+    walker, body = vars(NativeExecutor)["walker"], vars(NativeExecutor)["manifest_body"]
+    NativeExecutor.walker = None  # type: ignore[assignment]
+    NativeExecutor.manifest_body = lambda *args: None  # type: ignore[method-assign]
     try:
         yield
     finally:
-        publish._native_walker, publish._native_body = walker, body
+        NativeExecutor.walker, NativeExecutor.manifest_body = walker, body  # type: ignore[method-assign]
 
 
 def child_cpu_ns() -> int:

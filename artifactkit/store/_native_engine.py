@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 
 from artifactkit import _native
-from artifactkit.store import _native_batches
+from artifactkit.store import _native_batches, _native_manifest, _native_scan
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered
 from artifactkit.store.layout import BlobLookup
+from artifactkit.store.plan import Plan
+from artifactkit.store.scan import ScannedTree
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: A batch of the core's ends at this many files or bytes, so progress moves during a long operation. A call's
@@ -44,6 +46,8 @@ class NativeExecutor:
     """The execute stage in the native core's threads, the GIL released for each call."""
 
     name = "native"
+    #: The core's walk (a stat cache's questions are the reference's: scan.py then walks itself).
+    walker = staticmethod(_native_scan.walk)
 
     def __init__(self, workers: int | None, task: str) -> None:
         # At most the usable cores: the per-file work is CPU and metadata syscalls, so a thread beyond them
@@ -78,6 +82,12 @@ class NativeExecutor:
         for batch in _batches(parts, lambda part: covered([part])):
             _native_batches.create_files(job.root_fd, blobs, batch, self.threads)
             job.on_batch(*covered(batch))
+
+    def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+        # None where an entry holds a value only the reference encodes: assemble then encodes it all.
+        all_noatime = tree.listed_noatime and all(read.noatime for read in found)
+        return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
+                                               found=found)
 
     def close(self) -> None:
         """Nothing outlives a call."""

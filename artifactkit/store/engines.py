@@ -17,6 +17,8 @@ import attrs
 
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob, covered
+from artifactkit.store.plan import Plan
+from artifactkit.store.scan import ScannedTree, Walker
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: The environment variable that picks the engine (``python``: the reference; ``native``: the core, an
@@ -36,10 +38,14 @@ class PythonExecutor:
     the native core — so ``workers`` is accepted and has no effect."""
 
     name = "python"
+    walker: Walker | None = None  # scan.py's own walk
 
     def __init__(self, workers: int | None, task: str) -> None:
         """``workers`` and ``task`` as every executor takes them (:func:`executor_for`); neither changes
         anything here."""
+
+    def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+        return None  # assemble's own encoder is the reference
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         txn = job.txn

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from artifactkit.store.backend import PublishTxn
     from artifactkit.store.blobs import BlobSource
     from artifactkit.store.layout import HasBlob
+    from artifactkit.store.plan import Plan
+    from artifactkit.store.scan import ScannedTree, Walker
     from artifactkit.store.stage import Staged, StageItem
 
 #: A batch item of a download: a directory (relative to the tree's root) and the files, links and special
@@ -71,6 +73,13 @@ class Executor(Protocol):
 
     #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "native").
     name: str
+    #: Its own walk of a source tree where no stat cache asks questions (:data:`~artifactkit.store.scan.Walker`),
+    #: or ``None``: :func:`~artifactkit.store.scan.scan_tree`'s.
+    walker: Walker | None
+
+    def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+        """The manifest :func:`~artifactkit.store.publish.assemble` makes of a plan that records nothing, the
+        same bytes; or ``None``: assemble encodes it itself (the reference's encoder)."""
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can

@@ -20,7 +20,7 @@ import attrs
 
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.engines import engine_name, executor_for
+from artifactkit.store.engines import executor_for
 from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
@@ -40,29 +40,23 @@ def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents 
 
 
 def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
-                   cached: CacheHits | None = None, links: LinkPolicy = "as-is") -> ScannedTree:
+                   cached: CacheHits | None = None, links: LinkPolicy = "as-is",
+                   walker: Walker | None = None) -> ScannedTree:
     """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
-    ``on_progress(entries so far)`` is called as the scan goes (a worker pool starts on it); ``cached``
-    is the stat cache (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a
-    tree with links that may leave it (:func:`~artifactkit.store.paths.check_links_contained`)."""
+    ``on_progress(entries so far)`` is called as the scan goes; ``cached`` is the stat cache
+    (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a tree with links that
+    may leave it (:func:`~artifactkit.store.paths.check_links_contained`); ``walker``: the executor's own walk
+    (:attr:`~artifactkit.store.executor.Executor.walker`), used where no cache asks questions."""
     if check_link_policy(links) == "contained":
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
         # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
         cached = None
-    tree = scan_tree(src, on_progress=on_progress, cached=cached, walker=_native_walker())
+    tree = scan_tree(src, on_progress=on_progress, cached=cached, walker=walker)
     where = f"publish of {os.fspath(src)!r}"
     if links == "contained":
         check_links_contained(tree.entries, where=where)
     check_representable(tree.entries, where=where)
     return tree
-
-
-def _native_walker() -> Walker | None:
-    """The native core's walk where it is the engine (a stat cache's questions are the reference's)."""
-    if engine_name() != "native":
-        return None
-    from artifactkit.store import _native_scan  # noqa: PLC0415 - importable only where the core is built
-    return _native_scan.walk
 
 
 def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[FileMeta]:
@@ -98,7 +92,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
             for batch in executor.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found += batch
-            body, recorded = assemble(tree, name, planned, found)
+            body, recorded = assemble(tree, name, planned, found, encode=executor.manifest_body)
             if cache is not None:
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
@@ -107,11 +101,13 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
         return claim_version(txn, guard, name, body, digest)
 
 
-def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged]) -> tuple[bytes, list[Recorded]]:
+def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged], *,
+             encode: Encoder | None = None) -> tuple[bytes, list[Recorded]]:
     """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
-    asks for them (a stat cache records every entry), each entry with its line."""
-    if not planned.record and engine_name() == "native":
-        body = _native_body(name, tree, planned, found)
+    asks for them (a stat cache records every entry), each entry with its line. ``encode``: the executor's
+    :meth:`~artifactkit.store.executor.Executor.manifest_body`, asked first where the plan records nothing."""
+    if not planned.record and encode is not None:
+        body = encode(name, tree, planned, found)
         if body is not None:
             return body, []
     all_noatime = tree.listed_noatime
@@ -144,17 +140,10 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
     return manifest_bytes(name, all_noatime, lines), recorded
 
 
-def _native_body(name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
-    """:func:`assemble`'s manifest by the native core, or ``None`` where an entry holds a value only the
-    reference encodes."""
-    from artifactkit.store import _native_manifest  # noqa: PLC0415 - importable only where the core is built
-    all_noatime = tree.listed_noatime and all(read.noatime for read in found)
-    return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
-                                           found=found)
-
-
 #: An entry as the manifest holds it, and its line: what a stat cache records.
 Recorded = tuple[FileMeta, str]
+#: :meth:`~artifactkit.store.executor.Executor.manifest_body`.
+Encoder = Callable[[str, ScannedTree, Plan, Sequence[Staged]], "bytes | None"]
 
 
 def claim_version(txn: PublishTxn, guard: Guard, name: str, body: bytes, digest: str) -> ArtifactRef:

@@ -97,7 +97,8 @@ class Store:
         with closing(executor_for(workers, "publish")) as executor:
             # A source that cannot be published creates no store.
             reporter.phase("scan")
-            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links)
+            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links,
+                                  walker=executor.walker)
             with self._open(create=True) as opened:
                 ref = publish_tree(opened, tree, name, executor=executor, cache=cache, progress=reporter)
                 if cache is not None:

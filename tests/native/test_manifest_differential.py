@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store.engines import executor_for
 from artifactkit.store.manifest import encode_entry, manifest_bytes
 from artifactkit.store.manifest_limits import MAX_EXTENTS
 from artifactkit.store.plan import Plan
@@ -139,7 +140,8 @@ def _assembled(monkeypatch: pytest.MonkeyPatch, engine: str, entries: list[FileM
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", engine)
     tree = ScannedTree("src", tuple(entries), {e.path: (1, i) for i, e in enumerate(entries)}, listed_noatime=True)
     try:
-        return assemble(tree, "tree", Plan(lambda sha, size: False, entries, [], known, []), found)
+        return assemble(tree, "tree", Plan(lambda sha, size: False, entries, [], known, []), found,
+                        encode=executor_for(None, "publish").manifest_body)
     except KeyError as err:
         return KeyError, err.args
 
