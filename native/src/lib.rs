@@ -11,6 +11,7 @@ mod copy;
 mod error;
 mod kind;
 mod manifest;
+mod manifest_body;
 mod manifest_edge;
 mod manifest_parse;
 mod manifest_parse_edge;
