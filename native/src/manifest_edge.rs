@@ -189,9 +189,9 @@ pub fn manifest_bytes<'py>(
         for (offset, meta) in metas.iter().enumerate() {
             let at = chunk * CHUNK + offset;
             let (entry, linked) = exact!(entry_of(meta));
-            let facts = match &reads[at] {
-                Some((sha256, flags, extents)) => Some(exact!(facts_of(sha256, flags, extents))),
-                None => None,
+            let facts = match reads.get(at) {
+                Some(Some((sha256, flags, extents))) => Some(exact!(facts_of(sha256, flags, extents))),
+                _ => None,
             };
             assembly.add(at, entry, facts, linked);
         }
