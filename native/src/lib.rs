@@ -9,6 +9,7 @@
 mod content;
 mod copy;
 mod error;
+mod ints;
 mod kind;
 mod manifest;
 mod manifest_body;
@@ -20,7 +21,7 @@ mod restore;
 mod scan;
 mod syscalls;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
@@ -31,6 +32,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use error::{Failure, Located, StatFacts};
+use ints::{int_py, Ints};
 
 create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, position, fields).");
 
@@ -268,14 +270,6 @@ fn create_files(
     py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
 }
 
-/// A Python int of an i128: the fast conversion where it fits in 64 bits (every real time does).
-fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match i64::try_from(value) {
-        Ok(v) => v.into_pyobject(py)?.into_any(),
-        Err(_) => value.into_pyobject(py)?.into_any(),
-    })
-}
-
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
 fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
@@ -290,25 +284,6 @@ fn kind_str(py: Python<'_>, kind: scan::Kind) -> &Bound<'_, PyString> {
         scan::Kind::Fifo => intern!(py, "fifo"),
         scan::Kind::Char => intern!(py, "char"),
         scan::Kind::Block => intern!(py, "block"),
-    }
-}
-
-/// One Python int per distinct value of the fields entries share (mode, owners, link count, flags, device):
-/// a new int is 32 bytes, and a tree owned by uid 1000 on ext4 (flags 0x80000) had five a file.
-struct Ints<'py> {
-    py: Python<'py>,
-    made: HashMap<i128, Bound<'py, PyAny>>,
-}
-
-impl<'py> Ints<'py> {
-    fn of(&mut self, value: impl Into<i128>) -> PyResult<Bound<'py, PyAny>> {
-        let value = value.into();
-        if let Some(made) = self.made.get(&value) {
-            return Ok(made.clone());
-        }
-        let made = int_py(self.py, value)?;
-        self.made.insert(value, made.clone());
-        Ok(made)
     }
 }
 
@@ -344,7 +319,7 @@ fn scan_tree<'py>(
     let identities = PyDict::new(py);
     let mut metas = Vec::with_capacity(paths.len());
     let none = py.None().into_bound(py);
-    let mut ints = Ints { py, made: HashMap::new() };
+    let mut ints = Ints::new(py);
     for (e, path) in tree.entries.iter().zip(&paths) {
         let f = &e.st;
         let target = match &e.target {
