@@ -9,20 +9,27 @@ around the whole process: interpreter start, imports, the operation, exit. A rou
 store, a download of that version into a fresh destination, and ``cp -a`` (first in odd rounds, last in
 even ones); one untimed warm-up round first. The issue's figures for the code before it are kept as
 :data:`TODAY`, the baseline the acceptance halves.
+
+``bench_store.py`` runs it on the default engine with everything else; alone, on either engine:
+
+    python3 diagnostics/bench_scale.py --engine python [--files 100000] [--rounds 3] --output FILE.json
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Final
 
 from bench_corpus import build_corpus, scale_shape
-from bench_env import cpu_set
+from bench_env import cpu_set, environment, tmpfs_base
 
 #: Issue 28's "today" (before the native core): whole CLI processes on this machine's tmpfs.
 TODAY: Final = {"publish": {"wall_s": 6.0, "peak_rss_mb": 223}, "download": {"wall_s": 4.8, "peak_rss_mb": 168},
@@ -106,3 +113,34 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
             "sys_s": median("sys_s"),
             # MB as the issue writes it (10^6 bytes; GNU time's %M is KiB): the stricter reading of "223 MB".
             "peak_rss_mb": round(peak_kib * 1024 / 1e6, 1), "peak_rss_mib": round(peak_kib / 1024, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=("native", "python"), default="native", help="ARTIFACTKIT_ENGINE")
+    parser.add_argument("--files", type=int, default=100_000, help="files (default 100,000, the issue's)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds after the warm-up (default 3)")
+    parser.add_argument("--output", required=True, help="the evidence JSON to write")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    with tmpfs_base() as (tmpfs, note):
+        base = tempfile.mkdtemp(prefix="ak-scale-", dir=tmpfs)
+        try:
+            scale = bench_scale(base, args.files, args.rounds, cores, args.engine)
+            env = environment(tmpfs, note)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+    command = ["python3", "diagnostics/bench_scale.py", *(sys.argv[1:] if argv is None else argv)]
+    doc = {"schema": "artifactkit.bench_scale/1", "command": " ".join(os.path.basename(a) if os.path.isabs(a) else a
+                                                                       for a in command),
+           "environment": env, "scale": scale}
+    with open(args.output, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    ops = scale["ops"]
+    print(" ".join(f"{op}: {ops[op]['median_s']} s, {ops[op]['peak_rss_mb']} MB;" for op in OPS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -179,7 +179,9 @@ class LocalTxn:
         self.stage_path = stage_path
         self.stage_fd = stage_fd
         self.blobs_fd = dirs.blobs
-        self._staged: dict[str, str] = {}  # digest -> staging file name
+        # digest -> its read, whose path() is its staging file's name (a name kept per file was 5.7 MiB of a
+        # 100,000-file publish's peak)
+        self._staged: dict[str, Staged] = {}
 
     def blob_lookup(self, lookups: int) -> HasBlob:
         return blob_lookup(self.dirs.blobs, lookups)
@@ -191,15 +193,15 @@ class LocalTxn:
             if found.sha256 in self._staged:
                 os.unlink(found.path(), dir_fd=self.stage_fd)  # the same content staged twice: one is enough
             else:
-                self._staged[found.sha256] = found.path()
+                self._staged[found.sha256] = found
 
     def flush(self, body: bytes) -> None:
         write_staged(self.stage_fd, _MANIFEST, body)
         self.barrier()
-        for sha, stage_name in self._staged.items():
+        for sha, found in self._staged.items():
             # Plain rename: if a concurrent publisher committed the same content first, this
             # atomically swaps in identical, already flushed bytes (and costs no ctypes call).
-            os.rename(stage_name, sha, src_dir_fd=self.stage_fd, dst_dir_fd=self.dirs.blobs)
+            os.rename(found.path(), sha, src_dir_fd=self.stage_fd, dst_dir_fd=self.dirs.blobs)
         self.sync_dir(self.dirs.blobs)  # also covers blobs we deduplicated against a concurrent publisher
 
     # The durability steps, one method each: the fault suite's deliberately broken stores leave one out.

@@ -92,6 +92,8 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
             for batch in executor.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found += batch
+            # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
+            planned.reads.clear()
             body, recorded = assemble(tree, name, planned, found, encode=executor.manifest_body)
             if cache is not None:
                 for entry, line in recorded:

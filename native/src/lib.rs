@@ -9,8 +9,10 @@
 mod content;
 mod copy;
 mod error;
+mod ints;
 mod kind;
 mod manifest;
+mod manifest_body;
 mod manifest_edge;
 mod manifest_parse;
 mod manifest_parse_edge;
@@ -264,14 +266,6 @@ fn create_files(
         })
         .collect::<PyResult<Vec<_>>>()?;
     py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
-}
-
-/// A Python int of an i128: the fast conversion where it fits in 64 bits (every real time does).
-pub(crate) fn int_py<'py>(py: Python<'py>, value: i128) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match i64::try_from(value) {
-        Ok(v) => v.into_pyobject(py)?.into_any(),
-        Err(_) => value.into_pyobject(py)?.into_any(),
-    })
 }
 
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).

@@ -4,10 +4,10 @@
 //! sorted by `(path, line)` as Python sorts `str`s (by code point), joined as `manifest_bytes` joins them.
 //!
 //! Values are only what JSON makes of exact Python types; the edge (`manifest_edge.rs`) hands anything else
-//! back to the reference, so no value is ever encoded differently. Each entry first takes what its read found.
+//! back to the reference, so no value is ever encoded differently. Each entry first takes what its read found
+//! (`manifest_body.rs`, which also sorts and joins the lines).
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use crate::error::Failure;
 
@@ -42,12 +42,12 @@ impl Text {
         }
     }
 
-    fn is(&self, s: &str) -> bool {
+    pub(crate) fn is(&self, s: &str) -> bool {
         matches!(self, Text::Utf8(t) if t == s)
     }
 
     /// Python's order of `str`s: by code point (for UTF-8 that is the order of the bytes).
-    fn python_cmp(&self, other: &Text) -> Ordering {
+    pub(crate) fn python_cmp(&self, other: &Text) -> Ordering {
         match (self, other) {
             (Text::Utf8(a), Text::Utf8(b)) => a.as_bytes().cmp(b.as_bytes()),
             _ => self.points().cmp(other.points()),
@@ -95,35 +95,6 @@ pub struct Facts {
     pub sha256: Json,
     pub flags: Option<Json>,
     pub extents: Option<Vec<Json>>,
-}
-
-impl Entry {
-    fn take(&mut self, facts: &Facts) {
-        self.sha256 = facts.sha256.clone();
-        self.flags = facts.flags.clone();
-        self.extents = facts.extents.clone();
-    }
-}
-
-/// `assemble`'s entries: each with the facts its read found (`with_content`), then every later name of a hard
-/// link with its first name's (`fill_hardlinks`: a first name is a file read with a link count above one,
-/// `linked`). `false` where the reference would find no first name: it then raises, itself.
-pub fn with_facts(entries: &mut [Entry], facts: &[Option<Facts>], linked: &[bool]) -> bool {
-    let mut firsts: HashMap<Text, usize> = HashMap::new();
-    for (i, entry) in entries.iter_mut().enumerate() {
-        if let Some(found) = &facts[i] {
-            entry.take(found);
-            if linked[i] {
-                firsts.insert(entry.path.clone(), i);
-            }
-        }
-    }
-    for entry in entries.iter_mut().filter(|e| e.hardlink.is_some() && e.kind.is("file")) {
-        let Some(Json::Str(first)) = &entry.hardlink else { return false };
-        let Some(Some(found)) = firsts.get(first).map(|&i| &facts[i]) else { return false };
-        entry.take(found);
-    }
-    true
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -276,38 +247,6 @@ enum Value<'a> {
     Runs(&'a [Json]),
 }
 
-/// `manifest_bytes`' order of its lines: by `(path, line)` as Python compares them.
-pub fn sorted_lines(mut lines: Vec<(Text, String)>) -> Vec<String> {
-    // Equal keys are equal lines: an unstable sort writes the same bytes.
-    lines.sort_unstable_by(|a, b| a.0.python_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    lines.into_iter().map(|(_, line)| line).collect()
-}
-
-/// The length of the manifest of `head` (`manifest_head(name, source_read_noatime)`) and these lines.
-pub fn body_len(head: &[u8], lines: &[String]) -> usize {
-    head.len() + lines.iter().map(String::len).sum::<usize>() + 2 * lines.len().saturating_sub(1) + 4
-}
-
-/// `manifest_bytes`' text into `out` (exactly `body_len` bytes): the head, the lines joined by `",\n"`, the tail.
-pub fn write_body(out: &mut [u8], head: &[u8], lines: &[String]) {
-    let mut at = 0;
-    let mut put = |bytes: &[u8]| {
-        // `body_len` counts these very bytes, so the slice is always there (and never a panic if not).
-        if let Some(place) = out.get_mut(at..at + bytes.len()) {
-            place.copy_from_slice(bytes);
-        }
-        at += bytes.len();
-    };
-    put(head);
-    for (i, line) in lines.iter().enumerate() {
-        if i > 0 {
-            put(b",\n");
-        }
-        put(line.as_bytes());
-    }
-    put(b"\n]}\n");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,52 +284,10 @@ mod tests {
     }
 
     #[test]
-    fn the_body_is_the_head_the_lines_joined_and_the_tail_in_exactly_its_length() {
-        for lines in [vec![], vec!["{}".to_string()], vec!["{\"a\": 1}".to_string(), "{}".to_string()]] {
-            let mut out = vec![0u8; body_len(b"HEAD", &lines)];
-            write_body(&mut out, b"HEAD", &lines);
-            assert_eq!(out, format!("HEAD{}\n]}}\n", lines.join(",\n")).into_bytes());
-        }
-    }
-
-    #[test]
     fn paths_sort_by_code_point_not_by_utf8() {
         // A lone surrogate (an undecodable byte's U+DCFF) sorts between U+D7FF and U+E000, as Python sorts it.
         let escaped = Text::Points(vec![0xdcff]);
         assert_eq!(escaped.python_cmp(&text("\u{e000}")), Ordering::Less);
         assert_eq!(escaped.python_cmp(&text("\u{d7ff}")), Ordering::Greater);
-    }
-
-    fn file(path: &str, hardlink: Option<&str>) -> Entry {
-        let (int, none) = (Json::Int(1), Json::Null);
-        Entry {
-            path: text(path),
-            kind: text("file"),
-            mode: int.clone(),
-            mtime_ns: int.clone(),
-            atime_ns: int.clone(),
-            size: int,
-            sha256: none.clone(),
-            target: none,
-            ctime_ns: None,
-            uid: None,
-            gid: None,
-            xattrs: None,
-            hardlink: hardlink.map(|h| Json::Str(text(h))),
-            extents: None,
-            flags: None,
-            rdev: None,
-        }
-    }
-
-    #[test]
-    fn later_names_of_a_hard_link_take_their_first_names_facts_or_refuse_without_one() {
-        let facts = Facts { sha256: Json::Str(text("aa")), flags: Some(Json::Int(8)), extents: Some(vec![]) };
-        let mut entries = vec![file("a", None), file("b", Some("a"))];
-        assert!(with_facts(&mut entries, &[Some(facts.clone()), None], &[true, true]));
-        assert_eq!((&entries[1].sha256, &entries[1].flags), (&facts.sha256, &facts.flags));
-        let mut unlinked = vec![file("a", None), file("b", Some("a"))];
-        assert!(!with_facts(&mut unlinked, &[Some(facts), None], &[false, true]));
-        // "a" is no first name
     }
 }

@@ -18,8 +18,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::error::Located;
+use crate::ints::{int_py, Ints};
 use crate::scan::{self, Entry, Kind};
-use crate::{bytes_of, failure_to_py, fs_str, int_py};
+use crate::{bytes_of, failure_to_py, fs_str};
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.
 type Captured = (usize, Vec<(usize, Entry)>);
@@ -51,6 +52,8 @@ struct Made<'py> {
     file_meta: Bound<'py, PyAny>,
     paths: Vec<Option<Bound<'py, PyAny>>>,
     metas: Vec<Option<Bound<'py, PyAny>>>,
+    /// One Python int per distinct mode, owner, link count, flags and device (`ints.rs`).
+    ints: Ints<'py>,
 }
 
 impl<'py> Made<'py> {
@@ -89,20 +92,23 @@ impl<'py> Made<'py> {
         let fields = [
             path,
             kind_str(py, e.kind).clone().into_any(),
-            (f.mode & 0o7777).into_pyobject(py)?.into_any(),
+            self.ints.of(f.mode & 0o7777)?,
             int_py(py, f.mtime_ns)?,
             int_py(py, f.atime_ns)?,
             (if e.kind == Kind::File { f.size } else { 0 }).into_pyobject(py)?.into_any(),
             none.clone(),
             target,
             int_py(py, f.ctime_ns)?,
-            f.uid.into_pyobject(py)?.into_any(),
-            f.gid.into_pyobject(py)?.into_any(),
+            self.ints.of(f.uid)?,
+            self.ints.of(f.gid)?,
             PyTuple::new(py, xattrs)?.into_any(),
             hardlink.unwrap_or_else(|| none.clone()),
-            f.nlink.into_pyobject(py)?.into_any(),
+            self.ints.of(f.nlink)?,
             none.clone(),
-            e.flags.into_pyobject(py)?.into_any(),
+            match e.flags {
+                Some(flags) => self.ints.of(flags)?,
+                None => none.clone(),
+            },
             rdev,
         ];
         let meta = self.file_meta.call1(PyTuple::new(py, fields)?)?;
@@ -133,7 +139,7 @@ pub fn scan_tree<'py>(
     file_meta: Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>, bool)> {
     let root = bytes_of(root);
-    let mut made = Made { py, file_meta, paths: Vec::new(), metas: Vec::new() };
+    let mut made = Made { py, file_meta, paths: Vec::new(), metas: Vec::new(), ints: Ints::new(py) };
     let mut raised: Option<PyErr> = None;
     let (captured_tx, mut captured_rx) = sync_channel::<Captured>(0);
     let (go_tx, go_rx) = sync_channel::<bool>(0);
@@ -194,7 +200,7 @@ pub fn scan_tree<'py>(
     }
     let identities = PyDict::new(py);
     for (e, path) in tree.entries.iter().zip(made.paths.iter().flatten()) {
-        identities.set_item(path, (e.st.dev, e.st.ino))?;
+        identities.set_item(path, (made.ints.of(e.st.dev)?, e.st.ino))?;
     }
     let metas: Vec<Bound<'py, PyAny>> = made.metas.into_iter().flatten().collect();
     Ok((PyTuple::new(py, metas)?, identities, tree.listed_noatime))

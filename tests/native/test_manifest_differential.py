@@ -161,3 +161,22 @@ def test_a_hard_links_later_names_take_their_first_names_facts_as_the_reference_
     assert native == _assembled(monkeypatch, "python", entries, known, found)
     if first_read:
         assert native[0].count(b'"sha256": "' + b"a" * 64) == 3 and b'"source_read_noatime": false' in native[0]
+
+
+def test_a_tree_larger_than_the_cores_chunks_and_buffers_is_the_references_manifest(
+        encoder: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # native/src/manifest_edge.rs encodes 4,096 entries at a time into 1 MiB buffers (manifest_body.rs): here
+    # 9,000 entries (three chunks, lines across several buffers), a later name of a hard link in the first
+    # chunk whose first name is in the third, and one line longer than a buffer (a 1 MiB xattr's base64).
+    def file(i: int, hardlink: str | None = None, xattrs: tuple[tuple[str, bytes], ...] = ()) -> FileMeta:
+        return FileMeta(f"d/f{i:05}", "file", 0o644, i, 2 * i, 5, None, None, 3, 0, 0, xattrs, hardlink,
+                        2 if hardlink or i == 8500 else 1)
+    entries = [FileMeta(".", "dir", 0o755, 1, 2, ctime_ns=3, uid=0, gid=0, xattrs=(), nlink=2),
+               FileMeta("d", "dir", 0o755, 1, 2, ctime_ns=3, uid=0, gid=0, xattrs=(), nlink=2)]
+    entries += [file(i, hardlink="d/f08500" if i == 100 else None,
+                     xattrs=(("user.big", bytes(range(256)) * 4096),) if i == 6000 else ()) for i in range(9000)]
+    found = [Staged(at, f"{at:064x}", True, 0, None, True, "") for at, e in enumerate(entries)
+             if e.kind == "file" and e.hardlink is None]
+    native = encoder.manifest_bytes("tree", True, [], entries, {}, found=found)  # not None: not the reference's
+    assert native is not None and native == _assembled(monkeypatch, "python", entries, {}, found)[0]
+    assert native.count(b'"sha256": "' + f"{8502:064x}".encode()) == 2
