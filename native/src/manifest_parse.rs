@@ -68,6 +68,32 @@ pub struct Entry<'a> {
     pub rdev: Option<(u32, u32)>,
 }
 
+impl Entry<'_> {
+    /// The entry with every borrowed string copied: what the core keeps of a parse beyond its bytes' lifetime
+    /// (`tree::Tree`).
+    pub fn into_owned(self) -> Entry<'static> {
+        let own = |s: Option<Cow<'_, str>>| s.map(|s| Cow::Owned(s.into_owned()));
+        Entry {
+            path: Cow::Owned(self.path.into_owned()),
+            sha256: own(self.sha256),
+            target: own(self.target),
+            xattrs: self.xattrs.map(|x| x.into_iter().map(|(n, v)| (Cow::Owned(n.into_owned()), v)).collect()),
+            hardlink: own(self.hardlink),
+            kind: self.kind,
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            atime_ns: self.atime_ns,
+            size: self.size,
+            ctime_ns: self.ctime_ns,
+            uid: self.uid,
+            gid: self.gid,
+            extents: self.extents,
+            flags: self.flags,
+            rdev: self.rdev,
+        }
+    }
+}
+
 /// A manifest the reference would accept, as it would read it.
 #[derive(Debug)]
 pub struct Parsed<'a> {

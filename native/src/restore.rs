@@ -21,7 +21,7 @@ pub const COMPARED_FLAGS: i32 = RESTORABLE_FLAGS | 0x0000_0010 | 0x0000_0020;
 const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.
 const UNIT: usize = 128;
-/// Extended attributes as `(name, value)` pairs.
+/// Extended attributes as `(name, value)` pairs, as read back.
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,33 +30,35 @@ pub enum Kind {
     Symlink,
 }
 
-/// `download.py::to_wire`'s fields that creating a file or symlink needs.
-pub struct Entry {
-    pub path: Vec<u8>,
+/// What creating a file or symlink needs of its entry, borrowed from wherever the batch's entries live:
+/// `_native_batches.entry_to_wire`'s tuples (`restore_edge::Wire`) or the core's own parse of the manifest
+/// (`tree::Tree`), so a parsed manifest reaches the create without a copy through Python.
+pub struct Entry<'a> {
+    pub path: &'a [u8],
     pub kind: Kind,
     pub mode: u32,
     pub mtime_ns: i128,
     pub atime_ns: i128,
     pub size: u64,
-    pub sha256: Option<String>,
-    pub target: Option<Vec<u8>>,
+    pub sha256: Option<&'a str>,
+    pub target: Option<&'a [u8]>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    pub xattrs: Option<Xattrs>,
-    pub extents: Option<Vec<(u64, u64)>>,
+    pub xattrs: Option<Vec<(&'a [u8], &'a [u8])>>,
+    pub extents: Option<&'a [(u64, u64)]>,
     pub flags: Option<i32>,
 }
 
-impl Entry {
+impl Entry<'_> {
     fn name(&self) -> &[u8] {
-        self.path.rsplit(|b| *b == b'/').next().unwrap_or(&self.path)
+        self.path.rsplit(|b| *b == b'/').next().unwrap_or(self.path)
     }
 }
 
 /// One directory (relative to the root, "." for the root) and the entries to create in it.
-pub struct Dir {
-    pub rel: Vec<u8>,
-    pub entries: Vec<Entry>,
+pub struct Dir<'a> {
+    pub rel: &'a [u8],
+    pub entries: Vec<Entry<'a>>,
 }
 
 fn os(errno: Errno, name: &[u8]) -> Failure {
@@ -93,13 +95,13 @@ fn blob_failure(what: &'static str, entry: &Entry, sha: &str) -> Failure {
 }
 
 fn blob_found(what: &'static str, entry: &Entry, sha: &str, actual_size: u64, actual_sha: String) -> Failure {
-    Failure::Blob { what, sha: sha.to_owned(), path: os_string(&entry.path), actual_size, actual_sha }
+    Failure::Blob { what, sha: sha.to_owned(), path: os_string(entry.path), actual_size, actual_sha }
 }
 
 /// `_copy_blob`: the blob's kind and size before a byte is read; a small blob written only if it hashes
 /// to its name; a large or sparse one hashed as written (the caller's staging is dropped on failure).
 fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
-    let sha = entry.sha256.as_deref().ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(&entry.path))))?;
+    let sha = entry.sha256.ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(entry.path))))?;
     let name = cstr(sha.as_bytes())?;
     let blob = match sys::open_at(blobs, &name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
         Ok(fd) => fd,
@@ -116,15 +118,17 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
     if stored != entry.size {
         return Err(blob_found("size", entry, sha, stored, String::new()));
     }
-    let (actual, count) = if let Some(runs) = &entry.extents {
+    let (actual, count) = if let Some(runs) = entry.extents {
         copy_sparse(src, out, entry.size, runs).map_err(|e| Failure::os(e, None))?
     } else if entry.size <= IN_MEMORY_LIMIT {
         let data = read_small(src, entry.size).map_err(|e| Failure::os(e, None))?;
-        let actual = hex(&Sha256::digest(&data));
-        if actual == sha {
+        let digest = Sha256::digest(&data);
+        if names(&digest, sha) && data.len() as u64 == entry.size {
             sys::pwrite_all(out, &data, 0).map_err(|e| Failure::os(e, None))?;
+            return Ok(()); // never write bytes that are not the named content
         }
-        (actual, data.len() as u64)
+        // The hex only for the failure's message: a format per byte was a tenth of a small file's user time.
+        (hex(&digest), data.len() as u64)
     } else {
         hash_while_copying(src, out, entry.size).map_err(|e| Failure::os(e, None))?
     };
@@ -132,6 +136,17 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
         return Err(blob_found("corrupt", entry, sha, count, actual));
     }
     Ok(())
+}
+
+/// `hex(digest) == named`, without making the hex: `named` is exactly the digest in lowercase hex.
+fn names(digest: &[u8], named: &str) -> bool {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let named = named.as_bytes();
+    named.len() == digest.len() * 2
+        && digest
+            .iter()
+            .zip(named.chunks_exact(2))
+            .all(|(b, pair)| pair == [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
 }
 
 /// `read_xattrs(fd)`: every name but xfs's aliases, sorted, a name removed meanwhile skipped.
@@ -158,10 +173,10 @@ fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, Errno> {
 
 /// `_set_xattrs_exactly` on an fd: set every wanted one, remove any other (an inherited default ACL),
 /// return what is there afterwards, read back.
-fn set_xattrs_exactly(fd: RawFd, wanted: &[(Vec<u8>, Vec<u8>)], entry: &Entry) -> Result<Xattrs, Failure> {
+fn set_xattrs_exactly(fd: RawFd, wanted: &[(&[u8], &[u8])], entry: &Entry<'_>) -> Result<Xattrs, Failure> {
     let refuse = |e: Errno| {
         if e == libc::EOPNOTSUPP || e == libc::EPERM {
-            Failure::Xattrs { path: os_string(&entry.path), errno: e }
+            Failure::Xattrs { path: os_string(entry.path), errno: e }
         } else {
             Failure::OsFd { errno: e, fd }
         }
@@ -175,7 +190,7 @@ fn set_xattrs_exactly(fd: RawFd, wanted: &[(Vec<u8>, Vec<u8>)], entry: &Entry) -
         sys::set_xattr(target, &cstr(name)?, value).map_err(refuse)?;
     }
     let mut extra: Vec<CString> =
-        present.into_iter().filter(|p| !wanted.iter().any(|(n, _)| n == p.as_bytes())).collect();
+        present.into_iter().filter(|p| !wanted.iter().any(|(n, _)| *n == p.as_bytes())).collect();
     extra.sort();
     for name in extra {
         sys::remove_xattr(target, &name).map_err(refuse)?;
@@ -212,7 +227,7 @@ fn restore_flags(fd: RawFd, wanted: i32) -> Result<Result<i32, Errno>, Failure> 
 }
 
 /// `apply_fd` then the times: owner, xattrs exactly, mode, restorable flags, each read back.
-fn apply_fd(fd: RawFd, entry: &Entry) -> Result<(), Failure> {
+fn apply_fd(fd: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     if let (Some(uid), Some(gid)) = (entry.uid, entry.gid) {
         sys::fchown(fd, uid, gid).map_err(|e| Failure::os(e, None))?;
     }
@@ -232,7 +247,7 @@ fn apply_fd(fd: RawFd, entry: &Entry) -> Result<(), Failure> {
         match restore_flags(fd, wanted)? {
             Ok(now) => flags = Some(now),
             Err(e) if wanted & COMPARED_FLAGS != 0 => {
-                return Err(Failure::Flags { path: os_string(&entry.path), errno: e })
+                return Err(Failure::Flags { path: os_string(entry.path), errno: e })
             }
             Err(_) => {}
         }
@@ -252,13 +267,13 @@ fn apply_fd(fd: RawFd, entry: &Entry) -> Result<(), Failure> {
     Ok(())
 }
 
-fn same_xattrs(found: &[(Vec<u8>, Vec<u8>)], wanted: &[(Vec<u8>, Vec<u8>)]) -> bool {
+fn same_xattrs(found: &[(Vec<u8>, Vec<u8>)], wanted: &[(&[u8], &[u8])]) -> bool {
     let mut wanted = wanted.to_vec();
     wanted.sort();
-    found == wanted.as_slice()
+    found.len() == wanted.len() && found.iter().zip(&wanted).all(|((n, v), (wn, wv))| n == wn && v == wv)
 }
 
-fn create_file(dir: RawFd, entry: &Entry, blobs: RawFd) -> Result<(), Failure> {
+fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd) -> Result<(), Failure> {
     let name = cstr(entry.name())?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
     let out = sys::open_at(dir, &name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
@@ -269,9 +284,9 @@ fn create_file(dir: RawFd, entry: &Entry, blobs: RawFd) -> Result<(), Failure> {
 }
 
 /// `os.symlink` + `apply_symlink` + `utime(follow_symlinks=False)`.
-fn create_symlink(dir: RawFd, entry: &Entry) -> Result<(), Failure> {
+fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     let name = cstr(entry.name())?;
-    let target = entry.target.as_deref().unwrap_or_default();
+    let target = entry.target.unwrap_or_default();
     sys::symlink_at(&cstr(target)?, dir, &name).map_err(|e| Failure::Os {
         errno: e,
         filename: Some(os_string(target)),
@@ -292,7 +307,7 @@ fn create_symlink(dir: RawFd, entry: &Entry) -> Result<(), Failure> {
 }
 
 /// `verify_stored`'s `_exact` for a file or symlink (no rdev: neither has one).
-fn exact(entry: &Entry, st: &libc::stat) -> bool {
+fn exact(entry: &Entry<'_>, st: &libc::stat) -> bool {
     let f = StatFacts::of(st);
     let ifmt = match entry.kind {
         Kind::File => libc::S_IFREG,
@@ -307,8 +322,8 @@ fn exact(entry: &Entry, st: &libc::stat) -> bool {
 }
 
 /// One unit: some entries of one directory, created, then read back together.
-fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir, first: usize, entries: &[Entry]) -> Result<(), Located> {
-    let opened = open_dir(root, &dir.rel).map_err(|failure| Located { at: first, failure })?;
+fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: &[Entry<'_>]) -> Result<(), Located> {
+    let opened = open_dir(root, dir.rel).map_err(|failure| Located { at: first, failure })?;
     let fd = opened.as_ref().map_or(root, sys::raw);
     for (i, entry) in entries.iter().enumerate() {
         let made = match entry.kind {
@@ -335,8 +350,8 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir, first: usize, entries: &[En
 }
 
 /// `create_items` for a whole batch; `at` of a failure counts entries across the batch's directories.
-pub fn create_files(root: RawFd, blobs: RawFd, batch: &[Dir], threads: usize) -> Result<(), Located> {
-    let mut units: Vec<(&Dir, usize, &[Entry])> = Vec::new();
+pub fn create_files(root: RawFd, blobs: RawFd, batch: &[Dir<'_>], threads: usize) -> Result<(), Located> {
+    let mut units: Vec<(&Dir<'_>, usize, &[Entry<'_>])> = Vec::new();
     let mut position = 0;
     for dir in batch {
         for part in dir.entries.chunks(UNIT) {
