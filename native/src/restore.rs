@@ -55,6 +55,13 @@ impl Entry<'_> {
     }
 }
 
+/// A manifest's flags (`0..2**32`) as the `FS_IOC_GETFLAGS`/`SETFLAGS` C int, bit for bit (flags.py packs
+/// `=i`): a bit past 31 is no bit a restore sets or compares, and is carried as it is.
+#[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+pub fn flags_bits(flags: impl Into<i64>) -> i32 {
+    flags.into() as i32
+}
+
 /// One directory (relative to the root, "." for the root) and the entries to create in it.
 pub struct Dir<'a> {
     pub rel: &'a [u8],

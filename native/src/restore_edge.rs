@@ -61,7 +61,8 @@ impl Wire {
             gid: t.get_item(9)?.extract()?,
             xattrs: xattrs.map(|x| x.into_iter().map(|(n, v)| (n.into_vec(), v)).collect()),
             extents: t.get_item(11)?.extract()?,
-            flags: t.get_item(12)?.extract()?,
+            // As the manifest and flags.py hold them: 0..2**32, or the ioctl's signed int.
+            flags: t.get_item(12)?.extract::<Option<i64>>()?.map(restore::flags_bits),
         })
     }
 
@@ -129,12 +130,12 @@ impl ParsedTree {
         PyTuple::new(py, made)
     }
 
-    /// `(dirs, others, made, reps, fits)`: `tree::Layout`, each made group as `(directory, count)`.
+    /// `(dirs, others, made, reps)`: `tree::Layout`, each made group as `(directory, count)`.
     #[allow(clippy::type_complexity)]
-    fn layout(&self) -> (Vec<usize>, Vec<usize>, Vec<(usize, usize)>, Vec<usize>, bool) {
+    fn layout(&self) -> (Vec<usize>, Vec<usize>, Vec<(usize, usize)>, Vec<usize>) {
         let l = &self.tree.layout;
         let made = l.made.iter().map(|(dir, at)| (*dir, at.len())).collect();
-        (l.dirs.clone(), l.others.clone(), made, l.reps.clone(), l.fits)
+        (l.dirs.clone(), l.others.clone(), made, l.reps.clone())
     }
 
     /// The `FileMeta`s of entries `start..stop` of made group `group`.

@@ -29,9 +29,6 @@ pub struct Layout {
     pub made: Vec<(usize, Vec<usize>)>,
     /// The first of the made entries with each distinct [`PlanKey`].
     pub reps: Vec<usize>,
-    /// Every made entry's flags fit the create's `i32` (what `_native_batches.entry_to_wire`'s tuple
-    /// converts): where one does not, Python takes the path through `FileMeta`, which refuses it as before.
-    pub fits: bool,
 }
 
 /// A manifest the core accepted, kept whole.
@@ -71,7 +68,7 @@ fn parent(path: &str) -> &str {
 /// The layout of entries the parse accepted (so every parent is a listed directory).
 fn layout(entries: &[Entry<'static>]) -> Layout {
     let by_path: HashMap<&str, usize> = entries.iter().enumerate().map(|(i, e)| (e.path.as_ref(), i)).collect();
-    let mut found = Layout { fits: true, ..Layout::default() };
+    let mut found = Layout::default();
     let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut keys: HashSet<PlanKey<'_>> = HashSet::new();
     for (at, entry) in entries.iter().enumerate() {
@@ -83,34 +80,25 @@ fn layout(entries: &[Entry<'static>]) -> Layout {
             found.others.push(at);
             continue;
         }
-        let Some(&dir) = by_path.get(parent(&entry.path)) else {
-            // Not a tree the parse accepts: nothing for the core, everything through FileMeta.
-            found.fits = false;
-            continue;
-        };
+        // The parse accepted the tree: every parent is a listed directory.
+        let Some(&dir) = by_path.get(parent(&entry.path)) else { continue };
         groups.entry(dir).or_default().push(at);
         let key =
             (entry.kind as u8, entry.mode, entry.uid, entry.gid, entry.flags, entry.rdev, entry.xattrs.as_deref());
         if keys.insert(key) {
             found.reps.push(at);
         }
-        found.fits &= entry.flags.is_none_or(|flags| i32::try_from(flags).is_ok());
     }
     found.made = found.dirs.iter().filter_map(|dir| groups.remove(dir).map(|made| (*dir, made))).collect();
     found
 }
 
-/// A file or symlink as `restore::create_files` takes it (`None` for any other kind, and for flags past
-/// `i32`, which [`Layout::fits`] keeps off this path).
+/// A file or symlink as `restore::create_files` takes it (`None` for any other kind).
 fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
     let kind = match e.kind {
         Kind::File => restore::Kind::File,
         Kind::Symlink => restore::Kind::Symlink,
         _ => return None,
-    };
-    let flags = match e.flags {
-        Some(flags) => Some(i32::try_from(flags).ok()?),
-        None => None,
     };
     Some(restore::Entry {
         path: e.path.as_bytes(),
@@ -125,7 +113,7 @@ fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
         gid: e.gid,
         xattrs: e.xattrs.as_ref().map(|x| x.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())).collect()),
         extents: e.extents.as_deref(),
-        flags,
+        flags: e.flags.map(restore::flags_bits),
     })
 }
 
@@ -167,7 +155,7 @@ mod tests {
         ]);
         assert_eq!(t.layout.dirs, vec![0, 1, 3]);
         assert_eq!(t.layout.made, vec![(0, vec![6]), (1, vec![2, 5]), (3, vec![4])]);
-        assert_eq!((t.layout.others.len(), t.layout.reps.clone(), t.layout.fits), (0, vec![2], true));
+        assert_eq!((t.layout.others.len(), t.layout.reps.clone()), (0, vec![2]));
         assert_eq!(t.run_bytes(1, 0, 2), Some(12));
         assert_eq!(t.run(1, 1, 2).unwrap()[0].path, b"a/z");
         assert!(t.run(1, 1, 3).is_none() && t.run(3, 0, 1).is_none());
@@ -187,6 +175,6 @@ mod tests {
         assert_eq!(t.layout.others, vec![2, 3]);
         assert_eq!(t.layout.made, vec![(0, vec![1, 4, 5, 6])]);
         assert_eq!(t.layout.reps, vec![1, 4, 5, 6]);
-        assert!(!t.layout.fits, "a flag past i32 goes the FileMeta way");
+        assert_eq!(t.run(0, 3, 4).unwrap()[0].flags, Some(i32::MIN), "the ioctl's C int, bit for bit");
     }
 }
