@@ -10,9 +10,11 @@ the core is not built.
 
 from __future__ import annotations
 
+import bisect
 import errno
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from artifactkit import _native
@@ -86,11 +88,13 @@ def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) 
     _raise_common(kind, fields)
 
 
-def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int) -> None:
+def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
     """:func:`~artifactkit.store.download.create_items` for a batch on ``threads`` threads, GIL released:
     files and symlinks by the core (a :class:`~artifactkit.store._native_tree.CoreRun` from the core's own
     entries, any other as ``entry_to_wire``'s tuples), FIFOs and devices (made by name, never opened) here.
-    ``blobs`` must be a directory (its ``dir_fd``, else its path), not another seam's ``opener``."""
+    ``blobs`` must be a directory (its ``dir_fd``, else its path), not another seam's ``opener``.
+    ``on_progress(entries, bytes)`` is called as the core finishes each part of the files and symlinks."""
     if blobs.opener is not None:
         raise ValueError("the native core reads blobs from a directory, not through an opener")
     native: list[tuple[str, list[WireEntry] | tuple[int, int, int]]] = []
@@ -116,10 +120,10 @@ def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], t
     if blobs_fd is None:
         blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _native.create_files(root_fd, blobs_fd, native, threads, tree)
+        _native.create_files(root_fd, blobs_fd, native, threads, tree, on_progress)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
-        flat = [entry for entries in made for entry in entries]
+        flat = _Positions(made)
         _raise_create(kind, fields, flat[at], flat, blobs)
     finally:
         if opened:
@@ -131,7 +135,20 @@ def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], t
             _verify_children(entries, dir_fd)
 
 
-def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: list[FileMeta],
+class _Positions:
+    """The entries of a call's items by their position across them (the core's ``at``), each made a ``FileMeta``
+    only when asked for: a failure names one or a few of a batch that may hold a whole tree."""
+
+    def __init__(self, made: list[Sequence[FileMeta]]) -> None:
+        self.made = made
+        self.starts = list(itertools.accumulate((len(entries) for entries in made), initial=0))
+
+    def __getitem__(self, at: int) -> FileMeta:
+        item = bisect.bisect_right(self.starts, at) - 1
+        return self.made[item][at - self.starts[item]]
+
+
+def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Positions,
                   blobs: BlobSource) -> NoReturn:
     where = f"for {entry.path!r}"
     if kind == "blob":

@@ -32,10 +32,11 @@ from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import Owners, plans_nothing
 
 
-def parse(data: bytes) -> CoreTree | None:
-    """The core's parse of manifest bytes, or ``None`` where it declines them (the reference's parse decides)."""
+def parse(data: bytes, digest: str) -> CoreTree | None:
+    """The core's parse of manifest bytes that hash to ``digest`` (hashed as they are parsed), or ``None``
+    where it declines them: where they hash to another digest, or the reference's parse decides."""
     try:
-        return CoreTree(_native.parse_tree(data))
+        return CoreTree(_native.parse_tree(data, digest))
     except _native.NativeFailure:
         return None
 

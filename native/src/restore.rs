@@ -3,12 +3,12 @@
 //! (mirrors `download.py::create_items` / `_create` / `_copy_blob` / `_verify_children` and
 //! `restore_meta.py::apply_fd` / `apply_symlink`, step for step).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::content::{cstr, os_string, read_small, IN_MEMORY_LIMIT};
+use crate::content::{cstr, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::copy::{copy_sparse, hash_while_copying, hex};
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
@@ -21,6 +21,8 @@ pub const COMPARED_FLAGS: i32 = RESTORABLE_FLAGS | 0x0000_0010 | 0x0000_0020;
 const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.
 const UNIT: usize = 128;
+/// A unit ends once its files hold this many bytes (the progress a person sees moves once a unit is done).
+const UNIT_BYTES: u64 = 64 << 20;
 /// Extended attributes as `(name, value)` pairs, as read back.
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -105,12 +107,30 @@ fn blob_found(what: &'static str, entry: &Entry, sha: &str, actual_size: u64, ac
     Failure::Blob { what, sha: sha.to_owned(), path: os_string(entry.path), actual_size, actual_sha }
 }
 
+/// What a unit's files reuse, one after another: a name's C string, a small blob's bytes (a malloc and a free
+/// of each per file were a twentieth of the create threads' time).
+#[derive(Default)]
+struct Scratch {
+    name: Vec<u8>,
+    data: Vec<u8>,
+}
+
+impl Scratch {
+    /// `bytes` as a C string in the name buffer; a NUL inside is `cstr`'s `EINVAL`, naming them.
+    fn c<'s>(name: &'s mut Vec<u8>, bytes: &[u8]) -> Result<&'s CStr, Failure> {
+        name.clear();
+        name.extend_from_slice(bytes);
+        name.push(0);
+        CStr::from_bytes_with_nul(name).map_err(|_| Failure::os(libc::EINVAL, Some(os_string(bytes))))
+    }
+}
+
 /// `_copy_blob`: the blob's kind and size before a byte is read; a small blob written only if it hashes
 /// to its name; a large or sparse one hashed as written (the caller's staging is dropped on failure).
-fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
+fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
     let sha = entry.sha256.ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(entry.path))))?;
-    let name = cstr(sha.as_bytes())?;
-    let blob = match sys::open_at(blobs, &name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
+    let name = Scratch::c(&mut scratch.name, sha.as_bytes())?;
+    let blob = match sys::open_at(blobs, name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
         Ok(fd) => fd,
         Err(libc::ENOENT) => return Err(blob_failure("missing", entry, sha)),
         Err(libc::ELOOP) => return Err(blob_failure("symlink", entry, sha)),
@@ -128,10 +148,11 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
     let (actual, count) = if let Some(runs) = entry.extents {
         copy_sparse(src, out, entry.size, runs).map_err(|e| Failure::os(e, None))?
     } else if entry.size <= IN_MEMORY_LIMIT {
-        let data = read_small(src, entry.size).map_err(|e| Failure::os(e, None))?;
-        let digest = Sha256::digest(&data);
+        let data = &mut scratch.data;
+        read_small_into(src, entry.size, data).map_err(|e| Failure::os(e, None))?;
+        let digest = Sha256::digest(&data[..]);
         if names(&digest, sha) && data.len() as u64 == entry.size {
-            sys::pwrite_all(out, &data, 0).map_err(|e| Failure::os(e, None))?;
+            sys::pwrite_all(out, data, 0).map_err(|e| Failure::os(e, None))?;
             return Ok(()); // never write bytes that are not the named content
         }
         // The hex only for the failure's message: a format per byte was a tenth of a small file's user time.
@@ -280,12 +301,12 @@ fn same_xattrs(found: &[(Vec<u8>, Vec<u8>)], wanted: &[(&[u8], &[u8])]) -> bool 
     found.len() == wanted.len() && found.iter().zip(&wanted).all(|((n, v), (wn, wv))| n == wn && v == wv)
 }
 
-fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd) -> Result<(), Failure> {
-    let name = cstr(entry.name())?;
+fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
+    let name = Scratch::c(&mut scratch.name, entry.name())?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let out = sys::open_at(dir, &name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
+    let out = sys::open_at(dir, name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
     let fd = sys::raw(&out);
-    copy_blob(entry, blobs, fd)?;
+    copy_blob(entry, blobs, fd, scratch)?;
     apply_fd(fd, entry)?; // after the writes: a write clears setuid for non-root
     sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| Failure::OsFd { errno: e, fd })
 }
@@ -332,9 +353,10 @@ fn exact(entry: &Entry<'_>, st: &libc::stat) -> bool {
 fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: &[Entry<'_>]) -> Result<(), Located> {
     let opened = open_dir(root, dir.rel).map_err(|failure| Located { at: first, failure })?;
     let fd = opened.as_ref().map_or(root, sys::raw);
+    let mut scratch = Scratch::default();
     for (i, entry) in entries.iter().enumerate() {
         let made = match entry.kind {
-            Kind::File => create_file(fd, entry, blobs),
+            Kind::File => create_file(fd, entry, blobs, &mut scratch),
             Kind::Symlink => create_symlink(fd, entry),
         };
         made.map_err(|failure| Located { at: first + i, failure })?;
@@ -343,8 +365,8 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: 
     let last = first + entries.len().saturating_sub(1);
     let mut wrong = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        let st = sys::lstat_at(fd, &cstr(entry.name()).map_err(|failure| Located { at: last, failure })?)
-            .map_err(|e| Located { at: last, failure: os(e, entry.name()) })?;
+        let name = Scratch::c(&mut scratch.name, entry.name()).map_err(|failure| Located { at: last, failure })?;
+        let st = sys::lstat_at(fd, name).map_err(|e| Located { at: last, failure: os(e, entry.name()) })?;
         if !exact(entry, &st) {
             wrong.push((first + i, StatFacts::of(&st)));
         }
@@ -357,16 +379,34 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: 
 }
 
 /// `create_items` for a whole batch; `at` of a failure counts entries across the batch's directories.
-pub fn create_files(root: RawFd, blobs: RawFd, batch: &[Dir<'_>], threads: usize) -> Result<(), Located> {
-    let mut units: Vec<(&Dir<'_>, usize, &[Entry<'_>])> = Vec::new();
+/// `report(entries, file bytes)` is called on the calling thread as each unit is done; once it answers
+/// `false` the rest is not made ([`Failure::Stopped`], unless something failed).
+pub fn create_files(
+    root: RawFd,
+    blobs: RawFd,
+    batch: &[Dir<'_>],
+    threads: usize,
+    report: &mut dyn FnMut(usize, u64) -> bool,
+) -> Result<(), Located> {
+    let mut units: Vec<(&Dir<'_>, usize, &[Entry<'_>], u64)> = Vec::new();
     let mut position = 0;
     for dir in batch {
-        for part in dir.entries.chunks(UNIT) {
-            units.push((dir, position, part));
+        let mut rest = &dir.entries[..];
+        while !rest.is_empty() {
+            // At most UNIT entries and about UNIT_BYTES of files: progress moves for big files too.
+            let (mut count, mut bytes) = (0, 0);
+            while count < rest.len().min(UNIT) && bytes < UNIT_BYTES {
+                bytes += if rest[count].kind == Kind::File { rest[count].size } else { 0 };
+                count += 1;
+            }
+            let (part, tail) = rest.split_at(count);
+            units.push((dir, position, part, bytes));
             position += part.len();
+            rest = tail;
         }
     }
-    pool::map(&units, threads, |_, (dir, first, entries)| create_unit(root, blobs, dir, *first, entries))?;
+    let create = |_, unit: &(&Dir<'_>, usize, &[Entry<'_>], u64)| create_unit(root, blobs, unit.0, unit.1, unit.2);
+    pool::map_reporting(&units, threads, create, |at| report(units[at].2.len(), units[at].3))?;
     Ok(())
 }
 

@@ -10,6 +10,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use sha2::{Digest, Sha256};
+
+use crate::copy::hex;
 use crate::manifest_parse::{self, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::restore;
@@ -169,12 +172,23 @@ impl ParsedTree {
     }
 }
 
-/// Parse and check manifest bytes as `parse_manifest` does, into a [`ParsedTree`]; a manifest the core does
-/// not accept raises the same `NativeFailure` as `parse_manifest`.
+/// Parse and check manifest bytes as `parse_manifest` does, into a [`ParsedTree`], while a second thread hashes
+/// them: bytes that do not hash to `digest` (lowercase hex) are refused as `NativeFailure("manifest_refused",
+/// None, {"check": "digest", ...})` whatever they hold (the reference checks the digest before it parses); a
+/// manifest the core does not accept raises the same `NativeFailure` as `parse_manifest`.
 #[pyfunction]
-pub(crate) fn parse_tree(py: Python<'_>, data: &Bound<'_, PyBytes>) -> PyResult<ParsedTree> {
+pub(crate) fn parse_tree(py: Python<'_>, data: &Bound<'_, PyBytes>, digest: &str) -> PyResult<ParsedTree> {
     let bytes = data.as_bytes();
-    let parsed = py.detach(|| manifest_parse::parse(bytes).map(Tree::of));
+    let (hashed, parsed) = py.detach(|| {
+        std::thread::scope(|s| {
+            let hashing = s.spawn(|| hex(&Sha256::digest(bytes)));
+            let parsed = manifest_parse::parse(bytes).map(Tree::of);
+            (hashing.join().ok(), parsed)
+        })
+    });
+    if hashed.as_deref() != Some(digest) {
+        return Err(decline_to_py(py, manifest_parse::Decline::refused("digest", None)));
+    }
     parsed.map(|tree| ParsedTree { tree }).map_err(|decline| decline_to_py(py, decline))
 }
 
@@ -185,9 +199,11 @@ enum Part {
 }
 
 /// Create every file and symlink of `batch` — `(dir relpath, [wire entry] | (group, start, stop) of tree)` —
-/// beneath `root_fd`, content from `blobs_fd` verified as written, metadata restored and read back.
+/// beneath `root_fd`, content from `blobs_fd` verified as written, metadata restored and read back;
+/// `on_progress(entries, file bytes)` as each part is done (with the GIL, on the calling thread, which
+/// then also looks for signals: Ctrl-C stops a long create there, and what it or the callback raised is raised).
 #[pyfunction]
-#[pyo3(signature = (root_fd, blobs_fd, batch, threads, tree=None))]
+#[pyo3(signature = (root_fd, blobs_fd, batch, threads, tree=None, on_progress=None))]
 pub(crate) fn create_files(
     py: Python<'_>,
     root_fd: i32,
@@ -195,6 +211,7 @@ pub(crate) fn create_files(
     batch: Vec<(OsString, Bound<'_, PyAny>)>,
     threads: usize,
     tree: Option<&Bound<'_, ParsedTree>>,
+    on_progress: Option<Py<PyAny>>,
 ) -> PyResult<()> {
     let parts = batch
         .into_iter()
@@ -219,6 +236,24 @@ pub(crate) fn create_files(
             Ok(restore::Dir { rel, entries })
         })
         .collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads))
-        .map_err(|located| crate::failure_to_py(py, located))
+    let mut raised: Option<PyErr> = None;
+    let made = py.detach(|| {
+        let mut report = |entries: usize, bytes: u64| match &on_progress {
+            None => true,
+            Some(callback) => {
+                Python::attach(|py| match callback.call1(py, (entries, bytes)).and_then(|_| py.check_signals()) {
+                    Ok(()) => true,
+                    Err(err) => {
+                        raised = Some(err);
+                        false
+                    }
+                })
+            }
+        };
+        restore::create_files(root_fd, blobs_fd, &dirs, threads, &mut report)
+    });
+    if let Some(err) = raised {
+        return Err(err);
+    }
+    made.map_err(|located| crate::failure_to_py(py, located))
 }

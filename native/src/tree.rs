@@ -42,7 +42,7 @@ pub struct Tree {
 impl Tree {
     pub fn of(parsed: Parsed<'_>) -> Self {
         let entries: Vec<Entry<'static>> = parsed.entries.into_iter().map(Entry::into_owned).collect();
-        let layout = layout(&entries);
+        let layout = layout(&entries, &parsed.parents);
         Tree { name: parsed.name.into_owned(), noatime: parsed.noatime, entries, layout }
     }
 
@@ -60,17 +60,15 @@ impl Tree {
     }
 }
 
-/// `paths.parent_of`: everything before the last `/`, or the root.
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or(".", |(head, _)| head)
-}
-
-/// The layout of entries the parse accepted (so every parent is a listed directory).
-fn layout(entries: &[Entry<'static>]) -> Layout {
-    let by_path: HashMap<&str, usize> = entries.iter().enumerate().map(|(i, e)| (e.path.as_ref(), i)).collect();
+/// The layout of entries the parse accepted, with the parent the parse found for each.
+fn layout(entries: &[Entry<'static>], parents: &[usize]) -> Layout {
     let mut found = Layout::default();
-    let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    // Each directory's made entries; a directory's slot looked up only when the parent changes.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut slots: HashMap<usize, usize> = HashMap::new();
+    let mut current: Option<(usize, usize)> = None;
     let mut keys: HashSet<PlanKey<'_>> = HashSet::new();
+    let mut last: Option<PlanKey<'_>> = None;
     for (at, entry) in entries.iter().enumerate() {
         if entry.kind == Kind::Dir {
             found.dirs.push(at);
@@ -80,16 +78,29 @@ fn layout(entries: &[Entry<'static>]) -> Layout {
             found.others.push(at);
             continue;
         }
-        // The parse accepted the tree: every parent is a listed directory.
-        let Some(&dir) = by_path.get(parent(&entry.path)) else { continue };
-        groups.entry(dir).or_default().push(at);
+        let dir = parents[at];
+        let slot = match current {
+            Some((d, slot)) if d == dir => slot,
+            _ => *slots.entry(dir).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            }),
+        };
+        current = Some((dir, slot));
+        groups[slot].push(at);
         let key =
             (entry.kind as u8, entry.mode, entry.uid, entry.gid, entry.flags, entry.rdev, entry.xattrs.as_deref());
-        if keys.insert(key) {
+        // Neighbours mostly share a key: hashed only when it is not the last one seen.
+        if last.as_ref() != Some(&key) && keys.insert(key) {
             found.reps.push(at);
         }
+        last = Some(key);
     }
-    found.made = found.dirs.iter().filter_map(|dir| groups.remove(dir).map(|made| (*dir, made))).collect();
+    found.made = found
+        .dirs
+        .iter()
+        .filter_map(|dir| slots.get(dir).map(|&slot| (*dir, std::mem::take(&mut groups[slot]))))
+        .collect();
     found
 }
 

@@ -6,6 +6,7 @@ the plan reads no field the core's key for it (``native/src/tree.rs``) leaves ou
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from artifactkit.errors import IntegrityError, NotRestorableError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from artifactkit.store import restore_meta
 from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.progress import Progress
 from artifactkit.store.restore_meta import Owners
 from artifactkit.store.scan import capture_tree
 from tests.native.trees import (
@@ -236,9 +238,10 @@ def test_entries_apart_in_a_field_the_plan_reads_are_planned_apart(field: str, o
         {field: other}
     data = body(doc(file_entry(path="a", uid=0, gid=0, flags=0), file_entry(**{"path": "b", "uid": 0, "gid": 0,
                                                                                "flags": 0, **second})))
-    tree = _native.parse_tree(data)
+    tree = _native.parse_tree(data, hashlib.sha256(data).hexdigest())
     assert len(tree.layout()[3]) == 2, f"entries apart in {field} share a representative"
-    assert len(_native.parse_tree(body(doc(file_entry(path="a"), file_entry(path="b")))).layout()[3]) == 1
+    same = body(doc(file_entry(path="a"), file_entry(path="b")))
+    assert len(_native.parse_tree(same, hashlib.sha256(same).hexdigest()).layout()[3]) == 1
 
 
 def test_a_corrupt_blob_amid_a_batch_is_named_as_the_reference_names_it(
@@ -254,3 +257,47 @@ def test_a_corrupt_blob_amid_a_batch_is_named_as_the_reference_names_it(
         errors.append(caught.value)
     assert "'d2/f30'" in str(errors[0])
     same_error(errors[1], errors[0])
+
+
+def test_bytes_of_another_digest_are_refused_as_the_reference_refuses_them() -> None:
+    from artifactkit import _native
+    from artifactkit.store.manifest_file import verified_entries
+
+    data = body(doc())
+    right, wrong = hashlib.sha256(data).hexdigest(), hashlib.sha256(b"other").hexdigest()
+    assert len(_native.parse_tree(data, right)) == 2
+    with pytest.raises(_native.NativeFailure) as declined:
+        _native.parse_tree(data, wrong)
+    assert declined.value.args[0] == "manifest_refused" and declined.value.args[2]["check"] == "digest"
+    errors = []
+    for engine in ("python", "native"):
+        with running_on(engine), pytest.raises(IntegrityError) as caught:
+            verified_entries(ArtifactRef("demo", 1, wrong), data, "m")
+        errors.append(caught.value)
+    assert "is corrupt: its bytes hash to" in str(errors[0])
+    same_error(errors[1], errors[0])
+    with running_on("native"):
+        assert [e.path for e in verified_entries(ArtifactRef("demo", 1, right), data, "m")] == [".", "a"]
+
+
+class _StopError(Exception):
+    """What a progress callback raises to stop a download."""
+
+
+def test_the_cores_create_reports_as_it_goes_and_a_raising_callback_stops_it(
+        plain_tree: tuple[Store, ArtifactRef, Path]) -> None:
+    store, ref, dest = plain_tree
+    seen: list[Progress] = []
+    with running_on("native"):
+        store.download(ref, dest / "out", progress=seen.append)
+    create = [p for p in seen if p.phase == "create"]
+    # One report per directory's part (four directories of ten files, the root's link), in one call of the core.
+    assert [p.entries for p in create] == [0, *sorted(p.entries for p in create[1:])] and len(create) == 6
+    assert (create[-1].entries, create[-1].bytes) == (create[-1].entries_total, create[-1].bytes_total) == (41, 70)
+
+    def stop_at_the_second(report: Progress) -> None:
+        if report.phase == "create" and report.entries:
+            raise _StopError(report.entries)
+    with running_on("native"), pytest.raises(_StopError):
+        store.download(ref, dest / "stopped", progress=stop_at_the_second)
+    assert sorted(os.listdir(dest)) == ["out"], "nothing of the stopped download is left"

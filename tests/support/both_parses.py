@@ -13,6 +13,7 @@ entries field for field; a refusal must be one the reference makes, with the err
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import json
 import re
@@ -67,7 +68,7 @@ def tree_verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
     native = core()
     assert native is not None
     try:
-        tree = native.parse_tree(data)
+        tree = native.parse_tree(data, hashlib.sha256(data).hexdigest())
     except native.NativeFailure as failure:
         kind, at, fields = failure.args
         return kind, fields["check"], at

@@ -9,6 +9,7 @@ generated and hostile manifest of the parse suites.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 from artifactkit.errors import NotRestorableError
@@ -39,7 +40,7 @@ def held_layout(data: bytes, expected: Manifest) -> None:
     """The core's layout of ``data`` (which the reference reads as ``expected``) under every owners policy."""
     from artifactkit.store._native_tree import parse  # here: where the core is not built, nothing calls this
 
-    tree = parse(data)
+    tree = parse(data, hashlib.sha256(data).hexdigest())
     assert tree is not None
     for owners in OWNER_POLICIES:
         found = tree.layout(owners)
