@@ -17,6 +17,7 @@ mod manifest_parse_edge;
 mod pool;
 mod restore;
 mod restore_edge;
+mod restore_meta;
 mod scan;
 mod syscalls;
 mod tree;
@@ -326,8 +327,8 @@ fn scan_tree<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
-    m.add("RESTORABLE_FLAGS", restore::RESTORABLE_FLAGS)?;
-    m.add("COMPARED_FLAGS", restore::COMPARED_FLAGS)?;
+    m.add("RESTORABLE_FLAGS", restore_meta::RESTORABLE_FLAGS)?;
+    m.add("COMPARED_FLAGS", restore_meta::COMPARED_FLAGS)?;
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
     m.add_class::<StageState>()?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;

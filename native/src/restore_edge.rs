@@ -16,6 +16,7 @@ use crate::copy::hex;
 use crate::manifest_parse::{self, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::restore;
+use crate::restore_meta;
 use crate::tree::Tree;
 
 /// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`restore::Entry` borrows them).
@@ -65,7 +66,7 @@ impl Wire {
             xattrs: xattrs.map(|x| x.into_iter().map(|(n, v)| (n.into_vec(), v)).collect()),
             extents: t.get_item(11)?.extract()?,
             // As the manifest and flags.py hold them: 0..2**32, or the ioctl's signed int.
-            flags: t.get_item(12)?.extract::<Option<i64>>()?.map(restore::flags_bits),
+            flags: t.get_item(12)?.extract::<Option<i64>>()?.map(restore_meta::flags_bits),
         })
     }
 

@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::manifest_parse::{Entry, Kind, Parsed};
 use crate::restore;
+use crate::restore_meta;
 
 /// The fields `restore_meta.plan` reads of an entry besides its path (`tests/store/test_restore_layout.py`
 /// records what it reads): entries equal in these are planned alike.
@@ -124,7 +125,7 @@ fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
         gid: e.gid,
         xattrs: e.xattrs.as_ref().map(|x| x.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())).collect()),
         extents: e.extents.as_deref(),
-        flags: e.flags.map(restore::flags_bits),
+        flags: e.flags.map(restore_meta::flags_bits),
     })
 }
 
