@@ -10,18 +10,22 @@ the core is not built.
 
 from __future__ import annotations
 
+import bisect
 import errno
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from artifactkit import _native
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _translate, flag_letters
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
+from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
 from artifactkit.store.download import _dir_fd, _verify_children, verify_entries
+from artifactkit.store.executor import CreateItem
 from artifactkit.store.restore_meta import _read_back, create_special
 from artifactkit.store.stage import Staged, StageItem
 
@@ -30,8 +34,6 @@ if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
         _native.RESTORABLE_FLAGS, _native.COMPARED_FLAGS, _native.IN_MEMORY_LIMIT):
     raise ImportError("artifactkit._native was built with other flag masks or limits than this package")
 
-#: A download's batch item, as the executor hands it over: a directory and the entries to create in it.
-CreateItem = tuple[str, list[FileMeta]]
 #: A file to read as the core takes it: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
 WireItem = tuple[int, str, int, int, int | None, int, int]
 #: A file or link to create as the core takes it (``native/src/lib.rs`` reads these 14 fields in this order).
@@ -85,29 +87,42 @@ def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) 
     _raise_common(kind, fields)
 
 
-def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int) -> None:
+def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
     """:func:`~artifactkit.store.download.create_items` for a batch on ``threads`` threads, GIL released:
-    files and symlinks by the core, FIFOs and devices (made by name, never opened) here. ``blobs`` must be a
-    directory (its ``dir_fd``, else its path), not another seam's ``opener``."""
+    files and symlinks by the core (a :class:`~artifactkit.store._native_tree.CoreRun` from the core's own
+    entries, any other as ``entry_to_wire``'s tuples), FIFOs and devices (made by name, never opened) here.
+    ``blobs`` must be a directory (its ``dir_fd``, else its path), not another seam's ``opener``.
+    ``on_progress(entries, bytes)`` is called as the core finishes each part of the files and symlinks."""
     if blobs.opener is not None:
         raise ValueError("the native core reads blobs from a directory, not through an opener")
-    native: list[tuple[str, list[FileMeta]]] = []
+    native: list[tuple[str, list[WireEntry] | tuple[int, int, int]]] = []
+    made: list[Sequence[FileMeta]] = []  # what each native item holds, for a failure's entry
     special: list[tuple[str, list[FileMeta]]] = []
+    tree: _native.ParsedTree | None = None
     for path, entries in batch:
-        made = [e for e in entries if e.kind not in SPECIAL_KINDS]
-        if made:
-            native.append((path, made))
-        if len(made) < len(entries):
+        if isinstance(entries, CoreRun):
+            if tree is not None and entries.tree is not tree:
+                raise ValueError("a batch holds runs of one parsed tree")
+            tree = entries.tree
+            native.append((path, entries.ref))
+            made.append(entries)
+            continue
+        files = [e for e in entries if e.kind not in SPECIAL_KINDS]
+        if files:
+            native.append((path, [entry_to_wire(e) for e in files]))
+            made.append(files)
+        if len(files) < len(entries):
             special.append((path, [e for e in entries if e.kind in SPECIAL_KINDS]))
     blobs_fd = blobs.dir_fd
     opened = blobs_fd is None
     if blobs_fd is None:
         blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _native.create_files(root_fd, blobs_fd, [(p, [entry_to_wire(e) for e in es]) for p, es in native], threads)
+        _native.create_files(root_fd, blobs_fd, native, threads, tree, on_progress)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
-        flat = [entry for _, entries in native for entry in entries]
+        flat = _Positions(made)
         _raise_create(kind, fields, flat[at], flat, blobs)
     finally:
         if opened:
@@ -119,7 +134,20 @@ def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], t
             _verify_children(entries, dir_fd)
 
 
-def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: list[FileMeta],
+class _Positions:
+    """The entries of a call's items by their position across them (the core's ``at``), each made a ``FileMeta``
+    only when asked for: a failure names one or a few of a batch that may hold a whole tree."""
+
+    def __init__(self, made: list[Sequence[FileMeta]]) -> None:
+        self.made = made
+        self.starts = list(itertools.accumulate((len(entries) for entries in made), initial=0))
+
+    def __getitem__(self, at: int) -> FileMeta:
+        item = bisect.bisect_right(self.starts, at) - 1
+        return self.made[item][at - self.starts[item]]
+
+
+def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Positions,
                   blobs: BlobSource) -> NoReturn:
     where = f"for {entry.path!r}"
     if kind == "blob":

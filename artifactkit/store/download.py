@@ -7,6 +7,7 @@ a forged manifest path nor a symlink planted mid-download can make a write land 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import hashlib
@@ -14,6 +15,8 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
+
+import attrs
 
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
@@ -28,7 +31,7 @@ from artifactkit.store.content import (
     read_small,
     write_all,
 )
-from artifactkit.store.executor import CreateItem, CreateJob, Executor
+from artifactkit.store.executor import CreateItem, CreateJob, Executor, covered
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
@@ -49,10 +52,13 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
     is written). The files are created by ``executor`` (the *execute* stage; ``None``: in this process, by
     :func:`create_items` itself), which gets them in batches of whole directories; ``progress`` is told as
-    they finish.
+    they finish. ``entries`` may be :class:`Prepared` (the native core's parse of the manifest), which lays
+    out its own restore where its plan changes nothing.
     """
-    checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
-    by_path = plan(checked.values(), owners)
+    layout = entries.layout(owners) if isinstance(entries, Prepared) else None
+    if layout is None:
+        checked = {e.path: e for e in entries} if shape_checked else check_tree_shape(entries, where="manifest")
+        layout = lay_out(plan(checked.values(), owners).values())
     parent, name = os.path.split(dest)
     # Whoever can write DEST's parent can rename a directory there away and put a link or a directory of
     # theirs in its place; nobody else can change what is *inside* ours (0700). So the tree is built inside
@@ -63,11 +69,60 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     try:
         os.mkdir(_TREE, 0o700, dir_fd=private.fd)
         source = blob_path if isinstance(blob_path, BlobSource) else BlobSource("", opener=blob_path)
-        _materialize(by_path, private, source, executor, progress or Reporter(None))
+        _materialize(layout, private, source, executor, progress or Reporter(None))
         # Every entry, the root included, was verified exact above; the rename moves no time.
         _rename_into_place(private.fd, private.parent_fd, name, dest)
     finally:
         private.close()
+
+
+@attrs.frozen
+class Layout:
+    """A planned tree as its restore makes it: the directories (by path), what is created in each (the
+    executor's items, directories shallowest first), and what is read back once all of it exists — every
+    directory but the root and every later name of a hard link, in manifest order."""
+
+    dirs: dict[str, FileMeta]
+    items: list[CreateItem]
+    late: list[FileMeta]
+
+
+def lay_out(planned: Iterable[FileMeta]) -> Layout:
+    """The :class:`Layout` of planned entries (a shape-checked tree), in one pass over them."""
+    dirs: dict[str, FileMeta] = {}
+    made: dict[str, list[FileMeta]] = {}
+    late: list[FileMeta] = []
+    for entry in planned:
+        if entry.kind == "dir":
+            dirs[entry.path] = entry
+            if entry.path != ROOT:
+                late.append(entry)
+        elif entry.hardlink is not None:
+            late.append(entry)
+        else:
+            made.setdefault(parent_of(entry.path), []).append(entry)
+    return Layout(dirs, [(path, made[path]) for path in shallowest_first(dirs) if path in made], late)
+
+
+class Prepared(Sequence[FileMeta], abc.ABC):
+    """A manifest's entries held in another form (the native core's parse), each ``FileMeta`` made when it is
+    asked for: it lays out its own restore and names its blobs without making them all."""
+
+    @abc.abstractmethod
+    def layout(self, owners: Owners) -> Layout | None:
+        """The restore's :class:`Layout` under ``owners`` where :func:`plan` changes and refuses no entry;
+        ``None`` otherwise (then every entry is planned here, and the plan's error or warning names them all)."""
+
+    @abc.abstractmethod
+    def blobs(self) -> dict[str, int]:
+        """As :func:`blobs_needed`."""
+
+
+def blobs_needed(entries: Sequence[FileMeta]) -> dict[str, int]:
+    """``{sha256: size}`` of every regular file: the blobs a download of ``entries`` reads."""
+    if isinstance(entries, Prepared):
+        return entries.blobs()
+    return {entry.sha256: entry.size for entry in entries if entry.kind == "file" and entry.sha256 is not None}
 
 
 #: The tree's name inside a download's private directory; only what this process made is ever inside.
@@ -81,15 +136,15 @@ def _staging_prefix(name: str) -> str:
     return f".{name}.artifactkit-"
 
 
-def _materialize(by_path: dict[str, FileMeta], private: PrivateDir, blobs: BlobSource,
-                 executor: Executor | None, progress: Reporter) -> None:
-    made = [e for e in by_path.values() if e.kind != "dir" and e.hardlink is None]
-    progress.phase("create", entries_total=len(made), bytes_total=sum(e.size for e in made if e.kind == "file"))
+def _materialize(layout: Layout, private: PrivateDir, blobs: BlobSource, executor: Executor | None,
+                 progress: Reporter) -> None:
+    entries_total, bytes_total = covered(layout.items)
+    progress.phase("create", entries_total=entries_total, bytes_total=bytes_total)
     try:
         root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
         try:
             job = CreateJob(root_fd, blobs, on_batch=progress.advance)
-            _materialize_unguarded(by_path, job, executor)
+            _materialize_unguarded(layout, job, executor)
         finally:
             os.close(root_fd)
     except OSError as err:
@@ -102,41 +157,37 @@ def _materialize(by_path: dict[str, FileMeta], private: PrivateDir, blobs: BlobS
             path=str(err.filename)) from err
 
 
-def _materialize_unguarded(by_path: dict[str, FileMeta], job: CreateJob, executor: Executor | None) -> None:
+def _materialize_unguarded(layout: Layout, job: CreateJob, executor: Executor | None) -> None:
     root_fd = job.root_fd
-    children: dict[str, list[FileMeta]] = {}
-    for path, entry in by_path.items():
-        if path != ROOT:
-            children.setdefault(parent_of(path), []).append(entry)
+    # What each directory holds that is read back at the end: its subdirectories and hard links' later names.
+    late: dict[str, list[FileMeta]] = {}
+    for entry in layout.late:
+        late.setdefault(parent_of(entry.path), []).append(entry)
     # Shallowest first, so every parent exists before its children.
-    dirs = shallowest_first(p for p, e in by_path.items() if e.kind == "dir")
+    dirs = shallowest_first(layout.dirs)
     for path in dirs:
-        with _dir_fd(root_fd, path) as dir_fd:
-            for entry in children.get(path, ()):
-                if entry.kind == "dir":
-                    _create(entry, dir_fd, job.blobs)
+        if any(entry.kind == "dir" for entry in late.get(path, ())):
+            with _dir_fd(root_fd, path) as dir_fd:
+                for entry in late[path]:
+                    if entry.kind == "dir":
+                        _create(entry, dir_fd, job.blobs)
     # Every directory exists: the files and links of each are the executor's, in batches of directories;
     # each batch reads its entries back once it has made them all, so what follows checks only the
     # directories and the hard links' other names (nothing after a batch touches its entries' own values).
-    items: list[CreateItem] = [
-        (path, todo) for path in dirs
-        if (todo := [e for e in children.get(path, ()) if e.kind != "dir" and e.hardlink is None])]
     if executor is None:
-        create_items(root_fd, items, job.blobs)
-        job.on_batch(sum(len(entries) for _, entries in items),
-                     sum(e.size for _, entries in items for e in entries if e.kind == "file"))
+        create_items(root_fd, layout.items, job.blobs)
+        job.on_batch(*covered(layout.items))
     else:
-        executor.create(job, items)
+        executor.create(job, layout.items)
     # The other names of each hard link, once every first name exists (it may sort deeper).
-    for entry in by_path.values():
+    for entry in layout.late:
         if entry.hardlink is not None:
             _link(root_fd, entry)
     # Directory times last, deepest first: creating a child would move its parent's mtime.
     for path in deepest_first(dirs):
         with _dir_fd(root_fd, path) as dir_fd:
-            _verify_children([e for e in children.get(path, ()) if e.kind == "dir" or e.hardlink is not None],
-                             dir_fd)
-            entry = by_path[path]
+            _verify_children(late.get(path, ()), dir_fd)
+            entry = layout.dirs[path]
             apply_fd(dir_fd, entry, path)
             os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
             verify_entries([(entry, os.fstat(dir_fd))])

@@ -14,6 +14,7 @@ and it imports neither, so no implementation can form an import cycle with them.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,13 +31,24 @@ if TYPE_CHECKING:
 
 #: A batch item of a download: a directory (relative to the tree's root) and the files, links and special
 #: files to create in it (its subdirectories exist already; hard links' later names come after).
-CreateItem = tuple[str, "list[FileMeta]"]
+CreateItem = tuple[str, "Sequence[FileMeta]"]
+
+
+class EntryRun(Sequence["FileMeta"]):
+    """Entries of one directory held elsewhere (the native core's parse of the manifest): their ``FileMeta`` objects
+    are made only when asked for, their file bytes are known without them."""
+
+    @property
+    @abc.abstractmethod
+    def file_bytes(self) -> int:
+        """The sizes of the regular files among them, summed."""
 
 
 def covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
     """Entries and file bytes of a download batch, for its progress (either engine's)."""
     return (sum(len(entries) for _, entries in batch),
-            sum(e.size for _, entries in batch for e in entries if e.kind == "file"))
+            sum(entries.file_bytes if isinstance(entries, EntryRun) else
+                sum(e.size for e in entries if e.kind == "file") for _, entries in batch))
 
 
 def _ignore(entries: int, byte_count: int) -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
+from artifactkit.metadata.model import FileMeta
 from artifactkit.store.engines import engine_name
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
@@ -17,16 +19,39 @@ from artifactkit.store.store_dirs import StoreDirs
 def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
     """The manifest of ``ref`` from its bytes, read by any backend from ``where``: they must hash to the digest
     that names the version, parse as a manifest and name this artifact."""
+    _check_digest(ref, body, where)
+    manifest = _parse(body, where=f"manifest of {ref}")
+    _check_name(ref, manifest.name, where)
+    return manifest
+
+
+def verified_entries(ref: ArtifactRef, body: bytes, where: str) -> Sequence[FileMeta]:
+    """The entries of :func:`verified_manifest` of the same bytes, with the same checks and errors, for a
+    download: on the native engine the core's parse kept in the core
+    (:class:`~artifactkit.store._native_tree.CoreTree`, each ``FileMeta`` made when the restore asks for it)."""
+    if engine_name() != "native":
+        return verified_manifest(ref, body, where).entries
+    from artifactkit.store._native_tree import parse  # noqa: PLC0415 - only where the core is built
+
+    tree = parse(body, ref.digest)  # the digest checked alongside, on a thread of the core's
+    if tree is None:  # declined: another digest, or the reference's parse refuses it or reads a shape left to it
+        return verified_manifest(ref, body, where).entries
+    _check_name(ref, tree.name, where)
+    return tree
+
+
+def _check_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
     if digest_of(body) != ref.digest:
         raise IntegrityError(
             f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
             path=where, expected=ref.digest, actual=digest_of(body), failed=IntegrityFailure.CORRUPT)
-    manifest = _parse(body, where=f"manifest of {ref}")
-    if manifest.name != ref.name:
+
+
+def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
+    if name != ref.name:
         # A manifest copied (and renamed by its digest) from another artifact is not this one.
-        raise IntegrityError(f"manifest of {ref} names another artifact, {manifest.name!r}", path=where,
-                             expected=ref.name, actual=manifest.name, failed=IntegrityFailure.CORRUPT)
-    return manifest
+        raise IntegrityError(f"manifest of {ref} names another artifact, {name!r}", path=where,
+                             expected=ref.name, actual=name, failed=IntegrityFailure.CORRUPT)
 
 
 def _parse(body: bytes, *, where: str) -> Manifest:

@@ -45,7 +45,7 @@ import errno
 import os
 import stat
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
 import attrs
@@ -70,6 +70,38 @@ WHITEOUT: Final = (0, 0)
 def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
     """What the download will produce for each path here, or :class:`NotRestorableError` before anything
     is written. ``owners="current"`` turns every entry into the downloader's, without privilege."""
+    result, problems, reowned = _plan(entries, owners)
+    if problems and owners == "current":
+        raise NotRestorableError(
+            "download refused: owners=\"current\" never creates a device node (whoever owns one has the device "
+            "it names) and never sets immutable/append; download these as root with owners=\"exact\":\n  "
+            + "\n  ".join(problems), entries=problems)
+    if problems:
+        raise NotRestorableError(
+            "download refused: this user cannot restore everything the manifest records, and nothing is "
+            f"ever dropped silently; {'' if os.geteuid() == 0 else 'run as root, or '}pass owners=\"current\" "
+            "(CLI --owners current) to take the downloader's ownership without setuid/setgid or capabilities:\n  "
+            + "\n  ".join(problems),
+            entries=problems)
+    if reowned:
+        warning = ReownedWarning(
+            f"{len(reowned)} entr(y/ies) given the downloader's ownership without setuid/setgid or privileged "
+            "xattrs: " + "; ".join(reowned[:20]) + (f"; and {len(reowned) - 20} more" if len(reowned) > 20 else ""),
+            entries=reowned)  # the whole list as data, beside the short message
+        warnings.warn(warning, stacklevel=3)
+    return result
+
+
+def plans_nothing(entries: Sequence[FileMeta], owners: Owners) -> bool:
+    """Whether :func:`plan` returns every one of ``entries`` as it is, refusing and warning nothing: then it
+    does the same for any entry equal to one of them in every field it reads but the path (the native
+    core's parse plans one entry of each such kind and leaves the rest as they are)."""
+    result, problems, reowned = _plan(entries, owners)
+    return not problems and not reowned and all(result.get(entry.path) is entry for entry in entries)
+
+
+def _plan(entries: Iterable[FileMeta], owners: Owners) -> tuple[dict[str, FileMeta], list[str], list[str]]:
+    """:func:`plan`'s entries, problems and re-owned entries, neither raised nor warned."""
     if owners not in OWNER_POLICIES:
         raise ValueError(f"owners must be one of {OWNER_POLICIES}, not {owners!r}")
     root = os.geteuid() == 0
@@ -99,25 +131,7 @@ def plan(entries: Iterable[FileMeta], owners: Owners) -> dict[str, FileMeta]:
             if why:
                 problems.append(f"{entry.path}: {', '.join(why)}")
         result[entry.path] = entry
-    if problems and owners == "current":
-        raise NotRestorableError(
-            "download refused: owners=\"current\" never creates a device node (whoever owns one has the device "
-            "it names) and never sets immutable/append; download these as root with owners=\"exact\":\n  "
-            + "\n  ".join(problems), entries=problems)
-    if problems:
-        raise NotRestorableError(
-            "download refused: this user cannot restore everything the manifest records, and nothing is "
-            f"ever dropped silently; {'' if root else 'run as root, or '}pass owners=\"current\" (CLI --owners "
-            "current) to take the downloader's ownership without setuid/setgid or capabilities:\n  "
-            + "\n  ".join(problems),
-            entries=problems)
-    if reowned:
-        warning = ReownedWarning(
-            f"{len(reowned)} entr(y/ies) given the downloader's ownership without setuid/setgid or privileged "
-            "xattrs: " + "; ".join(reowned[:20]) + (f"; and {len(reowned) - 20} more" if len(reowned) > 20 else ""),
-            entries=reowned)  # the whole list as data, beside the short message
-        warnings.warn(warning, stacklevel=3)
-    return result
+    return result, problems, reowned
 
 
 def _rdev(entry: FileMeta) -> str:

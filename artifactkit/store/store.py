@@ -18,12 +18,12 @@ from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
 from artifactkit.store.backend import Backend, Opened
-from artifactkit.store.download import restore_tree
+from artifactkit.store.download import blobs_needed, restore_tree
 from artifactkit.store.engines import executor_for
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
-from artifactkit.store.manifest_file import verified_manifest
+from artifactkit.store.manifest_file import verified_entries, verified_manifest
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
@@ -145,12 +145,12 @@ class Store:
             if os.path.lexists(target):
                 raise FileExistsError(errno.EEXIST, "download destination already exists", target)
             body, where = opened.manifest_bytes(ref)
-            manifest = verified_manifest(ref, body, where)
-            needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
+            entries = verified_entries(ref, body, where)
+            needed = blobs_needed(entries)
             reporter = Reporter(progress)
             reporter.phase("fetch", entries_total=len(needed), bytes_total=sum(needed.values()))
             with opened.blob_source(needed, target, reporter) as blobs:
-                restore_tree(manifest.entries, target, blob_path=blobs, shape_checked=True, owners=owners,
+                restore_tree(entries, target, blob_path=blobs, shape_checked=True, owners=owners,
                              executor=executor, progress=reporter)
         return ref
 

@@ -66,8 +66,16 @@ fn os(errno: Errno, name: &[u8]) -> Failure {
 
 /// `read_small`: one `pread` of `size + 1` in the usual case, never taking a short read for the end.
 pub fn read_small(fd: RawFd, size: u64) -> Result<Vec<u8>, Errno> {
+    let mut data = Vec::new();
+    read_small_into(fd, size, &mut data)?;
+    Ok(data)
+}
+
+/// [`read_small`] into `data` (its earlier contents dropped), so a caller reading many files reuses one buffer.
+pub fn read_small_into(fd: RawFd, size: u64, data: &mut Vec<u8>) -> Result<(), Errno> {
     let want = usize::try_from(size + 1).map_err(|_| libc::EFBIG)?;
-    let mut data = vec![0u8; want];
+    data.clear();
+    data.resize(want, 0);
     let mut total = 0usize;
     loop {
         let n = sys::pread(fd, &mut data[total..], total as u64)?;
@@ -77,7 +85,7 @@ pub fn read_small(fd: RawFd, size: u64) -> Result<Vec<u8>, Errno> {
         }
     }
     data.truncate(total);
-    Ok(data)
+    Ok(())
 }
 
 /// `data_extents`: `None` for a dense file (one `lseek`), else the data runs up to `size`.

@@ -18,16 +18,19 @@ mod manifest_parse;
 mod manifest_parse_edge;
 mod pool;
 mod restore;
+mod restore_edge;
+mod restore_meta;
 mod scan;
 mod scan_edge;
 mod syscalls;
+mod tree;
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
@@ -219,55 +222,6 @@ fn stage_files(
     }
 }
 
-fn wire_entry(obj: &Bound<'_, PyAny>) -> PyResult<restore::Entry> {
-    let t = obj.cast::<PyTuple>()?;
-    if t.len() != 14 {
-        return Err(PyValueError::new_err("a wire entry has 14 fields (download.to_wire)"));
-    }
-    let kind: String = t.get_item(1)?.extract()?;
-    let kind = match kind.as_str() {
-        "file" => restore::Kind::File,
-        "symlink" => restore::Kind::Symlink,
-        other => return Err(PyValueError::new_err(format!("the native core creates files and symlinks, not {other}"))),
-    };
-    let xattrs: Option<Vec<(OsString, Vec<u8>)>> = t.get_item(10)?.extract()?;
-    let target: Option<OsString> = t.get_item(7)?.extract()?;
-    Ok(restore::Entry {
-        path: bytes_of(t.get_item(0)?.extract()?),
-        kind,
-        mode: t.get_item(2)?.extract()?,
-        mtime_ns: t.get_item(3)?.extract()?,
-        atime_ns: t.get_item(4)?.extract()?,
-        size: t.get_item(5)?.extract()?,
-        sha256: t.get_item(6)?.extract()?,
-        target: target.map(bytes_of),
-        uid: t.get_item(8)?.extract()?,
-        gid: t.get_item(9)?.extract()?,
-        xattrs: xattrs.map(|x| x.into_iter().map(|(n, v)| (bytes_of(n), v)).collect()),
-        extents: t.get_item(11)?.extract()?,
-        flags: t.get_item(12)?.extract()?,
-    })
-}
-
-/// Create every file and symlink of `batch` — `(dir relpath, [wire entry])` — beneath `root_fd`, content
-/// from `blobs_fd` verified as written, metadata restored and read back.
-#[pyfunction]
-fn create_files(
-    py: Python<'_>,
-    root_fd: i32,
-    blobs_fd: i32,
-    batch: Vec<(OsString, Vec<Bound<'_, PyAny>>)>,
-    threads: usize,
-) -> PyResult<()> {
-    let dirs = batch
-        .into_iter()
-        .map(|(rel, entries)| {
-            Ok(restore::Dir { rel: bytes_of(rel), entries: entries.iter().map(wire_entry).collect::<PyResult<_>>()? })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| restore::create_files(root_fd, blobs_fd, &dirs, threads)).map_err(|located| failure_to_py(py, located))
-}
-
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
 pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
@@ -276,12 +230,14 @@ pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
-    m.add("RESTORABLE_FLAGS", restore::RESTORABLE_FLAGS)?;
-    m.add("COMPARED_FLAGS", restore::COMPARED_FLAGS)?;
+    m.add("RESTORABLE_FLAGS", restore_meta::RESTORABLE_FLAGS)?;
+    m.add("COMPARED_FLAGS", restore_meta::COMPARED_FLAGS)?;
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
     m.add_class::<StageState>()?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
-    m.add_function(wrap_pyfunction!(create_files, m)?)?;
+    m.add_class::<restore_edge::ParsedTree>()?;
+    m.add_function(wrap_pyfunction!(restore_edge::create_files, m)?)?;
+    m.add_function(wrap_pyfunction!(restore_edge::parse_tree, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_parse_edge::parse_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(scan_edge::scan_tree, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;

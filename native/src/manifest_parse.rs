@@ -68,12 +68,40 @@ pub struct Entry<'a> {
     pub rdev: Option<(u32, u32)>,
 }
 
+impl Entry<'_> {
+    /// The entry with every borrowed string copied: what the core keeps of a parse beyond its bytes' lifetime
+    /// (`tree::Tree`).
+    pub fn into_owned(self) -> Entry<'static> {
+        let own = |s: Option<Cow<'_, str>>| s.map(|s| Cow::Owned(s.into_owned()));
+        Entry {
+            path: Cow::Owned(self.path.into_owned()),
+            sha256: own(self.sha256),
+            target: own(self.target),
+            xattrs: self.xattrs.map(|x| x.into_iter().map(|(n, v)| (Cow::Owned(n.into_owned()), v)).collect()),
+            hardlink: own(self.hardlink),
+            kind: self.kind,
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            atime_ns: self.atime_ns,
+            size: self.size,
+            ctime_ns: self.ctime_ns,
+            uid: self.uid,
+            gid: self.gid,
+            extents: self.extents,
+            flags: self.flags,
+            rdev: self.rdev,
+        }
+    }
+}
+
 /// A manifest the reference would accept, as it would read it.
 #[derive(Debug)]
 pub struct Parsed<'a> {
     pub name: Cow<'a, str>,
     pub noatime: bool,
     pub entries: Vec<Entry<'a>>,
+    /// Each entry's parent directory, by position (the root's is itself): what the tree's shape check found.
+    pub parents: Vec<usize>,
 }
 
 /// Read and check `data` in the reference's order: JSON, the document, each entry, the tree's shape, its
@@ -94,7 +122,7 @@ pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
         Some(Entries::Declined(decline)) => return Err(decline),
         Some(Entries::NotList) | None => return Err(Decline::refused("entries", None)),
     };
-    let by_path = tree_shape(&entries)?;
+    let (by_path, parents) = tree_shape(&entries)?;
     hard_links(&entries, &by_path)?;
     let name = match doc.name {
         Some(Raw::Str(name)) if artifact_name(&name) => name,
@@ -105,7 +133,7 @@ pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
         Some(Raw::Bool(noatime)) => noatime,
         Some(_) => return Err(Decline::refused("noatime", None)),
     };
-    Ok(Parsed { name, noatime, entries })
+    Ok(Parsed { name, noatime, entries, parents })
 }
 
 /// `paths._clean`: `"."`, or a relative path without an empty, `.` or `..` component, and no NUL.
@@ -122,8 +150,8 @@ fn clean(path: &str) -> bool {
 }
 
 /// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every
-/// link target non-empty and without NUL. The entries by path, for the hard-link check.
-fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<HashMap<&'e str, usize>, Decline> {
+/// link target non-empty and without NUL. The entries by path, for the hard-link check, and each one's parent.
+fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, Vec<usize>), Decline> {
     let refused = |at: usize| Decline::refused("tree", Some(at));
     let mut by_path = HashMap::with_capacity(entries.len());
     for (at, entry) in entries.iter().enumerate() {
@@ -131,17 +159,18 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<HashMap<&'e str, usize>, D
             return Err(refused(at));
         }
     }
-    match by_path.get(ROOT) {
-        Some(&root) if entries[root].kind == Kind::Dir => {}
+    let root = match by_path.get(ROOT) {
+        Some(&root) if entries[root].kind == Kind::Dir => root,
         _ => return Err(Decline::refused("tree", None)),
-    }
+    };
+    let mut parents = vec![root; entries.len()];
     for (at, entry) in entries.iter().enumerate() {
         if entry.path == ROOT {
             continue;
         }
         let parent = entry.path.rsplit_once('/').map_or(ROOT, |(head, _)| head);
         match by_path.get(parent) {
-            Some(&p) if entries[p].kind == Kind::Dir => {}
+            Some(&p) if entries[p].kind == Kind::Dir => parents[at] = p,
             _ => return Err(refused(at)),
         }
         if let Some(target) = &entry.target {
@@ -150,7 +179,7 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<HashMap<&'e str, usize>, D
             }
         }
     }
-    Ok(by_path)
+    Ok((by_path, parents))
 }
 
 /// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use crate::manifest_parse;
 use crate::NativeFailure;
 
-fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
+pub(crate) fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
     let fields = PyDict::new(py);
     let filled = fields.set_item("check", decline.check).and_then(|()| fields.set_item("detail", &decline.detail));
     if let Err(err) = filled {
@@ -18,7 +18,7 @@ fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
 }
 
 /// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
-fn entry_args<'py>(
+pub(crate) fn entry_args<'py>(
     py: Python<'py>,
     e: &manifest_parse::Entry<'_>,
     kinds: &[Bound<'py, PyString>],

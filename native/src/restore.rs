@@ -1,62 +1,59 @@
 //! Create a download's files and symlinks beneath the private staging root, content verified while
 //! written, metadata restored owners → xattrs → mode → flags → times, then every entry `lstat`ed back
 //! (mirrors `download.py::create_items` / `_create` / `_copy_blob` / `_verify_children` and
-//! `restore_meta.py::apply_fd` / `apply_symlink`, step for step).
+//! `restore_meta.py::apply_symlink`, step for step; `apply_fd` is `restore_meta.rs`).
 
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::content::{cstr, os_string, read_small, IN_MEMORY_LIMIT};
+use crate::content::{cstr, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::copy::{copy_sparse, hash_while_copying, hex};
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
+use crate::restore_meta::apply_fd;
 use crate::syscalls::{self as sys, Errno, XTarget};
 
-/// flags.py's `RESTORABLE_FLAGS` (sync, nodump, dirsync) and `COMPARED_FLAGS` (those, immutable, append).
-pub const RESTORABLE_FLAGS: i32 = 0x0000_0008 | 0x0000_0040 | 0x0001_0000;
-pub const COMPARED_FLAGS: i32 = RESTORABLE_FLAGS | 0x0000_0010 | 0x0000_0020;
-/// extended.py's `_ALIASES`: xfs's names for the POSIX ACLs, never recorded.
-const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.
 const UNIT: usize = 128;
-/// Extended attributes as `(name, value)` pairs.
-pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
-
+/// A unit ends once its files hold this many bytes (the progress a person sees moves once a unit is done).
+const UNIT_BYTES: u64 = 64 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     File,
     Symlink,
 }
 
-/// `download.py::to_wire`'s fields that creating a file or symlink needs.
-pub struct Entry {
-    pub path: Vec<u8>,
+/// What creating a file or symlink needs of its entry, borrowed from wherever the batch's entries live:
+/// `_native_batches.entry_to_wire`'s tuples (`restore_edge::Wire`) or the core's own parse of the manifest
+/// (`tree::Tree`), so a parsed manifest reaches the create without a copy through Python.
+pub struct Entry<'a> {
+    pub path: &'a [u8],
     pub kind: Kind,
     pub mode: u32,
     pub mtime_ns: i128,
     pub atime_ns: i128,
     pub size: u64,
-    pub sha256: Option<String>,
-    pub target: Option<Vec<u8>>,
+    pub sha256: Option<&'a str>,
+    pub target: Option<&'a [u8]>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    pub xattrs: Option<Xattrs>,
-    pub extents: Option<Vec<(u64, u64)>>,
+    pub xattrs: Option<Vec<(&'a [u8], &'a [u8])>>,
+    pub extents: Option<&'a [(u64, u64)]>,
     pub flags: Option<i32>,
 }
 
-impl Entry {
+impl Entry<'_> {
     fn name(&self) -> &[u8] {
-        self.path.rsplit(|b| *b == b'/').next().unwrap_or(&self.path)
+        self.path.rsplit(|b| *b == b'/').next().unwrap_or(self.path)
     }
 }
 
 /// One directory (relative to the root, "." for the root) and the entries to create in it.
-pub struct Dir {
-    pub rel: Vec<u8>,
-    pub entries: Vec<Entry>,
+pub struct Dir<'a> {
+    pub rel: &'a [u8],
+    pub entries: Vec<Entry<'a>>,
 }
 
 fn os(errno: Errno, name: &[u8]) -> Failure {
@@ -93,15 +90,33 @@ fn blob_failure(what: &'static str, entry: &Entry, sha: &str) -> Failure {
 }
 
 fn blob_found(what: &'static str, entry: &Entry, sha: &str, actual_size: u64, actual_sha: String) -> Failure {
-    Failure::Blob { what, sha: sha.to_owned(), path: os_string(&entry.path), actual_size, actual_sha }
+    Failure::Blob { what, sha: sha.to_owned(), path: os_string(entry.path), actual_size, actual_sha }
+}
+
+/// What a unit's files reuse, one after another: a name's C string, a small blob's bytes (a malloc and a free
+/// of each per file were a twentieth of the create threads' time).
+#[derive(Default)]
+struct Scratch {
+    name: Vec<u8>,
+    data: Vec<u8>,
+}
+
+impl Scratch {
+    /// `bytes` as a C string in the name buffer; a NUL inside is `cstr`'s `EINVAL`, naming them.
+    fn c<'s>(name: &'s mut Vec<u8>, bytes: &[u8]) -> Result<&'s CStr, Failure> {
+        name.clear();
+        name.extend_from_slice(bytes);
+        name.push(0);
+        CStr::from_bytes_with_nul(name).map_err(|_| Failure::os(libc::EINVAL, Some(os_string(bytes))))
+    }
 }
 
 /// `_copy_blob`: the blob's kind and size before a byte is read; a small blob written only if it hashes
 /// to its name; a large or sparse one hashed as written (the caller's staging is dropped on failure).
-fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
-    let sha = entry.sha256.as_deref().ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(&entry.path))))?;
-    let name = cstr(sha.as_bytes())?;
-    let blob = match sys::open_at(blobs, &name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
+fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
+    let sha = entry.sha256.ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(entry.path))))?;
+    let name = Scratch::c(&mut scratch.name, sha.as_bytes())?;
+    let blob = match sys::open_at(blobs, name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
         Ok(fd) => fd,
         Err(libc::ENOENT) => return Err(blob_failure("missing", entry, sha)),
         Err(libc::ELOOP) => return Err(blob_failure("symlink", entry, sha)),
@@ -116,15 +131,18 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
     if stored != entry.size {
         return Err(blob_found("size", entry, sha, stored, String::new()));
     }
-    let (actual, count) = if let Some(runs) = &entry.extents {
+    let (actual, count) = if let Some(runs) = entry.extents {
         copy_sparse(src, out, entry.size, runs).map_err(|e| Failure::os(e, None))?
     } else if entry.size <= IN_MEMORY_LIMIT {
-        let data = read_small(src, entry.size).map_err(|e| Failure::os(e, None))?;
-        let actual = hex(&Sha256::digest(&data));
-        if actual == sha {
-            sys::pwrite_all(out, &data, 0).map_err(|e| Failure::os(e, None))?;
+        let data = &mut scratch.data;
+        read_small_into(src, entry.size, data).map_err(|e| Failure::os(e, None))?;
+        let digest = Sha256::digest(&data[..]);
+        if names(&digest, sha) && data.len() as u64 == entry.size {
+            sys::pwrite_all(out, data, 0).map_err(|e| Failure::os(e, None))?;
+            return Ok(()); // never write bytes that are not the named content
         }
-        (actual, data.len() as u64)
+        // The hex only for the failure's message: a format per byte was a tenth of a small file's user time.
+        (hex(&digest), data.len() as u64)
     } else {
         hash_while_copying(src, out, entry.size).map_err(|e| Failure::os(e, None))?
     };
@@ -134,144 +152,31 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `read_xattrs(fd)`: every name but xfs's aliases, sorted, a name removed meanwhile skipped.
-fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, Errno> {
-    let mut names = match sys::list_xattrs(target) {
-        Ok(n) => n,
-        Err(e) if e == libc::EOPNOTSUPP => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    names.sort();
-    let mut found = Vec::with_capacity(names.len());
-    for name in names {
-        if ALIASES.contains(&name.as_bytes()) {
-            continue;
-        }
-        match sys::get_xattr(target, &name) {
-            Ok(v) => found.push((name.into_bytes(), v)),
-            Err(libc::ENODATA) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(found)
+/// `hex(digest) == named`, without making the hex: `named` is exactly the digest in lowercase hex.
+fn names(digest: &[u8], named: &str) -> bool {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let named = named.as_bytes();
+    named.len() == digest.len() * 2
+        && digest
+            .iter()
+            .zip(named.chunks_exact(2))
+            .all(|(b, pair)| pair == [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
 }
 
-/// `_set_xattrs_exactly` on an fd: set every wanted one, remove any other (an inherited default ACL),
-/// return what is there afterwards, read back.
-fn set_xattrs_exactly(fd: RawFd, wanted: &[(Vec<u8>, Vec<u8>)], entry: &Entry) -> Result<Xattrs, Failure> {
-    let refuse = |e: Errno| {
-        if e == libc::EOPNOTSUPP || e == libc::EPERM {
-            Failure::Xattrs { path: os_string(&entry.path), errno: e }
-        } else {
-            Failure::OsFd { errno: e, fd }
-        }
-    };
-    let target = XTarget::Fd(fd);
-    let present = sys::list_xattrs(target).map_err(refuse)?;
-    if present.is_empty() && wanted.is_empty() {
-        return Ok(Vec::new());
-    }
-    for (name, value) in wanted {
-        sys::set_xattr(target, &cstr(name)?, value).map_err(refuse)?;
-    }
-    let mut extra: Vec<CString> =
-        present.into_iter().filter(|p| !wanted.iter().any(|(n, _)| n == p.as_bytes())).collect();
-    extra.sort();
-    for name in extra {
-        sys::remove_xattr(target, &name).map_err(refuse)?;
-    }
-    read_xattrs(target).map_err(refuse)
-}
-
-/// `restore_flags_fd`'s outcome: the flags now, or `Err(errno)` where they cannot be read or set.
-fn restore_flags(fd: RawFd, wanted: i32) -> Result<Result<i32, Errno>, Failure> {
-    let translate = |e: Errno| -> Result<Result<i32, Errno>, Failure> {
-        if [libc::ENOTTY, libc::EOPNOTSUPP, libc::EINVAL, libc::ENOSYS, libc::EPERM, libc::EACCES, libc::EROFS]
-            .contains(&e)
-        {
-            Ok(Err(e))
-        } else {
-            Err(Failure::os(e, None)) // not ours (EBADF, ...): stays an OSError
-        }
-    };
-    let current = match sys::get_flags(fd) {
-        Ok(c) => c,
-        Err(e) => return translate(e),
-    };
-    let target = (current & !RESTORABLE_FLAGS) | (wanted & RESTORABLE_FLAGS);
-    if target == current {
-        return Ok(Ok(current));
-    }
-    if let Err(e) = sys::set_flags(fd, target) {
-        return translate(e);
-    }
-    match sys::get_flags(fd) {
-        Ok(c) => Ok(Ok(c)),
-        Err(e) => translate(e),
-    }
-}
-
-/// `apply_fd` then the times: owner, xattrs exactly, mode, restorable flags, each read back.
-fn apply_fd(fd: RawFd, entry: &Entry) -> Result<(), Failure> {
-    if let (Some(uid), Some(gid)) = (entry.uid, entry.gid) {
-        sys::fchown(fd, uid, gid).map_err(|e| Failure::os(e, None))?;
-    }
-    let mut xattrs = None;
-    if let Some(wanted) = &entry.xattrs {
-        let present = if wanted.is_empty() { sys::list_xattrs(XTarget::Fd(fd)).ok() } else { None };
-        // The usual new file: none wanted, none there, and that listing was the read-back.
-        xattrs = Some(if present.is_some_and(|p| p.is_empty()) {
-            Vec::new()
-        } else {
-            set_xattrs_exactly(fd, wanted, entry)?
-        });
-    }
-    sys::fchmod(fd, entry.mode).map_err(|e| Failure::os(e, None))?;
-    let mut flags = None;
-    if let Some(wanted) = entry.flags {
-        match restore_flags(fd, wanted)? {
-            Ok(now) => flags = Some(now),
-            Err(e) if wanted & COMPARED_FLAGS != 0 => {
-                return Err(Failure::Flags { path: os_string(&entry.path), errno: e })
-            }
-            Err(_) => {}
-        }
-    }
-    let xattrs_ok = match (&xattrs, &entry.xattrs) {
-        (Some(found), Some(wanted)) => same_xattrs(found, wanted),
-        _ => true,
-    };
-    let flags_ok = match (flags, entry.flags) {
-        (Some(found), Some(wanted)) => (found ^ wanted) & COMPARED_FLAGS == 0,
-        _ => true,
-    };
-    if !(xattrs_ok && flags_ok) {
-        let xattrs = xattrs.map(|x| x.into_iter().map(|(n, v)| (os_string(&n), v)).collect());
-        return Err(Failure::ReadBack { xattrs, flags });
-    }
-    Ok(())
-}
-
-fn same_xattrs(found: &[(Vec<u8>, Vec<u8>)], wanted: &[(Vec<u8>, Vec<u8>)]) -> bool {
-    let mut wanted = wanted.to_vec();
-    wanted.sort();
-    found == wanted.as_slice()
-}
-
-fn create_file(dir: RawFd, entry: &Entry, blobs: RawFd) -> Result<(), Failure> {
-    let name = cstr(entry.name())?;
+fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
+    let name = Scratch::c(&mut scratch.name, entry.name())?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let out = sys::open_at(dir, &name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
+    let out = sys::open_at(dir, name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
     let fd = sys::raw(&out);
-    copy_blob(entry, blobs, fd)?;
+    copy_blob(entry, blobs, fd, scratch)?;
     apply_fd(fd, entry)?; // after the writes: a write clears setuid for non-root
     sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| Failure::OsFd { errno: e, fd })
 }
 
 /// `os.symlink` + `apply_symlink` + `utime(follow_symlinks=False)`.
-fn create_symlink(dir: RawFd, entry: &Entry) -> Result<(), Failure> {
+fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     let name = cstr(entry.name())?;
-    let target = entry.target.as_deref().unwrap_or_default();
+    let target = entry.target.unwrap_or_default();
     sys::symlink_at(&cstr(target)?, dir, &name).map_err(|e| Failure::Os {
         errno: e,
         filename: Some(os_string(target)),
@@ -292,7 +197,7 @@ fn create_symlink(dir: RawFd, entry: &Entry) -> Result<(), Failure> {
 }
 
 /// `verify_stored`'s `_exact` for a file or symlink (no rdev: neither has one).
-fn exact(entry: &Entry, st: &libc::stat) -> bool {
+fn exact(entry: &Entry<'_>, st: &libc::stat) -> bool {
     let f = StatFacts::of(st);
     let ifmt = match entry.kind {
         Kind::File => libc::S_IFREG,
@@ -307,12 +212,13 @@ fn exact(entry: &Entry, st: &libc::stat) -> bool {
 }
 
 /// One unit: some entries of one directory, created, then read back together.
-fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir, first: usize, entries: &[Entry]) -> Result<(), Located> {
-    let opened = open_dir(root, &dir.rel).map_err(|failure| Located { at: first, failure })?;
+fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: &[Entry<'_>]) -> Result<(), Located> {
+    let opened = open_dir(root, dir.rel).map_err(|failure| Located { at: first, failure })?;
     let fd = opened.as_ref().map_or(root, sys::raw);
+    let mut scratch = Scratch::default();
     for (i, entry) in entries.iter().enumerate() {
         let made = match entry.kind {
-            Kind::File => create_file(fd, entry, blobs),
+            Kind::File => create_file(fd, entry, blobs, &mut scratch),
             Kind::Symlink => create_symlink(fd, entry),
         };
         made.map_err(|failure| Located { at: first + i, failure })?;
@@ -321,8 +227,8 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir, first: usize, entries: &[En
     let last = first + entries.len().saturating_sub(1);
     let mut wrong = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        let st = sys::lstat_at(fd, &cstr(entry.name()).map_err(|failure| Located { at: last, failure })?)
-            .map_err(|e| Located { at: last, failure: os(e, entry.name()) })?;
+        let name = Scratch::c(&mut scratch.name, entry.name()).map_err(|failure| Located { at: last, failure })?;
+        let st = sys::lstat_at(fd, name).map_err(|e| Located { at: last, failure: os(e, entry.name()) })?;
         if !exact(entry, &st) {
             wrong.push((first + i, StatFacts::of(&st)));
         }
@@ -335,26 +241,33 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir, first: usize, entries: &[En
 }
 
 /// `create_items` for a whole batch; `at` of a failure counts entries across the batch's directories.
-pub fn create_files(root: RawFd, blobs: RawFd, batch: &[Dir], threads: usize) -> Result<(), Located> {
-    let mut units: Vec<(&Dir, usize, &[Entry])> = Vec::new();
+/// `report(entries, file bytes)` is called on the calling thread as each unit is done; once it answers
+/// `false` the rest is not made ([`Failure::Stopped`], unless something failed).
+pub fn create_files(
+    root: RawFd,
+    blobs: RawFd,
+    batch: &[Dir<'_>],
+    threads: usize,
+    report: &mut dyn FnMut(usize, u64) -> bool,
+) -> Result<(), Located> {
+    let mut units: Vec<(&Dir<'_>, usize, &[Entry<'_>], u64)> = Vec::new();
     let mut position = 0;
     for dir in batch {
-        for part in dir.entries.chunks(UNIT) {
-            units.push((dir, position, part));
+        let mut rest = &dir.entries[..];
+        while !rest.is_empty() {
+            // At most UNIT entries and about UNIT_BYTES of files: progress moves for big files too.
+            let (mut count, mut bytes) = (0, 0);
+            while count < rest.len().min(UNIT) && bytes < UNIT_BYTES {
+                bytes += if rest[count].kind == Kind::File { rest[count].size } else { 0 };
+                count += 1;
+            }
+            let (part, tail) = rest.split_at(count);
+            units.push((dir, position, part, bytes));
             position += part.len();
+            rest = tail;
         }
     }
-    pool::map(&units, threads, |_, (dir, first, entries)| create_unit(root, blobs, dir, *first, entries))?;
+    let create = |_, unit: &(&Dir<'_>, usize, &[Entry<'_>], u64)| create_unit(root, blobs, unit.0, unit.1, unit.2);
+    pool::map_reporting(&units, threads, create, |at| report(units[at].2.len(), units[at].3))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flag_masks_are_flags_py_s() {
-        assert_eq!(RESTORABLE_FLAGS, 0x10048);
-        assert_eq!(COMPARED_FLAGS, 0x10078);
-    }
 }

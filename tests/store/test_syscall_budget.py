@@ -95,12 +95,12 @@ elif double == "1":
     def stage_twice(src, txn_fd, blobs_fd, items, threads, state):
         stage_files(src, scratch(), blobs_fd, items, threads, _native.StageState())
         return stage_files(src, txn_fd, blobs_fd, items, threads, state)
-    def create_twice(root_fd, blobs_fd, batch, threads):
+    def create_twice(root_fd, blobs_fd, batch, threads, tree=None, on_progress=None):
         other = scratch()
         for rel in {rel for rel, _ in batch} - {"."}:  # the corpus's directories are one level deep
             os.mkdir(rel, dir_fd=other)
-        create_files(other, blobs_fd, batch, threads)
-        create_files(root_fd, blobs_fd, batch, threads)
+        create_files(other, blobs_fd, batch, threads, tree)
+        create_files(root_fd, blobs_fd, batch, threads, tree, on_progress)
     _native.stage_files, _native.create_files = stage_twice, create_twice
 s = Store(root)
 if op == "publish":

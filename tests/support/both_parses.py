@@ -13,6 +13,7 @@ entries field for field; a refusal must be one the reference makes, with the err
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import json
 import re
@@ -23,6 +24,7 @@ import pytest
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafePathError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from artifactkit.store.manifest import Manifest, parse_manifest
+from tests.support.core_layout import held_layout
 
 #: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
 CHECK_ERRORS: dict[str, type[Exception]] = {
@@ -59,6 +61,28 @@ def verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
         kind, at, fields = failure.args
         return kind, fields["check"], at
     return Manifest(name=name, entries=entries, source_read_noatime=noatime)
+
+
+def tree_verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
+    """:func:`verdict` of the download's parse (``parse_tree``, kept in the core), its entries made whole."""
+    native = core()
+    assert native is not None
+    try:
+        tree = native.parse_tree(data, hashlib.sha256(data).hexdigest())
+    except native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        return kind, fields["check"], at
+    return Manifest(name=tree.name, entries=tree.metas(FileMeta), source_read_noatime=tree.noatime)
+
+
+def same_verdicts(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
+    """The core's verdict, which both of its parses (``parse_manifest``, ``parse_tree``) must give alike."""
+    found, tree = verdict(data), tree_verdict(data)
+    if isinstance(found, Manifest):
+        assert isinstance(tree, Manifest) and fields_of(tree) == fields_of(found), tree
+    else:
+        assert tree == found
+    return found
 
 
 def fields_of(manifest: Manifest) -> str:
@@ -118,9 +142,10 @@ def parse_both(data: bytes, *, where: str = "m") -> Manifest:
 def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
     from artifactkit.store._native_manifest import parse
 
-    found = verdict(data)
+    found = same_verdicts(data)
     if isinstance(found, Manifest):
         assert fields_of(found) == fields_of(expected)
+        held_layout(data, expected)
     else:
         assert found[0] == "manifest_unsure" and unsure_shape(data), f"the core declines a valid manifest: {found}"
     assert fields_of(parse(data, where=where)) == fields_of(expected)
@@ -129,7 +154,7 @@ def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
 def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
     from artifactkit.store._native_manifest import parse
 
-    found = verdict(data)
+    found = same_verdicts(data)
     assert not isinstance(found, Manifest), f"the core accepts what the reference refuses with {err!r}"
     kind, check, _ = found
     if kind == "manifest_refused":
