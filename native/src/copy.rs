@@ -6,7 +6,7 @@
 //! the digest is of the destination read back, so it always names the bytes that were stored, even if
 //! the source changed in a way no timestamp shows (an `mmap` write).
 
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use sha2::{Digest, Sha256};
 
@@ -15,8 +15,13 @@ use std::os::fd::RawFd;
 
 /// As content.py's `CHUNK`: the read-back's buffer.
 pub const CHUNK: usize = 1 << 20;
-/// As content.py's `COPY_CHUNK`: the kernel copies this much per call, so the hash can follow closely.
-const COPY_CHUNK: u64 = 8 << 20;
+/// Read-back buffers of `CHUNK` in flight from the copier to the hasher: one chunk of the copy fits in them, so
+/// the copier starts the next copy while the hasher works through the last one.
+const BUFFERS: usize = 4;
+/// The kernel copies this much per call (content.py's `COPY_CHUNK` is 8 MiB: its hasher reads back on its own):
+/// small enough that the hasher starts soon and a chunk is still in the copier's cache when it reads it back,
+/// no more than the buffers hold, so the copier never waits for a buffer in the middle of a chunk.
+const COPY_CHUNK: u64 = (BUFFERS * CHUNK) as u64;
 static ZEROS: [u8; CHUNK] = [0; CHUNK];
 
 /// Lowercase hex of a digest.
@@ -85,65 +90,82 @@ fn hash_back(fd: RawFd, start: u64, length: u64, h: &mut Sha256, buf: &mut [u8])
     Ok(done)
 }
 
-/// What the copier has done so far, shared with the hasher that follows it.
-#[derive(Default)]
-struct Copied {
-    bytes: u64,
-    done: bool,
-    failed: Option<Errno>,
-}
+/// A read-back buffer the copier filled, and how many of its bytes are the destination's.
+type Filled = (Vec<u8>, usize);
 
 /// `hash_while_copying`: up to `size + 1` bytes (one more shows the source grew) copied in the kernel on a
-/// thread of its own while this one hashes the destination (open for reading too) behind it, so a large
-/// file costs about one sha256 pass rather than a copy plus a hash; `(sha256, bytes)`.
+/// thread of its own, which reads each chunk back from the destination (open for reading too) as soon as it
+/// landed and hands it to this thread to hash, so a large file costs about one sha256 pass rather than a copy
+/// plus a hash; `(sha256, bytes)`. Fewer bytes than copied only where the destination was cut shorter behind the
+/// copy (another writer of the store): the digest and the length are of what was read back.
+///
+/// Why the copier reads back, not the hasher: sha256 is the slower half, so the read-back's memcpy goes to the
+/// thread that would otherwise wait, and it reads a chunk while its own cache still holds what it just wrote.
 pub fn hash_while_copying(src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno> {
-    let state = Mutex::new(Copied::default());
-    let moved = Condvar::new();
-    let copier = || {
-        let mut copied = 0u64;
-        let outcome = loop {
-            if copied > size {
-                break Ok(());
-            }
-            match copy_range(src, dst, COPY_CHUNK.min(size + 1 - copied), copied) {
-                Ok(0) => break Ok(()),
-                Ok(n) => {
-                    copied += n;
-                    state.lock().unwrap_or_else(PoisonError::into_inner).bytes = copied;
-                    moved.notify_all();
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        let mut now = state.lock().unwrap_or_else(PoisonError::into_inner);
-        now.done = true;
-        now.failed = outcome.err();
-        drop(now);
-        moved.notify_all();
-    };
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let hashed = std::thread::scope(|s| -> Result<u64, Errno> {
-        s.spawn(copier);
-        let mut hashed = 0u64;
-        loop {
-            let mut now = state.lock().unwrap_or_else(PoisonError::into_inner);
-            while now.bytes <= hashed && !now.done {
-                now = moved.wait(now).unwrap_or_else(PoisonError::into_inner);
-            }
-            let (available, finished) = (now.bytes, now.done);
-            drop(now);
-            // A failed read-back leaves the copier to finish its bounded `size + 1` bytes; the scope joins it.
-            hashed += hash_back(dst, hashed, available - hashed, &mut h, &mut buf)?;
-            if finished && hashed >= available {
-                return Ok(hashed);
-            }
-        }
-    })?;
-    if let Some(e) = state.into_inner().unwrap_or_else(PoisonError::into_inner).failed {
-        return Err(e);
+    hash_while_copying_via(copy_range, src, dst, size)
+}
+
+/// [`hash_while_copying`] with its copy given (the tests' one that cuts the destination short), the rest the same.
+fn hash_while_copying_via<F>(copy: F, src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno>
+where
+    F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno> + Send,
+{
+    // Both channels hold every buffer there is, so neither side ever blocks on a send: the copier waits only for a
+    // free buffer, the hasher only for a filled one, and each stops once the other has gone.
+    let (to_hasher, filled) = sync_channel::<Filled>(BUFFERS);
+    let (to_copier, free) = sync_channel::<Vec<u8>>(BUFFERS);
+    for _ in 0..BUFFERS {
+        let _ = to_copier.send(vec![0u8; CHUNK]);
     }
+    let mut h = Sha256::new();
+    let mut hashed = 0u64;
+    let mut copier_outcome = Ok(());
+    std::thread::scope(|s| {
+        let outcome = &mut copier_outcome;
+        // `to_hasher` and `free` move into the copier: its end disconnects both, which ends the loop below.
+        s.spawn(move || *outcome = copy_and_read_back(copy, src, dst, size, &free, &to_hasher));
+        for (buf, n) in &filled {
+            h.update(&buf[..n]);
+            hashed += n as u64;
+            let _ = to_copier.send(buf); // refused only once the copier has gone: the buffer is dropped
+        }
+    });
+    copier_outcome?;
     Ok((hex(&h.finalize()), hashed))
+}
+
+/// The copier: `COPY_CHUNK` at a time (`size + 1` at most), each chunk read back from `dst` into free buffers sent
+/// to the hasher in order. It stops at the source's end, at a read-back that finds the destination ended, or at
+/// the first error (the hasher has then hashed a prefix of what landed, and the error is the outcome).
+fn copy_and_read_back<F>(
+    mut copy: F,
+    src: RawFd,
+    dst: RawFd,
+    size: u64,
+    free: &Receiver<Vec<u8>>,
+    to_hasher: &SyncSender<Filled>,
+) -> Result<(), Errno>
+where
+    F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno>,
+{
+    let (mut copied, mut read) = (0u64, 0u64);
+    while copied <= size {
+        let n = copy(src, dst, COPY_CHUNK.min(size + 1 - copied), copied)?;
+        copied += n;
+        while read < copied {
+            let Ok(mut buf) = free.recv() else { return Ok(()) }; // the hasher has gone (it never stops first)
+            let want = (copied - read).min(buf.len() as u64) as usize;
+            let got = sys::pread(dst, &mut buf[..want], read)?;
+            if got == 0 || to_hasher.send((buf, got)).is_err() {
+                return Ok(());
+            }
+            read += got as u64;
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// `copy_sparse`: only the data runs copied (in the kernel), holes kept, the digest of the logical bytes as
@@ -237,6 +259,68 @@ mod tests {
         let (src, dst) = scratch("grown", &data);
         let (_, n) = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64 - 1).unwrap();
         assert_eq!(n, data.len() as u64);
+    }
+
+    #[test]
+    fn every_size_around_the_buffers_and_chunks_hashes_what_landed() {
+        let (b, c) = (CHUNK, COPY_CHUNK as usize);
+        for len in [0, 1, b - 1, b, b + 1, c - 1, c, c + 1, c + b + 3] {
+            let data = pattern(len);
+            let (src, dst) = scratch(&format!("size-{len}"), &data);
+            let got = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), len as u64).unwrap();
+            assert_eq!(got, (hex(&Sha256::digest(&data)), len as u64), "{len} bytes");
+            assert_eq!(std::fs::read(format!("/proc/self/fd/{}", dst.as_raw_fd())).unwrap(), data);
+        }
+    }
+
+    #[test]
+    fn a_destination_cut_short_behind_the_copy_ends_the_digest_where_it_ends() {
+        // Another writer of the store truncates the staged file between a copy and its read-back: the digest and
+        // the length are of what could be read back, and the copy ends rather than waiting for bytes that are gone.
+        let data = pattern(3 * COPY_CHUNK as usize);
+        let (src, dst) = scratch("cut", &data);
+        let cut = COPY_CHUNK + 12345;
+        let cut_after_the_second_copy = move |s: RawFd, d: RawFd, count: u64, offset: u64| {
+            let n = copy_range(s, d, count, offset)?;
+            if offset == COPY_CHUNK {
+                sys::ftruncate(d, cut)?;
+            }
+            Ok(n)
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let got =
+                hash_while_copying_via(cut_after_the_second_copy, src.as_raw_fd(), dst.as_raw_fd(), 3 * COPY_CHUNK);
+            let _ = done.send(got);
+        });
+        let got = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the copy never ended");
+        assert_eq!(got, Ok((hex(&Sha256::digest(&data[..cut as usize])), cut)));
+    }
+
+    #[test]
+    fn a_copy_that_fails_midway_is_the_outcome() {
+        let data = pattern(3 * COPY_CHUNK as usize);
+        let (src, dst) = scratch("copy-eio", &data);
+        let eio_after_one = |s: RawFd, d: RawFd, count: u64, offset: u64| {
+            if offset == 0 {
+                copy_range(s, d, count, offset)
+            } else {
+                Err(libc::EIO)
+            }
+        };
+        let got = hash_while_copying_via(eio_after_one, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64);
+        assert_eq!(got, Err(libc::EIO));
+    }
+
+    #[test]
+    fn a_read_back_that_fails_is_the_outcome() {
+        // A destination open for writing only: the copy lands, its read-back is refused by the kernel.
+        let data = pattern(COPY_CHUNK as usize + 7);
+        let (src, _) = scratch("read-ebadf", &data);
+        let path = std::env::temp_dir().join(format!("artifactkit-copy-{}-write-only", std::process::id()));
+        let dst = OpenOptions::new().write(true).create(true).truncate(true).open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64), Err(libc::EBADF));
     }
 
     #[test]

@@ -17,7 +17,7 @@ from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices
 from tests.support.fiemap import shared_bytes
 
-SIZE = IN_MEMORY_LIMIT + (8 << 20)  # above the in-memory limit: copied by the kernel, in 8 MiB steps
+SIZE = IN_MEMORY_LIMIT + (8 << 20)  # above the in-memory limit: copied by the kernel, in several steps
 
 
 @pytest.fixture(params=["xfs", "btrfs"])

@@ -106,8 +106,8 @@ def test_a_source_changed_in_place_while_copied_never_leaves_a_blob_that_mismatc
             handle.write(b"scribble")
 
     store = any_store
-    # A real writer, as the second kernel copy of the file begins (the copies go 8 MiB at a time, on either
-    # engine): the first 8 MiB are staged as they were, the rest, scribbled on, is copied after the change.
+    # A real writer, as the second kernel copy of the file begins (the copies go 8 MiB at a time on the reference,
+    # 4 MiB on the native core): the first copy is staged as it was, the rest, scribbled on, after the change.
     with changed_at_read(source, scribble, at=2) as reads:
         try:
             store.publish(fast_tmp / "src", "big")
