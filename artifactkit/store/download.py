@@ -106,7 +106,8 @@ def lay_out(planned: Iterable[FileMeta]) -> Layout:
 
 class Prepared(Sequence[FileMeta], abc.ABC):
     """A manifest's entries held in another form (the native core's parse), each ``FileMeta`` made when it is
-    asked for: it lays out its own restore and names its blobs without making them all."""
+    asked for: it lays out its own restore and names its blobs without making them all. Its tree's shape is
+    checked (by the parse that made it, as :func:`parse_manifest`'s)."""
 
     @abc.abstractmethod
     def layout(self, owners: Owners) -> Layout | None:
