@@ -178,14 +178,16 @@ def error(message: str) -> None:
 
 
 def human_bytes(count: int) -> str:
-    """A byte count for people, in binary units: ``1.1 MiB`` (below 1 KiB the exact count)."""
+    """A byte count for people, in binary units and at most three digits before the unit: ``1.1 MiB``,
+    ``12.3 MiB``, ``103 MiB``, then ``1.0 GiB`` (below 1 KiB the exact count). A progress line's rate keeps its
+    width whatever the speed, so the line fits an 80-column terminal (``103.0 MiB/s`` did not)."""
     if count < 1024:
         return f"{count} B"
     size, units = count / 1024, ["KiB", "MiB", "GiB", "TiB"]
-    while size >= 1024 and len(units) > 1:
+    while round(size) >= 1000 and len(units) > 1:
         size /= 1024
         units.pop(0)
-    return f"{size:.1f} {units[0]}"
+    return f"{size:.1f} {units[0]}" if round(size, 1) < 100 else f"{size:.0f} {units[0]}"
 
 
 def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from artifactkit.cli.common import human_bytes
 from artifactkit.cli.progress import counts, store_activity
 from artifactkit.conformance.corpus import materialize
 from artifactkit.store.progress import Progress
@@ -112,6 +113,17 @@ def test_counts_read_as_a_person_reads_them() -> None:
         == "read 1200/2000 files  8.0 MiB/13.0 MiB  4.0 MiB/s"
     assert counts(Progress("blobs", 3, 9, 3000, 9000), 1.0) == "blobs 3/9  2.9 KiB/8.8 KiB  2.9 KiB/s"
     assert counts(Progress("manifests", 1, 2), 0.25) == "manifests 1/2  4 manifests/s"
+
+
+def test_a_rate_keeps_its_width_whatever_the_speed_so_the_line_fits_80_columns() -> None:
+    # A native download of 2,000 files ran at 103.0 MiB/s, and rich cut that line's "/s" at 80 columns.
+    mib = 1024 * 1024
+    assert counts(Progress("create", 2000, 2000, 2 * mib, 2 * mib), 2 / 103) \
+        == "create 2000/2000 entries  2.0 MiB/2.0 MiB  103 MiB/s"
+    for exponent in range(10, 41):
+        for mantissa in (1.0, 1.5, 9.99, 99.9, 99.96, 103.0, 999.4, 999.6, 1023.9):
+            number = human_bytes(int(mantissa * 2 ** exponent)).split()[0]
+            assert len(number) <= 4, (mantissa, exponent, number)
 
 
 def test_where_nothing_is_shown_the_store_gets_no_callback_and_rich_is_not_imported(big_site: Path) -> None:
