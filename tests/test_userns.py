@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -175,3 +176,10 @@ def test_artifactkit_userns_0_keeps_the_session_outside_and_the_header_says_why(
     assert "artifactkit userns: not re-executed: ARTIFACTKIT_USERNS=0 opts out" in result.stdout
     assert result.returncode == 1, "outside a namespace the probe test must fail (no marker, no mount)"
     assert "1 failed" in result.stdout
+
+
+def test_the_re_executed_suite_is_told_who_the_user_is_where_the_environment_does_not_say() -> None:
+    # env -i (no USER): inside the namespace pytest would take the user for root and refuse /tmp/pytest-of-root.
+    name = pwd.getpwuid(os.getuid()).pw_name
+    assert userns.who_i_am({}, os.getuid()) == {"LOGNAME": name, "USER": name}
+    assert userns.who_i_am({"LOGNAME": "me", "USER": "me"}, os.getuid()) == {}  # a login's own names are kept

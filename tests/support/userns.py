@@ -24,6 +24,7 @@ in-process runs or xdist workers (their arguments are not ``sys.argv``), and not
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,14 @@ def capabilities() -> str:
 DECISION = pytest.StashKey[Decision]()
 
 
+def who_i_am(environ: Mapping[str, str], uid: int) -> dict[str, str]:
+    """``LOGNAME`` and ``USER`` for the re-executed suite where the environment lacks them (``env -i``, cron):
+    inside the namespace the user is uid 0, so pytest would name its temporary root ``/tmp/pytest-of-root``
+    and refuse it wherever the real root's exists (not owned by the current user)."""
+    name = pwd.getpwuid(uid).pw_name
+    return {var: name for var in ("LOGNAME", "USER") if not environ.get(var)}
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None]:
     decision = decide(euid=os.geteuid(), environ=os.environ,
@@ -109,6 +118,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None
     if decision.reexec:
         argv = command(sys.executable, sys.orig_argv)
         os.environ[INSIDE] = "1"
+        os.environ.update(who_i_am(os.environ, os.getuid()))
         sys.stdout.flush()
         sys.stderr.flush()
         os.execvp(argv[0], argv)  # noqa: S606 -- argv is our fixed prefix plus this very process's argv
