@@ -24,9 +24,15 @@ const BUFFERS: usize = 4;
 const COPY_CHUNK: u64 = (BUFFERS * CHUNK) as u64;
 static ZEROS: [u8; CHUNK] = [0; CHUNK];
 
-/// Lowercase hex of a digest.
+/// Lowercase hex of a digest, by table: a `format!` per byte was 2 % of a 100,000-file publish's CPU.
 pub fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(digest.len() * 2);
+    for &b in digest {
+        text.push(char::from(DIGITS[usize::from(b >> 4)]));
+        text.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    text
 }
 
 /// Feed `count` zero bytes (a hole) to `h`.
@@ -213,6 +219,13 @@ mod tests {
     #[test]
     fn hex_is_lowercase_sha256() {
         assert_eq!(hex(&Sha256::digest(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn hex_spells_every_byte_as_two_lowercase_digits() {
+        let every: Vec<u8> = (0..=255).collect();
+        let by_format: String = every.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&every), by_format);
     }
 
     #[test]
