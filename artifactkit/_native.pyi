@@ -22,6 +22,7 @@ def stage_files(
     root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
     state: StageState,
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool]]: ...
+def rename_files(src_fd: int, dst_fd: int, moves: list[tuple[str, str]], threads: int) -> None: ...
 class ParsedTree:
     """A manifest the core parsed for a download, kept in the core (``native/src/tree.rs``)."""
 

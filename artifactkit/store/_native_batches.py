@@ -71,6 +71,16 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
             for index, sha, noatime, flags, runs, staged in found]
 
 
+def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int, threads: int) -> None:
+    """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` on ``threads`` threads, GIL released; the
+    first failing pair's ``OSError`` as ``os.rename`` raises it (errno, both names)."""
+    try:
+        _native.rename_files(src_dir_fd, dst_dir_fd, list(moves), threads)
+    except _native.NativeFailure as failure:
+        kind, _, fields = failure.args
+        _raise_common(kind, fields)
+
+
 def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:
     _, entry, identity = item
     path = f"{root}/{entry.path}"

@@ -64,10 +64,16 @@ class PublishTxn(Protocol):
         """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them
         now, overlapping the reads still to come."""
 
+    def seal(self, move: Mover) -> None:
+        """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier) and starts
+        ``move`` — the executor's :meth:`~artifactkit.store.executor.Executor.move_files` — renaming them into
+        ``blobs/`` on a thread of its own, while the caller assembles the manifest; a bucket, whose uploads land
+        under their final keys, has nothing to do."""
+
     def flush(self, body: bytes) -> None:
-        """The durability barrier: every added blob and the manifest ``body`` are stored for good (local: one
-        ``syncfs``, then the blobs renamed into place; bucket: every upload finished). Nothing is visible yet
-        but blobs, which nothing refers to until a version is claimed."""
+        """Every added blob and the manifest ``body`` are stored for good (local: the sealed blobs renamed into
+        place, the manifest written and fsynced, ``blobs/`` fsynced; bucket: every upload finished). Nothing is
+        visible yet but blobs, which nothing refers to until a version is claimed."""
 
     def latest(self, name: str) -> int:
         """The highest version of ``name`` now (0 if none)."""
@@ -75,6 +81,10 @@ class PublishTxn(Protocol):
     def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
         """Make the flushed manifest version ``version`` of ``name`` atomically, never replacing one: False if
         that version is taken (the caller tries the next)."""
+
+
+#: :meth:`~artifactkit.store.executor.Executor.move_files`: ``(src_fd, dst_fd, [(src, dst), ...])``.
+Mover = Callable[[int, int, Sequence[tuple[str, str]]], None]
 
 
 class Opened(Protocol):

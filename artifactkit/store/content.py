@@ -7,6 +7,7 @@ import hashlib
 import os
 import stat
 import threading
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -284,10 +285,13 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-def write_staged(stage_fd: int, stage_name: str, data: bytes) -> None:
-    """Write in-memory content to a staging file (read-only mode: blobs are immutable)."""
+def write_staged(stage_fd: int, stage_name: str, data: bytes, *, sync: Callable[[int], None] | None = None) -> None:
+    """Write in-memory content to a staging file (read-only mode: blobs are immutable); ``sync(fd)`` (an
+    ``fsync``) once it is written, where no barrier comes after."""
     out = os.open(stage_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
     try:
         write_all(out, data)
+        if sync is not None:
+            sync(out)
     finally:
         os.close(out)

@@ -56,6 +56,10 @@ class PythonExecutor:
                    for item in part]
             job.on_batch(len(part), sum(entry.size for _, entry, _ in part))
 
+    def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        for src, dst in moves:
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         for batch in _create_batches(items):
             create_items(job.root_fd, batch, job.blobs)

@@ -97,6 +97,10 @@ class Executor(Protocol):
         """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can
         send a batch's blobs on while the next is read."""
 
+    def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        """``os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)`` for every pair, replacing what ``dst``
+        names (a publish's flushed blobs into ``blobs/``); may be called from a thread of its own."""
+
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         """Create every entry of ``items`` with its content verified as written and its metadata restored
         (owners → xattrs → mode → flags → times), then read each back and compare exactly."""

@@ -1,13 +1,13 @@
-"""Publish, written once for every backend: *scan* → *plan* → *execute* → assemble → flush → claim.
+"""Publish, written once for every backend: *scan* → *plan* → *execute* → seal → assemble → flush → claim.
 
 The scan captures every ``lstat`` before any read (:func:`capture_source`); the plan says which files must
 be read (:mod:`~artifactkit.store.plan`: everything, or what the stat cache cannot vouch for); an executor
-reads, hashes and stages them in batches (:mod:`~artifactkit.store.executor`); the manifest is assembled
-here from what the scan captured and the reads found. Then the backend's transaction flushes — the one
-durability barrier: a local store's staged blobs and manifest under one ``syncfs``, then the blobs renamed
-into place; a bucket's uploads all finished — and only then is a version claimed, by
-:func:`claim_version`, the one loop every backend's atomic claim runs under. A visible name therefore
-always refers to stored bytes (git's ``fsyncMethod=batch``).
+reads, hashes and stages them in batches (:mod:`~artifactkit.store.executor`). The backend's transaction
+then seals them — the one durability barrier: a local store's staged blobs under one ``syncfs``, then
+renamed into ``blobs/`` on a thread while the manifest is assembled here from what the scan captured and
+the reads found — and flushes: the moves finished, the manifest written and fsynced (a bucket: every upload
+answered). Only then is a version claimed, by :func:`claim_version`, the one loop every backend's atomic
+claim runs under. A visible name therefore always refers to stored bytes (git's ``fsyncMethod=batch``).
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
         guard, txn = stack.enter_context(opened.publishing())
         planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
         if planned.reuse is not None:
+            txn.seal(executor.move_files)  # nothing staged: only the barrier
             body, digest = planned.reuse
         else:
             progress.phase("read", entries_total=len(planned.reads),
@@ -92,6 +93,8 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
             for batch in executor.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found += batch
+            # The barrier; a directory's blobs then move into place while the manifest is assembled.
+            txn.seal(executor.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
             planned.reads.clear()
             body, recorded = assemble(tree, name, planned, found, encode=executor.manifest_body)

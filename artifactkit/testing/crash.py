@@ -16,6 +16,7 @@ then leaves a clean store. Shared by ``tests/test_faults_crash.py`` and the camp
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -82,6 +83,24 @@ def _label(work: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     return where
 
 
+def _native_batches() -> Any:
+    """The native engine's batch module, or ``None`` where the core is not built (os.rename is then the only one)."""
+    try:
+        return importlib.import_module("artifactkit.store._native_batches")
+    except ImportError:
+        return None
+
+
+def _call_label(work: str, attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    if attr == "symlink":  # symlink(target, name): label the new name first, as for every other call
+        return _label(work, (args[1], args[0], *args[2:]), kwargs)
+    if attr == "rename_files":  # rename_files(moves, src_dir_fd=, dst_dir_fd=, threads=): the first move names it
+        moves = args[0]
+        first = _label(work, moves[0], kwargs) if moves else "(nothing)"
+        return f"{first} and {len(moves) - 1} more" if len(moves) > 1 else first
+    return _label(work, args, kwargs)
+
+
 def _install_kill_points(work: str, kill_after: int | None, trace: list[str] | None) -> None:
     """Wrap every store-changing call in this process; SIGKILL after call ``kill_after``."""
     count = 0
@@ -94,9 +113,7 @@ def _install_kill_points(work: str, kill_after: int | None, trace: list[str] | N
             result = real(*args, **kwargs)
             count += 1
             if trace is not None:
-                # symlink(target, name): label the new name first, as for every other call
-                shown = (args[1], args[0], *args[2:]) if kind == "symlink" else args
-                trace.append(f"{kind} {_label(work, shown, kwargs)}")
+                trace.append(f"{kind} {_call_label(work, attr, args, kwargs)}")
             if count == kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
             return result
@@ -105,6 +122,9 @@ def _install_kill_points(work: str, kill_after: int | None, trace: list[str] | N
 
     if kill_after == 0:
         os.kill(os.getpid(), signal.SIGKILL)
+    if (native := _native_batches()) is not None:
+        # The native core's batch of renames (a publish's blobs into blobs/): one point, before and after all.
+        wrap(native, "rename_files", "rename")
     for owner, attr, kind in (
         (os, "write", "write"), (os, "fsync", "fsync"), (store_module, "syncfs", "syncfs"),
         (layout_module, "rename_noreplace", "rename"), (restore_module, "rename_noreplace", "rename"),

@@ -43,6 +43,13 @@ class RenameBeforeFlushTxn(LocalTxn):
         return claimed
 
 
+class NoManifestFsyncTxn(LocalTxn):
+    """Broken on purpose: the manifest, written after the barrier, is renamed into place unflushed."""
+
+    def sync_file(self, fd: int) -> None:
+        pass
+
+
 class NoNameDirFsyncTxn(LocalTxn):
     """Broken on purpose: the manifest's rename into ``manifests/<name>`` is never made durable."""
 
@@ -62,6 +69,7 @@ class NoBlobsDirFsyncTxn(LocalTxn):
 
 #: The deliberately broken stores of the durability test: each one's transaction leaves out one step.
 BROKEN: dict[str, type[LocalTxn]] = {"rename-before-flush": RenameBeforeFlushTxn,
+                                     "no-manifest-fsync": NoManifestFsyncTxn,
                                      "no-name-dir-fsync": NoNameDirFsyncTxn,
                                      "no-blobs-dir-fsync": NoBlobsDirFsyncTxn}
 

@@ -16,6 +16,7 @@ mod manifest_body;
 mod manifest_edge;
 mod manifest_parse;
 mod manifest_parse_edge;
+mod moves;
 mod pool;
 mod restore;
 mod restore_edge;
@@ -222,6 +223,24 @@ fn stage_files(
     }
 }
 
+/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` on `threads`
+/// threads, the GIL released; a name holding a NUL byte is refused as `os.rename` refuses it, before any moves.
+#[pyfunction]
+fn rename_files(
+    py: Python<'_>,
+    src_fd: i32,
+    dst_fd: i32,
+    moves: Vec<(OsString, OsString)>,
+    threads: usize,
+) -> PyResult<()> {
+    let to_c = |name: OsString| {
+        std::ffi::CString::new(name.into_vec())
+            .map_err(|_| pyo3::exceptions::PyValueError::new_err("rename: embedded null character in path"))
+    };
+    let moves = moves.into_iter().map(|(src, dst)| Ok((to_c(src)?, to_c(dst)?))).collect::<PyResult<Vec<_>>>()?;
+    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves, threads)).map_err(|located| failure_to_py(py, located))
+}
+
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
 pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
@@ -235,6 +254,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
     m.add_class::<StageState>()?;
     m.add_function(wrap_pyfunction!(stage_files, m)?)?;
+    m.add_function(wrap_pyfunction!(rename_files, m)?)?;
     m.add_class::<restore_edge::ParsedTree>()?;
     m.add_function(wrap_pyfunction!(restore_edge::create_files, m)?)?;
     m.add_function(wrap_pyfunction!(restore_edge::parse_tree, m)?)?;

@@ -265,6 +265,12 @@ pub fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> Result<()> {
     check(unsafe { libc::symlinkat(target.as_ptr(), dir, name.as_ptr()) })
 }
 
+/// `renameat(src_dir, src, dst_dir, dst)`: replaces whatever `dst` names, as `os.rename` does.
+pub fn rename_at(src_dir: RawFd, src: &CStr, dst_dir: RawFd, dst: &CStr) -> Result<()> {
+    // SAFETY: both names are NUL-terminated.
+    check(unsafe { libc::renameat(src_dir, src.as_ptr(), dst_dir, dst.as_ptr()) })
+}
+
 pub fn unlink_at(dir: RawFd, name: &CStr) -> Result<()> {
     // SAFETY: name is NUL-terminated.
     check(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) })

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
+from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.s3.layout import blob_key, listed_versions, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket
@@ -87,6 +88,9 @@ class BucketTxn:
             for future in done:
                 del pending[future]
                 future.result()
+
+    def seal(self, move: Mover) -> None:
+        """Nothing to move: every upload lands under its final key."""
 
     def flush(self, body: bytes) -> None:
         # A PUT that answered is stored for good: the barrier is every upload answered.

@@ -41,6 +41,7 @@ def test_a_real_publish_flushes_before_every_rename_and_fsyncs_each_new_name_bef
 
 @pytest.mark.parametrize(("variant", "rule"), [
     ("rename-before-flush", "(rule 1)"),
+    ("no-manifest-fsync", "(rule 1)"),
     ("no-name-dir-fsync", "(rule 2)"),
     ("no-blobs-dir-fsync", "(rule 2)"),
 ])

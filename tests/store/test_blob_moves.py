@@ -1,0 +1,136 @@
+"""The sealed blobs' moves into ``blobs/``: on a thread of their own while the manifest is assembled, and
+whatever goes wrong meanwhile, nothing becomes visible that a manifest could refer to half-stored.
+
+``LocalTxn.seal`` makes the staged blobs durable (the barrier) and starts the executor's ``move_files`` on a
+thread; ``flush`` waits for it before the manifest is written and fsynced. The order itself is checked from the
+outside by ``tests/store/faults/test_durability.py`` (``no-manifest-fsync`` is the broken variant of the
+manifest's own fsync) and by the kill points of ``tests/store/faults/test_crash.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import artifactkit.store.publish as publish_module
+from artifactkit import ManifestLimitError, Store
+from artifactkit.conformance.corpus import materialize
+from artifactkit.store.backend import Mover
+from artifactkit.store.engines import executor_for
+from artifactkit.store.local_backend import LocalTxn
+from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
+from tests.support.engines import ENGINE_NAMES, running_on
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_move_files_replaces_an_existing_name_and_names_both_ends_of_a_failed_move(fast_tmp: Path,
+                                                                                   engine: str) -> None:
+    src, dst = fast_tmp / "from", fast_tmp / "to"
+    src.mkdir()
+    dst.mkdir()
+    for i in range(300):
+        (src / f"blob-{i}").write_text(str(i))
+    (dst / "d7").write_text("an identical blob a concurrent publisher committed first")
+    src_fd, dst_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY), os.open(dst, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with running_on(engine), executor_for(2, "publish") as executor:
+            executor.move_files(src_fd, dst_fd, [(f"blob-{i}", f"d{i}") for i in range(300)])
+            assert os.listdir(src) == []
+            assert (dst / "d7").read_text() == "7" and len(os.listdir(dst)) == 300
+            with pytest.raises(FileNotFoundError) as caught:
+                executor.move_files(src_fd, dst_fd, [("blob-0", "d0")])
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+    assert (caught.value.errno, caught.value.filename, caught.value.filename2) == (errno.ENOENT, "blob-0", "d0")
+
+
+def _sealed_with(move: Mover, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every publish's transaction seals with ``move`` instead of its executor's."""
+    real = LocalTxn.seal
+    monkeypatch.setattr(LocalTxn, "seal", lambda self, _: real(self, move))
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_move_that_fails_fails_the_publish_with_its_error_and_no_version(fast_tmp: Path, engine: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+
+    def full_disk(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        os.rename(moves[0][0], moves[0][1], src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), moves[1][0], None, moves[1][1])
+
+    _sealed_with(full_disk, monkeypatch)
+    with running_on(engine), pytest.raises(OSError) as caught:
+        store.publish(fast_tmp / "src", "demo")
+    assert caught.value.errno == errno.ENOSPC
+    assert store.list() == [] and os.listdir(fast_tmp / "store" / "staging") == []
+    report = store.verify()
+    assert report.ok, report
+    assert len(store.gc().removed_blobs) == 1  # the one blob that moved is garbage, nothing refers to it
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_manifest_refused_while_blobs_move_waits_for_them_and_leaves_them_to_gc(
+        fast_tmp: Path, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    refused, moved = threading.Event(), []
+
+    def moves_after_the_refusal(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        # Still moving when the refusal propagates: the staging directory must outlive these renames.
+        assert refused.wait(timeout=60)
+        for src, dst in moves:
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        moved.append(len(moves))
+
+    real_assemble = publish_module.assemble
+
+    def assemble(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return real_assemble(*args, **kwargs)
+        except ManifestLimitError:
+            refused.set()
+            raise
+
+    _sealed_with(moves_after_the_refusal, monkeypatch)
+    monkeypatch.setattr(publish_module, "assemble", assemble)
+    monkeypatch.setenv(MANIFEST_BYTES_SETTING, "64")  # the assembly, after the seal, refuses the manifest
+    with running_on(engine), pytest.raises(ManifestLimitError):
+        store.publish(fast_tmp / "src", "demo")
+    monkeypatch.delenv(MANIFEST_BYTES_SETTING)
+    assert len(moved) == 1 and os.listdir(fast_tmp / "store" / "staging") == []
+    assert store.list() == [] and store.verify().ok
+    assert len(store.gc().removed_blobs) == moved[0] > 1
+
+
+def test_a_failed_move_is_noted_on_the_error_that_ended_the_publish_meanwhile(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize("basic", fast_tmp / "src")
+
+    def broken(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), "blob-staged")
+
+    _sealed_with(broken, monkeypatch)
+    monkeypatch.setenv(MANIFEST_BYTES_SETTING, "64")
+    with pytest.raises(ManifestLimitError) as caught:
+        Store(fast_tmp / "store").publish(fast_tmp / "src", "demo")
+    assert caught.value.__notes__ == ["moving the staged blobs into blobs/ failed too: "
+                                      f"OSError: [Errno {errno.EIO}] Input/output error: 'blob-staged'"]
+
+
+def test_a_transaction_refuses_a_flush_before_its_seal_and_a_blob_after_it(fast_tmp: Path) -> None:
+    store = Store(fast_tmp / "store")
+    with store._open(create=True, writes=True) as opened, opened.publishing() as (_, txn):
+        with pytest.raises(RuntimeError, match="flushed before it was sealed"):
+            txn.flush(b"{}")
+        txn.seal(lambda *_: None)
+        with pytest.raises(RuntimeError, match="added to a sealed"):
+            txn.add([])
