@@ -9,12 +9,14 @@ the durability barrier is one ``syncfs`` over the transaction's staging before a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import secrets
 import shutil
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Final
 
 from artifactkit._syscalls import syncfs
 from artifactkit.errors import UnsafeStoreError
@@ -32,6 +34,9 @@ from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, op
 
 #: ``st_blocks`` counts 512-byte units on Linux whatever the filesystem's block size (stat(2)).
 _BLOCK_UNIT = 512
+#: Blobs one ``move_files`` call renames: the names of a call are made just before it (memory), and a call's
+#: fixed cost (the core's threads' start, 0.3 ms) stays under 1 % of its renames.
+MOVES_PER_CALL: Final = 4096
 #: The staged manifest's name in a transaction directory.
 _MANIFEST = "manifest.json"
 
@@ -208,12 +213,11 @@ class LocalTxn:
             raise RuntimeError("a transaction sealed twice")
         self.barrier()
         # Plain renames: if a concurrent publisher committed the same content first, one atomically swaps in
-        # identical, already flushed bytes. On a thread: 100,000 of them are 0.8 s of kernel time, which the
-        # manifest's assembly (CPU, in this thread) overlaps.
-        moves = [(found.path(), sha) for sha, found in self._staged.items()]
-        self._staged = None
-        if moves:
-            self._moving = _Moving(move, self.stage_fd, self.dirs.blobs, moves)
+        # identical, already flushed bytes. On a thread: 100,000 of them are 0.3-0.8 s of kernel time, which
+        # the manifest's assembly (CPU, in this thread) overlaps.
+        staged, self._staged = self._staged, None
+        if staged:
+            self._moving = _Moving(move, self.stage_fd, self.dirs.blobs, staged)
 
     def flush(self, body: bytes) -> None:
         if self._staged is not None:
@@ -275,17 +279,21 @@ class LocalTxn:
 
 
 class _Moving:
-    """One ``move`` running on a thread of its own; :meth:`wait` returns its failure, if any."""
+    """Every staged blob moved into ``blobs/`` by ``move`` on a thread of its own, :data:`MOVES_PER_CALL` at a
+    time; :meth:`wait` returns the failure, if any (the moves after it are not made)."""
 
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, moves: list[tuple[str, str]]) -> None:
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
         self._failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(move, src_fd, dst_fd, moves),
+        self._thread = threading.Thread(target=self._run, args=(move, src_fd, dst_fd, staged),
                                         name="artifactkit-blob-moves", daemon=True)
         self._thread.start()
 
-    def _run(self, move: Mover, src_fd: int, dst_fd: int, moves: list[tuple[str, str]]) -> None:
+    def _run(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
+        pending = iter(staged.items())
         try:
-            move(src_fd, dst_fd, moves)
+            # The names made a call's worth at a time: all 100,000 at once were 20 MB beside the manifest.
+            while moves := [(found.path(), sha) for sha, found in itertools.islice(pending, MOVES_PER_CALL)]:
+                move(src_fd, dst_fd, moves)
         except BaseException as err:  # noqa: BLE001 - handed to the publishing thread, which raises it
             self._failed = err
 
