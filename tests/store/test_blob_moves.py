@@ -21,6 +21,7 @@ import pytest
 import artifactkit.store.publish as publish_module
 from artifactkit import ManifestLimitError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.store import local_backend
 from artifactkit.store.backend import Mover
 from artifactkit.store.engines import executor_for
 from artifactkit.store.local_backend import LocalTxn
@@ -134,3 +135,26 @@ def test_a_transaction_refuses_a_flush_before_its_seal_and_a_blob_after_it(fast_
         txn.seal(lambda *_: None)
         with pytest.raises(RuntimeError, match="added to a sealed"):
             txn.add([])
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_the_moves_go_a_bounded_number_a_call_and_every_blob_arrives(fast_tmp: Path, engine: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize("basic", fast_tmp / "src")
+    calls: list[int] = []
+    real = LocalTxn.seal
+
+    def counted_seal(self: LocalTxn, move: Mover) -> None:
+        def counted(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+            calls.append(len(moves))
+            move(src_fd, dst_fd, moves)
+        real(self, counted)
+
+    monkeypatch.setattr(local_backend, "MOVES_PER_CALL", 2)
+    monkeypatch.setattr(LocalTxn, "seal", counted_seal)
+    store = Store(fast_tmp / "store")
+    with running_on(engine):
+        ref = store.publish(fast_tmp / "src", "demo")
+        store.download(ref, fast_tmp / "out")
+    assert len(calls) >= 2 and max(calls) == 2, calls
+    assert sum(calls) == len(os.listdir(fast_tmp / "store" / "blobs")) and store.verify().ok
