@@ -31,7 +31,7 @@ from typing import Any, Final
 from bench_corpus import build_corpus, scale_shape
 from bench_env import cpu_set, environment, tmpfs_base
 
-#: Issue 28's "today" (before the native core): whole CLI processes on this machine's tmpfs.
+#: Issue 28's "today" (before the native core): whole CLI processes on the tmpfs of the machine it was filed on.
 TODAY: Final = {"publish": {"wall_s": 6.0, "peak_rss_mb": 223}, "download": {"wall_s": 4.8, "peak_rss_mb": 168},
                 "cp_a": {"wall_s": 3.8}}
 OPS: Final = ("publish", "download", "cp_a")

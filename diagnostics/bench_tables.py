@@ -175,7 +175,7 @@ def _scale_table(doc: dict[str, Any]) -> str:
     lines = [f"{scale['files']:,} files x {scale['bytes_per_file']} B in {scale['dirs']:,} dirs, tmpfs, whole CLI "
              f"processes (`{' '.join(scale['cli'])} publish/download`) under {scale['cores']} CPUs, engine "
              f"{scale['engine_name']}; medians of {scale['rounds']} rounds; "
-             + ("\"before\" is the issue's figure for the code before the native core, on this machine:" if today
+             + ("\"before\" is the issue's figure for the code before the native core, on the issue's machine:" if today
                 else "no \"before\": the issue's figures are for 100,000 files:"), "",
              "| operation | wall s | before s | x `cp -a` | user s | sys s | peak RSS MB | before MB |",
              "|---|---|---|---|---|---|---|---|"]
