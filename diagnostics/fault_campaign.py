@@ -17,12 +17,14 @@ import os
 import platform
 import random
 import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from artifactkit.store.engines import engine_info
 from artifactkit.testing import crash as harness
 from artifactkit.testing import fault_workers
 from artifactkit.testing.durability import traced_publish
@@ -86,11 +88,20 @@ def durability(materials: harness.Materials) -> dict[str, Any]:
     if shutil.which("strace") is None:
         return {"skipped": "strace not installed (Debian package strace)"}
     found = {}
-    for variant in ("correct", "rename-before-flush", "no-name-dir-fsync", "no-blobs-dir-fsync"):
+    for variant in ("correct", *fault_workers.BROKEN):  # every broken store the suite has, none forgotten
         problems, checked = traced_publish(materials, materials.base.parent, variant)
         found[variant] = {"visible_renames_checked": checked, "violations": len(problems),
                           "rules_broken": sorted({p.rsplit("(", 1)[-1].rstrip(")") for p in problems})}
     return found
+
+
+def _commit() -> str:
+    """The commit under test, with ``+changes`` when the working tree differs from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=False).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "artifactkit", "native"], cwd=ROOT,
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return f"{head}+changes" if dirty else head
 
 
 def _sanitize(text: str, work: Path) -> str:
@@ -129,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python3 diagnostics/fault_campaign.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items()) if k != "output"),
         "environment": {"kernel": platform.release(), "python": platform.python_version(),
-                        "cpus": os.cpu_count(), "filesystem": "tmpfs (noatime, 2g)"},
+                        "cpus": os.cpu_count(), "filesystem": "tmpfs (noatime, 2g)",
+                        "engine": engine_info().describe(), "commit": _commit()},
         "kill_trials": kills, "durability_strace": trace, "concurrency": concurrency,
         "verdict": "fail" if failed or not broken_caught else "pass",
     }
