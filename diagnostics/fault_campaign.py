@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from artifactkit.store.engines import engine_info
+from artifactkit.store.engines import ENGINE_SETTING, engine_info
 from artifactkit.testing import crash as harness
 from artifactkit.testing import fault_workers
 from artifactkit.testing.durability import traced_publish
@@ -95,6 +95,15 @@ def durability(materials: harness.Materials) -> dict[str, Any]:
     return found
 
 
+def _command(args: argparse.Namespace) -> str:
+    """How to run this again: the engine setting where one was given, every option, the output if not the default."""
+    setting = f"{ENGINE_SETTING}={os.environ[ENGINE_SETTING]} " if os.environ.get(ENGINE_SETTING) else ""
+    default = str(ROOT / "diagnostics" / "results" / "faults.json")
+    options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items()) if k != "output")
+    output = "" if args.output == default else f" --output {os.path.relpath(args.output, ROOT)}"
+    return f"{setting}python3 diagnostics/fault_campaign.py {options}{output}"
+
+
 def _commit() -> str:
     """The commit under test, with ``+changes`` when the working tree differs from it."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -137,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     output = Path(args.output)
     evidence = {
         "schema": "artifactkit.faults/1",
-        "command": "python3 diagnostics/fault_campaign.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items()) if k != "output"),
+        "command": _command(args),
         "environment": {"kernel": platform.release(), "python": platform.python_version(),
                         "cpus": os.cpu_count(), "filesystem": "tmpfs (noatime, 2g)",
                         "engine": engine_info().describe(), "commit": _commit()},
