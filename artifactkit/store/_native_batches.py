@@ -71,11 +71,12 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
             for index, sha, noatime, flags, runs, staged in found]
 
 
-def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int, threads: int) -> None:
-    """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` on ``threads`` threads, GIL released; the
-    first failing pair's ``OSError`` as ``os.rename`` raises it (errno, both names)."""
+def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
+    """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` in order, GIL released (one thread:
+    ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
+    both names), the pairs after it not renamed."""
     try:
-        _native.rename_files(src_dir_fd, dst_dir_fd, list(moves), threads)
+        _native.rename_files(src_dir_fd, dst_dir_fd, list(moves))
     except _native.NativeFailure as failure:
         kind, _, fields = failure.args
         _raise_common(kind, fields)

@@ -98,7 +98,7 @@ class NativeExecutor:
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         # Through the module's attribute: the crash harness (artifactkit/testing/crash.py) counts it as a rename.
-        _native_batches.rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd, threads=self.threads)
+        _native_batches.rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
     def close(self) -> None:
         """Nothing outlives a call."""

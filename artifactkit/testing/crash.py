@@ -94,7 +94,7 @@ def _native_batches() -> Any:
 def _call_label(work: str, attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     if attr == "symlink":  # symlink(target, name): label the new name first, as for every other call
         return _label(work, (args[1], args[0], *args[2:]), kwargs)
-    if attr == "rename_files":  # rename_files(moves, src_dir_fd=, dst_dir_fd=, threads=): the first move names it
+    if attr == "rename_files":  # rename_files(moves, src_dir_fd=, dst_dir_fd=): the first move names it
         moves = args[0]
         first = _label(work, moves[0], kwargs) if moves else "(nothing)"
         return f"{first} and {len(moves) - 1} more" if len(moves) > 1 else first

@@ -223,22 +223,16 @@ fn stage_files(
     }
 }
 
-/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` on `threads`
-/// threads, the GIL released; a name holding a NUL byte is refused as `os.rename` refuses it, before any moves.
+/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` in order, the GIL
+/// released; a name holding a NUL byte is refused as `os.rename` refuses it, before any moves.
 #[pyfunction]
-fn rename_files(
-    py: Python<'_>,
-    src_fd: i32,
-    dst_fd: i32,
-    moves: Vec<(OsString, OsString)>,
-    threads: usize,
-) -> PyResult<()> {
+fn rename_files(py: Python<'_>, src_fd: i32, dst_fd: i32, moves: Vec<(OsString, OsString)>) -> PyResult<()> {
     let to_c = |name: OsString| {
         std::ffi::CString::new(name.into_vec())
             .map_err(|_| pyo3::exceptions::PyValueError::new_err("rename: embedded null character in path"))
     };
     let moves = moves.into_iter().map(|(src, dst)| Ok((to_c(src)?, to_c(dst)?))).collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves, threads)).map_err(|located| failure_to_py(py, located))
+    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
 }
 
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
