@@ -67,6 +67,17 @@ def tmpfs_base(size: str = "4g") -> Iterator[tuple[str, str]]:
         yield root, "a directory on /dev/shm (not root: no tmpfs of its own)"
 
 
+#: Settings a child must not inherit: with ``PYTHONDONTWRITEBYTECODE`` (this workplace's shells set it) every
+#: child compiled each module it imported from source, in the timed operation too (its lazy imports: 7 ms of a
+#: first publish), where an installed package reads its bytecode; the warm-up writes it for the rounds.
+_DROPPED_SETTINGS: Final = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+
+
+def child_env(engine: str) -> dict[str, str]:
+    """The environment of a measured child: this one's, on ``engine``, with Python's bytecode cache as a user has it."""
+    return {**{k: v for k, v in os.environ.items() if k not in _DROPPED_SETTINGS}, "ARTIFACTKIT_ENGINE": engine}
+
+
 def environment(tmpfs: str, note: str) -> dict[str, Any]:
     def first_line(cmd: list[str]) -> str:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -83,6 +94,7 @@ def environment(tmpfs: str, note: str) -> dict[str, Any]:
                   "strace": first_line(["strace", "-V"]), "rsync_has_atimes": "--atimes" in rsync_help},
         "tmpfs": {**_mount_info(tmpfs), "note": note},
         "cpu": _cpu(),
+        "children_drop": [k for k in _DROPPED_SETTINGS if k in os.environ],
     }
 
 

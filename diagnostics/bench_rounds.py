@@ -21,7 +21,7 @@ import sys
 from typing import Any, Final, NamedTuple
 
 from bench_corpus import build_corpus
-from bench_env import MIB, cpu_set, reset_source_atimes
+from bench_env import MIB, child_env, cpu_set, reset_source_atimes
 
 CHILD: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_child.py")
 AK_OPS: Final = ("publish", "download", "roundtrip")
@@ -69,7 +69,7 @@ def run_child(cell: Cell, task: dict[str, Any], strace_out: str | None = None) -
     cmd = [*cpu_set(cell.cores), sys.executable, CHILD, json.dumps({**task, "op": cell.op})]
     if strace_out is not None:
         cmd = ["strace", "-f", "-c", "-U", "calls,name", "-o", strace_out, *cmd]
-    env = {**os.environ, "ARTIFACTKIT_ENGINE": cell.engine or "python"}
+    env = child_env(cell.engine or "python")
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{cell.key} failed ({done.returncode}):\n{done.stderr[-4000:]}")

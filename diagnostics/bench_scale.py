@@ -29,7 +29,7 @@ import time
 from typing import Any, Final
 
 from bench_corpus import build_corpus, scale_shape
-from bench_env import cpu_set, environment, tmpfs_base
+from bench_env import child_env, cpu_set, environment, tmpfs_base
 
 #: Issue 28's "today" (before the native core): whole CLI processes on the tmpfs of the machine it was filed on.
 TODAY: Final = {"publish": {"wall_s": 6.0, "peak_rss_mb": 223}, "download": {"wall_s": 4.8, "peak_rss_mb": 168},
@@ -69,7 +69,7 @@ def _engine(env: dict[str, str]) -> dict[str, str]:
 def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str) -> dict[str, Any]:
     shape = scale_shape(files)
     src, store, dest, copy = (os.path.join(base, f"scale-{n}") for n in ("src", "store", "dest", "cp"))
-    env = {**os.environ, "ARTIFACTKIT_ENGINE": engine}
+    env = child_env(engine)
     said = _engine(env)
     if said["engine_name"] != engine:
         raise RuntimeError(f"scale: asked for the {engine} engine, the library says {said['engine_name']}")
