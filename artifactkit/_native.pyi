@@ -1,6 +1,6 @@
 """The native core's interface (native/src/lib.rs): typed here so mypy checks its callers with or without a build."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from artifactkit.metadata.model import FileMeta
@@ -22,7 +22,7 @@ def stage_files(
     root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
     state: StageState,
 ) -> list[tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool]]: ...
-def rename_files(src_fd: int, dst_fd: int, moves: list[tuple[str, str]]) -> None: ...
+def rename_files(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None: ...
 class ParsedTree:
     """A manifest the core parsed for a download, kept in the core (``native/src/tree.rs``)."""
 

@@ -76,7 +76,7 @@ def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_f
     ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
     both names), the pairs after it not renamed."""
     try:
-        _native.rename_files(src_dir_fd, dst_dir_fd, list(moves))
+        _native.rename_files(src_dir_fd, dst_dir_fd, moves)  # PyO3 takes any sequence: no copy
     except _native.NativeFailure as failure:
         kind, _, fields = failure.args
         _raise_common(kind, fields)
