@@ -17,12 +17,13 @@ import os
 import platform
 import random
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from bench_env import code_state  # a sibling: this script runs from diagnostics/
 
 from artifactkit.store.engines import ENGINE_SETTING, engine_info
 from artifactkit.testing import crash as harness
@@ -104,15 +105,6 @@ def _command(args: argparse.Namespace) -> str:
     return f"{setting}python3 diagnostics/fault_campaign.py {options}{output}"
 
 
-def _commit() -> str:
-    """The commit under test, with ``+changes`` when the working tree differs from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "artifactkit", "native"], cwd=ROOT,
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return f"{head}+changes" if dirty else head
-
-
 def _sanitize(text: str, work: Path) -> str:
     return text.replace(str(work), "<work>").replace(str(ROOT), "<repo>")
 
@@ -149,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": _command(args),
         "environment": {"kernel": platform.release(), "python": platform.python_version(),
                         "cpus": os.cpu_count(), "filesystem": "tmpfs (noatime, 2g)",
-                        "engine": engine_info().describe(), "commit": _commit()},
+                        "engine": engine_info().describe(), "code_under_test": code_state()},
         "kill_trials": kills, "durability_strace": trace, "concurrency": concurrency,
         "verdict": "fail" if failed or not broken_caught else "pass",
     }
