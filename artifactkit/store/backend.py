@@ -65,7 +65,8 @@ class PublishTxn(Protocol):
         now, overlapping the reads still to come."""
 
     def seal(self, move: Mover) -> None:
-        """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier) and starts
+        """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier; none where no
+        blob was staged) and starts
         ``move`` — the executor's :meth:`~artifactkit.store.executor.Executor.move_files` — renaming them into
         ``blobs/`` on a thread of its own, while the caller assembles the manifest; a bucket, whose uploads land
         under their final keys, has nothing to do."""

@@ -83,7 +83,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
         guard, txn = stack.enter_context(opened.publishing())
         planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
         if planned.reuse is not None:
-            txn.seal(executor.move_files)  # nothing staged: only the barrier
+            txn.seal(executor.move_files)  # nothing staged, so no barrier either: the seal only ends staging
             body, digest = planned.reuse
         else:
             progress.phase("read", entries_total=len(planned.reads),
