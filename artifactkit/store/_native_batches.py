@@ -15,7 +15,7 @@ import errno
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from artifactkit import _native
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
@@ -28,6 +28,9 @@ from artifactkit.store.download import _dir_fd, _verify_children, verify_entries
 from artifactkit.store.executor import CreateItem
 from artifactkit.store.restore_meta import _read_back, create_special
 from artifactkit.store.stage import Staged, StageItem
+
+if TYPE_CHECKING:
+    from artifactkit.store._native_capture import CapturedReads
 
 # The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
 if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
@@ -67,6 +70,19 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, items[at])
     # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's).
+    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
+            for index, sha, noatime, flags, runs, staged in found]
+
+
+def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, span: tuple[int, int], *,
+                   threads: int, state: _native.StageState) -> list[Staged]:
+    """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture."""
+    start, stop = span
+    try:
+        found = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        _raise_stage(kind, fields, root, reads[start + at])
     return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
             for index, sha, noatime, flags, runs, staged in found]
 

@@ -16,18 +16,20 @@ Importing it fails with ``ImportError`` where the core is not built (through :mo
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 
 from artifactkit import _native
 from artifactkit.store import _native_batches, _native_manifest, _native_scan
+from artifactkit.store._native_capture import CapturedEntries, CapturedReads
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered
 from artifactkit.store.layout import BlobLookup
 from artifactkit.store.plan import Plan
-from artifactkit.store.scan import ScannedTree
+from artifactkit.store.scan import ScannedTree, Walker
 from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: A batch of the core's ends at this many files or bytes, so progress moves during a long operation. A call's
@@ -47,13 +49,14 @@ class NativeExecutor:
     """The execute stage in the native core's threads, the GIL released for each call."""
 
     name = "native"
-    #: The core's walk (a stat cache's questions are the reference's: scan.py then walks itself).
-    walker = staticmethod(_native_scan.walk)
 
     def __init__(self, workers: int | None, task: str) -> None:
         # At most the usable cores: the per-file work is CPU and metadata syscalls, so a thread beyond them
         # only takes time from the others (``--workers 10000`` would otherwise start 10,000 threads a call).
         self.threads = min(workers, usable_cores()) if workers is not None else usable_cores()
+        #: The core's walk on this executor's threads (a stat cache's questions are the reference's: scan.py
+        #: then walks itself).
+        self.walker: Walker = functools.partial(_native_scan.capture, threads=self.threads)
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
         txn = job.txn
@@ -61,6 +64,13 @@ class NativeExecutor:
         seen: set[str] = set()
         # The plan's listing of blobs/ (the same fd's), so the core stats only the names it holds, as has_blob.
         state = _native.StageState(job.has_blob.names if isinstance(job.has_blob, BlobLookup) else None)
+        if in_core and isinstance(items, CapturedReads):  # the core's own capture: its items are made there
+            for start, stop, byte_count in items.batches(BATCH_FILES, BATCH_BYTES):
+                found = _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (start, stop),
+                                                       threads=self.threads, state=state)
+                job.on_batch(stop - start, byte_count)
+                yield found
+            return
         for batch in _batches(items, lambda item: (1, item[1].size)):
             if in_core:
                 # The transaction's checked fd of blobs/, never its path (a writer of the store may have swapped it).
@@ -93,6 +103,8 @@ class NativeExecutor:
     def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
         # None where an entry holds a value only the reference encodes: assemble then encodes it all.
         all_noatime = tree.listed_noatime and all(read.noatime for read in found)
+        if isinstance(planned.entries, CapturedEntries) and not planned.lines and not planned.known:
+            return _native_manifest.manifest_captured(name, all_noatime, planned.entries, found)
         return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
                                                found=found)
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 from artifactkit import _native
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store._native_capture import CapturedEntries
 from artifactkit.store.manifest import Manifest, check_manifest_size, manifest_head, parse_manifest
 from artifactkit.store.manifest_extended import too_many_runs
 from artifactkit.store.manifest_limits import MAX_EXTENTS
@@ -47,6 +48,24 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     try:
         body = _native.manifest_bytes(manifest_head(name, source_read_noatime), lines, list(entries), known or {},
                                       list(found), MAX_EXTENTS)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        if kind == "too_many_runs":
+            raise too_many_runs(entries[at].path, fields["count"]) from None
+        raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference encoder does "
+                             "not raise") from None
+    if body is not None:
+        check_manifest_size(name, body)
+    return body
+
+
+def manifest_captured(name: str, source_read_noatime: bool, entries: CapturedEntries,
+                      found: Sequence[Staged]) -> bytes | None:
+    """:func:`manifest_bytes` of a captured tree's every entry with what its read found (``found``), the entries
+    taken from the core's capture (no ``FileMeta`` made); ``None`` where only the reference can."""
+    try:
+        body = _native.manifest_captured(manifest_head(name, source_read_noatime), entries.tree, list(found),
+                                         MAX_EXTENTS)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         if kind == "too_many_runs":

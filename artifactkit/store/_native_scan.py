@@ -1,9 +1,11 @@
-"""The native core's scan (:func:`artifactkit._native.scan_tree`) as a :class:`~artifactkit.store.scan.Walker`,
-with the reference's errors.
+"""The native core's scan as a :class:`~artifactkit.store.scan.Walker`, with the reference's errors: :func:`capture`
+(:func:`artifactkit._native.capture_tree`, the native executor's walk) keeps the captured tree in the core;
+:func:`walk` (:func:`artifactkit._native.scan_tree`) makes every ``FileMeta`` as it goes.
 
 The core walks the tree as :mod:`~artifactkit.store.scan` does without a stat cache — the same calls on the
-same paths in the same order — with the GIL released except for ``on_progress`` after each directory, and
-builds the very :class:`~artifactkit.metadata.model.FileMeta` values. A refusal comes back as data
+same paths, in the same order on one thread (two split a wide directory's names: ``native/src/scan_split.rs``)
+— with the GIL released except for ``on_progress`` after each directory; the values it makes are the very
+:class:`~artifactkit.metadata.model.FileMeta` values of the reference. A refusal comes back as data
 (``NativeFailure(kind, 0, fields)``) and is raised here through the reference's own error functions, so
 each message is written once. Importing this module fails with ``ImportError`` where the core is not built.
 """
@@ -17,6 +19,7 @@ from typing import Any, NoReturn
 
 from artifactkit import _native
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store._native_capture import CapturedEntries, CapturedIdentities
 from artifactkit.store.paths import check_symlink_target
 from artifactkit.store.scan import ScannedTree, dir_replaced, link_changed, not_a_directory, unsupported, vanished
 
@@ -24,20 +27,45 @@ from artifactkit.store.scan import ScannedTree, dir_replaced, link_changed, not_
 _WHILE = ("scanned", "published")
 
 
-def walk(root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
-    """:func:`~artifactkit.store.scan.scan_tree` of ``root`` without a cache, by the core."""
-    try:
-        usable = b"\x00" not in os.fsencode(root)
-    except UnicodeEncodeError:
-        usable = False
-    if not usable:
+def walk(root: str, *, read_links: bool, on_progress: Callable[[int], None], threads: int = 1,
+         split_min: int | None = None) -> ScannedTree:
+    """:func:`~artifactkit.store.scan.scan_tree` of ``root`` without a cache, by the core; ``threads`` 2 or more
+    splits the names of each directory of ``split_min`` or more (the core's own default when ``None``: tests
+    split smaller ones) between two threads."""
+    if not _usable(root):
         os.lstat(root)  # the reference's first call refuses it: ValueError or UnicodeEncodeError, as there
     try:
-        entries, identities, noatime = _native.scan_tree(root, read_links, on_progress, FileMeta)
+        split = {} if split_min is None else {"split_min": split_min}
+        entries, identities, noatime = _native.scan_tree(root, read_links, on_progress, FileMeta, threads, **split)
     except _native.NativeFailure as failure:
         kind, _, fields = failure.args
         _raise(kind, fields, root)
     return ScannedTree(root=root, entries=entries, identities=identities, listed_noatime=noatime)
+
+
+def capture(root: str, *, read_links: bool, on_progress: Callable[[int], None], threads: int = 1,
+            split_min: int | None = None) -> ScannedTree:
+    """:func:`walk`'s capture kept in the core: the same walk, each entry's ``FileMeta`` and identity made only
+    when asked (:mod:`~artifactkit.store._native_capture`), the GIL taken only for ``on_progress``."""
+    if not _usable(root):
+        os.lstat(root)  # the reference's first call refuses it, as in walk
+    try:
+        split = {} if split_min is None else {"split_min": split_min}
+        captured = _native.capture_tree(root, read_links, on_progress, threads, **split)
+    except _native.NativeFailure as failure:
+        kind, _, fields = failure.args
+        _raise(kind, fields, root)
+    return ScannedTree(root=root, entries=CapturedEntries(captured), identities=CapturedIdentities(captured),
+                       listed_noatime=captured.listed_noatime)
+
+
+def _usable(root: str) -> bool:
+    """Whether the core can take ``root`` as a path: bytes without NUL (anything else is refused by the
+    reference's first call, ``os.lstat``: ``ValueError`` or ``UnicodeEncodeError``)."""
+    try:
+        return b"\x00" not in os.fsencode(root)
+    except UnicodeEncodeError:
+        return False
 
 
 def _raise(kind: str, fields: dict[str, Any], root: str) -> NoReturn:

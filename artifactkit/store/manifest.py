@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
@@ -56,7 +57,7 @@ class Manifest:
         return [entry for entry in self.entries if entry.kind == "file"]
 
 
-def check_representable(entries: tuple[FileMeta, ...], *, where: str) -> None:
+def check_representable(entries: Iterable[FileMeta], *, where: str) -> None:
     """Refuse, before anything is written, a time the manifest format cannot carry back.
 
     tmpfs stores the kernel's full 64-bit seconds, so a real file can hold a time past 2**63 ns

@@ -25,7 +25,7 @@ from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
-from artifactkit.store.plan import Plan, plan_reads
+from artifactkit.store.plan import CoreCapture, Plan, plan_reads
 from artifactkit.store.progress import Reporter
 from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
 from artifactkit.store.stage import Staged
@@ -55,7 +55,11 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
     where = f"publish of {os.fspath(src)!r}"
     if links == "contained":
         check_links_contained(tree.entries, where=where)
-    check_representable(tree.entries, where=where)
+    if isinstance(tree.entries, CoreCapture):  # the core finds the first such entry: only it is made
+        first = tree.entries.first_unrepresentable()
+        check_representable(() if first is None else (tree.entries[first],), where=where)
+    else:
+        check_representable(tree.entries, where=where)
     return tree
 
 
@@ -86,8 +90,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
             txn.seal(executor.move_files)  # nothing staged, so no barrier either: the seal only ends staging
             body, digest = planned.reuse
         else:
-            progress.phase("read", entries_total=len(planned.reads),
-                           bytes_total=sum(entry.size for _, entry, _ in planned.reads))
+            progress.phase("read", entries_total=len(planned.reads), bytes_total=planned.read_bytes)
             job = StageJob(tree.root, txn, planned.has_blob, on_batch=progress.advance)
             found: list[Staged] = []
             for batch in executor.stage(job, planned.reads):
@@ -96,7 +99,8 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
             # The barrier; a directory's blobs then move into place while the manifest is assembled.
             txn.seal(executor.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
-            planned.reads.clear()
+            if isinstance(planned.reads, list):
+                planned.reads.clear()
             body, recorded = assemble(tree, name, planned, found, encode=executor.manifest_body)
             if cache is not None:
                 for entry, line in recorded:

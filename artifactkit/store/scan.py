@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -37,8 +37,9 @@ class ScannedTree:
     """A captured tree: metadata in path order, and identity (dev, ino) to detect swaps later."""
 
     root: str
-    entries: tuple[FileMeta, ...]
-    identities: dict[str, tuple[int, int]]
+    #: A tuple, or the native core's capture made ``FileMeta`` on demand (``_native_capture``).
+    entries: Sequence[FileMeta]
+    identities: Mapping[str, tuple[int, int]]
     listed_noatime: bool
     #: Entries a stat cache recognized (not in ``entries``): path -> (manifest line, digest or None).
     cached: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)

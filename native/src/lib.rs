@@ -6,6 +6,7 @@
 //! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
+mod captured;
 mod content;
 mod copy;
 mod error;
@@ -23,6 +24,7 @@ mod restore_edge;
 mod restore_meta;
 mod scan;
 mod scan_edge;
+mod scan_split;
 mod syscalls;
 mod tree;
 
@@ -212,10 +214,42 @@ fn stage_files(
             ino,
         })
         .collect();
+    stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)
+}
+
+/// `stage_files` for reads `start..stop` of a captured tree (`CapturedTree.read_batches`), its items made in
+/// the core from the tree's own entries.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // stage_files' arguments, the tree and its range instead of the items
+fn stage_captured(
+    py: Python<'_>,
+    root: OsString,
+    txn_fd: i32,
+    blobs_fd: i32,
+    tree: PyRef<'_, captured::CapturedTree>,
+    start: usize,
+    stop: usize,
+    threads: usize,
+    mut state: PyRefMut<'_, StageState>,
+) -> PyResult<Vec<StagedTuple>> {
+    let items = tree.read_items(start, stop).ok_or_else(|| {
+        pyo3::exceptions::PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree"))
+    })?;
+    stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)
+}
+
+fn stage_items(
+    py: Python<'_>,
+    root: OsString,
+    txn_fd: i32,
+    blobs_fd: i32,
+    items: &[content::Item],
+    threads: usize,
+    state: &mut StageState,
+) -> PyResult<Vec<StagedTuple>> {
     let root = bytes_of(root);
     let seen = &mut state.seen;
-    let done = py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, &items, threads, seen));
-    match done {
+    match py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen)) {
         Ok(staged) => {
             Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged)).collect())
         }
@@ -254,6 +288,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(restore_edge::parse_tree, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_parse_edge::parse_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(scan_edge::scan_tree, m)?)?;
+    m.add_class::<captured::CapturedTree>()?;
+    m.add_function(wrap_pyfunction!(captured::capture_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_captured, m)?)?;
+    m.add_function(wrap_pyfunction!(manifest_edge::manifest_captured, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;
     Ok(())
 }

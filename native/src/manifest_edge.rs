@@ -6,6 +6,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use crate::captured::CapturedTree;
 use crate::failure_to_py;
 use crate::manifest::{Entry, Facts, Json, Text};
 use crate::manifest_body::{Assembly, Lines};
@@ -201,6 +202,47 @@ pub fn manifest_bytes<'py>(
         return Ok(None);
     };
     // Written straight into the bytes object: a second copy of a manifest cost more than its sort.
+    let body = PyBytes::new_with(py, lines.body_len(head), |buf| {
+        lines.write_body(buf, head);
+        Ok(())
+    })?;
+    Ok(Some(body))
+}
+
+/// `assemble`'s manifest of a captured tree (`captured.rs`) and what its reads found (`found`: `Staged`
+/// tuples): the bytes `manifest_bytes` makes of the same entries as `FileMeta`s, with no `FileMeta` made.
+/// `None` where a name is no UTF-8 or a read's value is of no exact JSON type: the reference's turn.
+#[pyfunction]
+pub fn manifest_captured<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    tree: PyRef<'py, CapturedTree>,
+    found: Vec<Bound<'py, PyTuple>>,
+    max_runs: usize,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let count = tree.entries.len();
+    let mut facts: Vec<Option<Facts>> = Vec::with_capacity(count);
+    for read in all_reads(count, &PyDict::new(py), &found)? {
+        facts.push(match read {
+            Some((sha256, flags, extents)) => Some(exact!(facts_of(&sha256, &flags, &extents))),
+            None => None,
+        });
+    }
+    let tree: &CapturedTree = &tree;
+    let assembled = py.detach(|| {
+        let mut assembly = Assembly::new(Lines::with_capacity(count));
+        for (at, facts) in facts.into_iter().enumerate() {
+            let Some((entry, linked)) = tree.manifest_entry(at) else { return Ok(None) };
+            assembly.add(at, entry, facts, linked);
+            if at % CHUNK == CHUNK - 1 {
+                assembly.encode(max_runs); // the entries' values go as their lines are made
+            }
+        }
+        assembly.finish(max_runs)
+    });
+    let Some(lines) = assembled.map_err(|located| failure_to_py(py, located))? else {
+        return Ok(None);
+    };
     let body = PyBytes::new_with(py, lines.body_len(head), |buf| {
         lines.write_body(buf, head);
         Ok(())

@@ -1,9 +1,10 @@
 //! Capture a source tree before reading anything: mirrors `artifactkit/store/scan.py::_scan_tree` without a
-//! stat cache, step for step — the same calls on the same paths in the same order — so that every entry,
-//! every refusal and every `OSError` (errno and filename) is the reference's.
+//! stat cache, step for step — the same calls on the same paths, in the same order on one thread — so that
+//! every entry, every refusal and every `OSError` (errno and filename) is the reference's.
 //!
 //! Per directory: open it by path with `O_NOATIME` (without it where refused), check it is the inode its
-//! parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path. Link
+//! parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path (a wide
+//! directory's names split between two threads where the scan has two: `scan_split.rs`). Link
 //! targets only once every `lstat` is taken (`readlink` moves a link's atime), through their directory's
 //! fd, each link `lstat`-ed again after its `readlink`. Names are ordered as Python orders the `str`s
 //! `os.fsdecode` makes of them (code points; an undecodable byte is U+DC80..U+DCFF), not as bytes.
@@ -15,6 +16,7 @@ use std::os::fd::OwnedFd;
 use crate::content::{cstr, os_string};
 use crate::error::{Failure, StatFacts};
 pub use crate::kind::Kind;
+use crate::scan_split::Capture;
 use crate::syscalls::{self as sys, Errno, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
@@ -58,12 +60,12 @@ pub fn fs_points(bytes: &[u8]) -> Vec<u32> {
     out
 }
 
-fn os(errno: Errno, name: &[u8]) -> Failure {
+pub(crate) fn os(errno: Errno, name: &[u8]) -> Failure {
     Failure::os(errno, Some(os_string(name)))
 }
 
 /// `f"{a}/{b}"`.
-fn slash(a: &[u8], b: &[u8]) -> Vec<u8> {
+pub(crate) fn slash(a: &[u8], b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.len() + 1 + b.len());
     out.extend_from_slice(a);
     out.push(b'/');
@@ -129,7 +131,7 @@ fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
 }
 
 /// `extended.read_xattrs(path)`: every xattr of the path itself, by name in Python's order.
-fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
+pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
     let c = cstr(path)?;
     let target = XTarget::Link(&c);
     let mut names = match sys::list_xattrs(target) {
@@ -160,25 +162,19 @@ fn read_flags(fd: &OwnedFd) -> Result<Option<i32>, Failure> {
     }
 }
 
-struct Scan<'a> {
+struct Scan<'a, 'scope, 'env> {
     root: &'a [u8],
     entries: Vec<Entry>,
     /// Every directory captured: its path -> (its position in `entries`, its identity).
     dirs: HashMap<Vec<u8>, (usize, (u64, u64))>,
     refused: Vec<Vec<u8>>,
+    capture: Capture<'scope, 'env>,
 }
 
-impl Scan<'_> {
-    /// `_Scan.add` without a cache: each entry's xattrs (read by `top/name`, sockets' too), then its capture.
-    fn add(
-        &mut self,
-        top: &[u8],
-        names: &[Vec<u8>],
-        relpaths: Vec<Vec<u8>>,
-        stats: Vec<libc::stat>,
-    ) -> Result<(), Failure> {
-        for ((name, path), st) in names.iter().zip(relpaths).zip(stats) {
-            let xattrs = read_xattrs(&slash(top, name))?;
+impl Scan<'_, '_, '_> {
+    /// `_Scan.add` without a cache: each entry's capture, its xattrs read already (by `top/name`, sockets' too).
+    fn add(&mut self, relpaths: Vec<Vec<u8>>, stats: Vec<libc::stat>, xattrs: Vec<Xattrs>) {
+        for ((path, st), xattrs) in relpaths.into_iter().zip(stats).zip(xattrs) {
             let Some(kind) = Kind::of(st.st_mode) else {
                 self.refused.push(path); // the rest is scanned so that the error names every one
                 continue;
@@ -189,7 +185,6 @@ impl Scan<'_> {
             }
             self.entries.push(Entry { path, kind, st, xattrs, target: None, flags: None, hardlink: None });
         }
-        Ok(())
     }
 
     /// `_scan_dir`: whether `O_NOATIME` held, and the subdirectories to scan next.
@@ -210,23 +205,15 @@ impl Scan<'_> {
         names.sort_by_cached_key(|n| fs_points(n));
         let relpaths: Vec<Vec<u8>> =
             names.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
-        let mut stats = Vec::with_capacity(names.len());
-        for (name, path) in names.iter().zip(&relpaths) {
-            let c = cstr(name)?;
-            match sys::lstat_at(sys::raw(&fd), &c) {
-                Ok(st) => stats.push(st),
-                // Listed, then gone: a race with whoever writes the source.
-                Err(libc::ENOENT) => return Err(Failure::Vanished { gone: os_string(path), name: os_string(name) }),
-                Err(e) => return Err(os(e, name)),
-            }
-        }
+        // Every lstat, then every xattr listing: on a second thread for the second half of a wide directory.
+        let (stats, xattrs) = self.capture.names(sys::raw(&fd), &top, &names, &relpaths)?;
         let subdirs = relpaths
             .iter()
             .zip(&stats)
             .filter(|(_, st)| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map(|(p, _)| p.clone())
             .collect();
-        self.add(&top, &names, relpaths, stats)?;
+        self.add(relpaths, stats, xattrs);
         Ok((noatime, subdirs))
     }
 }
@@ -308,14 +295,31 @@ fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Fa
 /// after each directory, as the reference calls `on_progress(len(entries))`; `false` from it stops the scan.
 /// An entry handed to `progress` may still change before the scan returns: a directory's flags (read once it
 /// is opened), a link's target (read at the end), a later name of a hard link (marked at the end).
-pub fn scan_tree(root: &[u8], read_links: bool, progress: &mut dyn FnMut(&[Entry]) -> bool) -> Result<Tree, Failure> {
+/// `threads`: 2 or more splits the names of a directory of `split_min` or more between two (`scan_split.rs`).
+pub fn scan_tree(
+    root: &[u8],
+    read_links: bool,
+    threads: usize,
+    split_min: usize,
+    progress: &mut dyn FnMut(&[Entry]) -> bool,
+) -> Result<Tree, Failure> {
+    std::thread::scope(|scope| walk(root, read_links, Capture::new(scope, threads, split_min), progress))
+}
+
+fn walk(
+    root: &[u8],
+    read_links: bool,
+    capture: Capture<'_, '_>,
+    progress: &mut dyn FnMut(&[Entry]) -> bool,
+) -> Result<Tree, Failure> {
     let st = sys::lstat_at(libc::AT_FDCWD, &cstr(root)?).map_err(|e| os(e, root))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return Err(Failure::ScanRoot);
     }
-    let mut scan = Scan { root, entries: Vec::new(), dirs: HashMap::new(), refused: Vec::new() };
+    let mut scan = Scan { root, entries: Vec::new(), dirs: HashMap::new(), refused: Vec::new(), capture };
     // Its xattrs from "root/.": a directory, whatever the form of root.
-    scan.add(root, &[ROOT.to_vec()], vec![ROOT.to_vec()], vec![st])?;
+    let xattrs = read_xattrs(&slash(root, ROOT))?;
+    scan.add(vec![ROOT.to_vec()], vec![st], vec![xattrs]);
     // Depth first, each directory's subdirectories in name order: the reference's order.
     let mut listed_noatime = true;
     let mut pending: Vec<Vec<u8>> = vec![Vec::new()];

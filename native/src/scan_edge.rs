@@ -20,6 +20,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::scan::{self, Entry, Kind};
+use crate::scan_split::SPLIT_MIN;
 use crate::{bytes_of, failure_to_py, fs_str};
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.
@@ -47,7 +48,7 @@ fn kind_str(py: Python<'_>, kind: Kind) -> &Bound<'_, PyString> {
 }
 
 /// The values made so far, by position in the scan's order.
-struct Made<'py> {
+pub(crate) struct Made<'py> {
     py: Python<'py>,
     file_meta: Bound<'py, PyAny>,
     paths: Vec<Option<Bound<'py, PyAny>>>,
@@ -57,7 +58,17 @@ struct Made<'py> {
 }
 
 impl<'py> Made<'py> {
-    fn path(&mut self, at: usize, e: &Entry) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn new(py: Python<'py>, file_meta: Bound<'py, PyAny>) -> Self {
+        Made { py, file_meta, paths: Vec::new(), metas: Vec::new(), ints: Ints::new(py) }
+    }
+
+    /// Every value made, in position order (each position made once).
+    pub(crate) fn into_tuple(self) -> PyResult<Bound<'py, PyTuple>> {
+        let metas: Vec<Bound<'py, PyAny>> = self.metas.into_iter().flatten().collect();
+        PyTuple::new(self.py, metas)
+    }
+
+    pub(crate) fn path(&mut self, at: usize, e: &Entry) -> PyResult<Bound<'py, PyAny>> {
         if self.paths.len() <= at {
             self.paths.resize(at + 1, None);
         }
@@ -71,7 +82,7 @@ impl<'py> Made<'py> {
 
     /// `FileMeta` of `e` (at `at`), its fields in model.FIELD_ORDER as meta_from_stat passes them (owners
     /// recorded); `hardlink`: its first name's path, for a later name.
-    fn make(&mut self, at: usize, e: &Entry, hardlink: Option<Bound<'py, PyAny>>) -> PyResult<()> {
+    pub(crate) fn make(&mut self, at: usize, e: &Entry, hardlink: Option<Bound<'py, PyAny>>) -> PyResult<()> {
         let py = self.py;
         let path = self.path(at, e)?;
         let f = &e.st;
@@ -130,16 +141,20 @@ fn next_captured(py: Python<'_>, rx: Receiver<Captured>) -> (Option<Captured>, R
 
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
 /// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
+/// `threads`: 2 or more splits each directory of `split_min` names or more between two threads.
 #[pyfunction]
+#[pyo3(signature = (root, read_links, on_progress, file_meta, threads=1, split_min=SPLIT_MIN))]
 pub fn scan_tree<'py>(
     py: Python<'py>,
     root: OsString,
     read_links: bool,
     on_progress: Py<PyAny>,
     file_meta: Bound<'py, PyAny>,
+    threads: usize,
+    split_min: usize,
 ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>, bool)> {
     let root = bytes_of(root);
-    let mut made = Made { py, file_meta, paths: Vec::new(), metas: Vec::new(), ints: Ints::new(py) };
+    let mut made = Made::new(py, file_meta);
     let mut raised: Option<PyErr> = None;
     let (captured_tx, mut captured_rx) = sync_channel::<Captured>(0);
     let (go_tx, go_rx) = sync_channel::<bool>(0);
@@ -154,7 +169,7 @@ pub fn scan_tree<'py>(
                 handed = entries.len();
                 captured_tx.send((entries.len(), fresh)).is_ok() && go_rx.recv().unwrap_or(false)
             };
-            let tree = scan::scan_tree(&root, read_links, &mut progress);
+            let tree = scan::scan_tree(&root, read_links, threads, split_min, &mut progress);
             drop(captured_tx); // the walk is over: this thread's next wait ends
             tree
         });

@@ -154,6 +154,16 @@ def native_walk() -> Walker:
     return _native_scan.walk
 
 
+def native_capture(**options: Any) -> Walker:
+    """The native executor's walk, the capture kept in the core (``_native_scan.capture``), with ``options``
+    (``threads``, ``split_min``); imported only when asked, as :func:`native_walk`."""
+    import functools
+
+    from artifactkit.store import _native_scan
+
+    return functools.partial(_native_scan.capture, **options)
+
+
 def both_scans(src: Path | str, **options: Any) -> tuple[ScannedTree, ScannedTree]:
     return scan_tree(src, **options), scan_tree(src, walker=native_walk(), **options)
 

@@ -22,9 +22,19 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store.engines import executor_for
 from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble
-from artifactkit.store.scan import ScannedTree
+from artifactkit.store.scan import ScannedTree, scan_tree
 from artifactkit.testing.mounts import Mounts
-from tests.native.scan_trees import PLAIN_DIRS, Node, both_scans, build, dir_specs, fields, manifest_of, nodes
+from tests.native.scan_trees import (
+    PLAIN_DIRS,
+    Node,
+    both_scans,
+    build,
+    dir_specs,
+    fields,
+    manifest_of,
+    native_capture,
+    nodes,
+)
 
 
 @pytest.fixture
@@ -59,6 +69,9 @@ def test_the_native_scan_captures_what_the_reference_captures(noatime: Path, tre
     build(src, tree, dirs)
     reference, native = both_scans(src, read_links=read_links)
     assert fields(native) == fields(reference)
+    # The capture the native executor walks with, every directory's names split between two threads.
+    captured = scan_tree(src, read_links=read_links, walker=native_capture(threads=2, split_min=2))
+    assert fields(captured) == fields(reference)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -95,21 +108,23 @@ def test_a_hard_links_first_name_is_first_in_pythons_order_of_names_not_in_their
     assert {e.path: e.hardlink for e in native.entries if e.kind == "file"} == {"\uff71": "\udcff", "\udcff": None}
 
 
-def test_a_publish_on_the_native_engine_scans_and_encodes_in_the_core_and_with_a_stat_cache_does_not(
+def test_a_publish_on_the_native_engine_captures_stages_and_encodes_in_the_core_and_with_a_stat_cache_reads_only(
         noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
     monkeypatch = engines
     core, calls = importlib.import_module("artifactkit._native"), []
-    for name in ("scan_tree", "manifest_bytes"):
+    for name in ("capture_tree", "stage_captured", "manifest_captured", "scan_tree", "stage_files", "manifest_bytes"):
         real = getattr(core, name)
         monkeypatch.setattr(core, name, lambda *args, real=real, name=name: (calls.append(name), real(*args))[1])
     src = fresh(noatime, "src")
     build(src, [Node(0, b"f", "file", data=b"x")], PLAIN_DIRS)
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", "native")
     Store(fresh(noatime, "store")).publish(src, "tree")
-    assert calls == ["scan_tree", "manifest_bytes"]
+    assert calls == ["capture_tree", "stage_captured", "manifest_captured"]
     calls.clear()
-    Store(fresh(noatime, "store")).publish(src, "tree", stat_cache=True)  # the cache's questions are Python's
-    assert calls == []
+    # The cache's questions are Python's: the reference's walk and assembly, the core's reads of its items.
+    Store(fresh(noatime, "store")).publish(src, "tree", stat_cache=True)
+    assert calls == ["stage_files"]
+    calls.clear()
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", "python")
     Store(fresh(noatime, "store")).publish(src, "tree")
     assert calls == []
@@ -127,3 +142,25 @@ def test_an_entry_only_the_reference_encodes_is_assembled_by_the_reference_on_th
         found[engine] = assemble(tree, "tree", plan, [], encode=executor_for(None, "publish").manifest_body)
     assert found["native"] == found["python"]
     assert b'"flags": 8' in found["native"][0]  # json writes an IntFlag as its int
+
+
+def test_no_entry_of_a_published_tree_becomes_a_filemeta_on_the_native_engine(
+        noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
+    from artifactkit.store import _native_capture
+
+    made: list[int] = []
+    real = _native_capture.CapturedEntries._entries
+
+    def counted(self: _native_capture.CapturedEntries) -> tuple[FileMeta, ...]:
+        made.append(len(self))
+        return real(self)
+    engines.setattr(_native_capture.CapturedEntries, "_entries", counted)
+    src = fresh(noatime, "src")
+    build(src, [Node(0, f"f{i}".encode(), "file", data=b"%d" % (i % 3)) for i in range(40)], PLAIN_DIRS)
+    manifests = []
+    for engine in ("native", "python"):
+        engines.setenv("ARTIFACTKIT_ENGINE", engine)
+        store = Store(fresh(noatime, f"store-{engine}"))
+        manifests.append(manifest_of(store, store.publish(src, "tree")))
+    assert made == []  # not one FileMeta made of the capture
+    assert manifests[0] == manifests[1]

@@ -19,8 +19,8 @@ from types import ModuleType
 import pytest
 
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
-from artifactkit.store.scan import scan_tree
-from tests.native.scan_trees import native_walk
+from artifactkit.store.scan import Walker, scan_tree
+from tests.native.scan_trees import native_capture, native_walk
 from tests.native.trees import same_error
 
 Make = Callable[[Path], None]
@@ -32,7 +32,7 @@ def refused_alike(base: Path, make: Make, hook: Hook | None = None, **options: o
     and require one refusal of both; the tree is built afresh at the same path for each."""
     src = base / "src"
     errors = []
-    for walker in (None, native_walk()):
+    for walker in WALKS():
         if src.exists():
             shutil.rmtree(src)
         src.mkdir()
@@ -40,8 +40,14 @@ def refused_alike(base: Path, make: Make, hook: Hook | None = None, **options: o
         with pytest.raises(BaseException) as caught:  # whatever the reference raises is the spec
             scan_tree(src, on_progress=hook(src) if hook else None, walker=walker, **options)  # type: ignore[arg-type]
         errors.append(caught.value)
-    same_error(errors[0], errors[1])
+    for error in errors[1:]:
+        same_error(errors[0], error)
     return errors[1]
+
+
+def WALKS() -> tuple[Walker | None, ...]:  # noqa: N802 - a constant, made on use (the core imports only then)
+    """The reference's walk, the core's walk and the core's capture (every directory split between two threads)."""
+    return None, native_walk(), native_capture(threads=2, split_min=2)
 
 
 def once_at(count: int, act: Callable[[Path], None]) -> Hook:
@@ -72,21 +78,23 @@ def test_a_missing_root_a_file_and_a_link_to_a_directory_are_refused_alike(nativ
     os.symlink("dir", fast_tmp / "link")
     for root, kind in (("missing", FileNotFoundError), ("file", NotADirectoryError), ("link", NotADirectoryError)):
         errors = []
-        for walker in (None, native_walk()):
+        for walker in WALKS():
             with pytest.raises(kind) as caught:
                 scan_tree(fast_tmp / root, walker=walker)
             errors.append(caught.value)
-        same_error(*errors)
+        for error in errors[1:]:
+            same_error(errors[0], error)
 
 
 @pytest.mark.parametrize("root", ["nul\x00here", "lone\ud800surrogate"], ids=["nul", "surrogate"])
 def test_a_root_no_syscall_takes_is_refused_as_the_reference_refuses_it(native: ModuleType, root: str) -> None:
     errors = []
-    for walker in (None, native_walk()):
+    for walker in WALKS():
         with pytest.raises((ValueError, UnicodeEncodeError)) as caught:
             scan_tree(root, walker=walker)
         errors.append(caught.value)
-    same_error(*errors)
+    for error in errors[1:]:
+        same_error(errors[0], error)
 
 
 @pytest.mark.parametrize("count", [1, 25])
@@ -176,14 +184,15 @@ def test_an_entry_listed_and_gone_before_its_lstat_is_refused_alike(native: Modu
     # /proc/self/fd lists the descriptor the listing itself reads through (os.listdir reads a dup of the
     # directory's fd, closed right after): its name is listed, and gone before its lstat.
     errors = []
-    for walker in (None, native_walk()):
+    for walker in WALKS():
         with pytest.raises(SourceChangedError) as caught:
             scan_tree("/proc/self/fd", walker=walker)
         errors.append(caught.value)
-    same_error(*errors)
-    assert "vanished" in str(errors[1])
-    assert isinstance(errors[1].__cause__, FileNotFoundError)
-    assert errors[1].__cause__.filename == errors[0].__cause__.filename  # type: ignore[union-attr]
+    for error in errors[1:]:
+        same_error(errors[0], error)
+        assert "vanished" in str(error)
+        assert isinstance(error.__cause__, FileNotFoundError)
+        assert error.__cause__.filename == errors[0].__cause__.filename  # type: ignore[union-attr]
 
 
 def test_an_error_raised_by_on_progress_stops_both_walks_with_that_error_at_once(native: ModuleType,
@@ -200,17 +209,17 @@ def test_an_error_raised_by_on_progress_stops_both_walks_with_that_error_at_once
         return on_progress
     error = refused_alike(fast_tmp, two_dirs, hook)
     assert isinstance(error, KeyboardInterrupt)
-    assert seen == [[3], [3]]  # nothing scanned after it
+    assert seen == [[3], [3], [3]]  # nothing scanned after it
 
 
 def test_on_progress_is_told_the_same_counts_by_both_walks(native: ModuleType, fast_tmp: Path) -> None:
     src = fast_tmp / "src"
     src.mkdir()
     two_dirs(src)
-    seen: list[list[int]] = [[], []]
-    for walker, counts in zip((None, native_walk()), seen, strict=True):
+    seen: list[list[int]] = [[], [], []]
+    for walker, counts in zip(WALKS(), seen, strict=True):
         scan_tree(src, on_progress=counts.append, walker=walker)
-    assert seen[0] == seen[1] == [3, 4, 5, 7]
+    assert seen[0] == seen[1] == seen[2] == [3, 4, 5, 7]
 
 
 _CTRL_C = """
@@ -222,7 +231,7 @@ signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 # os.killpg is a C function that does not look for signals itself: called with the 2 entries captured after
 # the root's listing, it sends SIGINT (2) to this process's own group and returns straight into the walk.
 on_progress = functools.partial(os.killpg, os.getpgid(0))
-for walker in (None, _native_scan.walk):
+for walker in (None, _native_scan.walk, functools.partial(_native_scan.capture, threads=2, split_min=2)):
     src = Path(tempfile.mkdtemp(dir=sys.argv[1]))
     (src / "d").mkdir()
     os.symlink("target", src / "d/l")
@@ -243,4 +252,4 @@ def test_ctrl_c_during_the_walk_stops_both_walks_before_any_link_is_read(native:
     base = tempfile.mkdtemp(dir=tmpfs_strict)
     done = subprocess.run([sys.executable, "-c", _CTRL_C, base], capture_output=True, text=True, check=False,
                           start_new_session=True, timeout=60)
-    assert done.stdout.splitlines() == ["interrupted, link atime 1"] * 2, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["interrupted, link atime 1"] * 3, done.stdout + done.stderr

@@ -1,0 +1,84 @@
+"""The publish's capture kept in the core (``artifactkit/store/_native_capture.py``, ``native/src/captured.rs``):
+what the core answers for every entry must be what the reference's plan makes of the same tree — the reads,
+their bytes, their batches, the first time no manifest carries — and a range it does not hold is refused.
+The entries and the manifest bytes themselves are held to the reference's by ``test_scan_differential.py``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from artifactkit.errors import TimestampNotRepresentable
+from artifactkit.store.publish import capture_source
+from artifactkit.store.scan import scan_tree
+
+
+def _tree(src: Path, sizes: list[int]) -> None:
+    src.mkdir()
+    (src / "d").mkdir()
+    for i, size in enumerate(sizes):
+        (src / ("d" if i % 2 else ".") / f"f{i:02d}").write_bytes(b"x" * size)
+    os.link(src / "f00", src / "d" / "later")  # a hard link's later name: read once, by its first name
+    os.symlink("f00", src / "link")
+
+
+def test_the_reads_are_the_reference_plans_every_file_but_a_later_name_with_its_identity(
+        native: ModuleType, fast_tmp: Path) -> None:
+    from artifactkit.store import _native_scan
+
+    sizes = [3, 0, 120, 7, 7, 300, 1]
+    _tree(fast_tmp / "src", sizes)
+    reference = scan_tree(fast_tmp / "src")
+    captured = scan_tree(fast_tmp / "src", walker=_native_scan.capture)
+    reads, total = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
+    expected = [(i, e, reference.identities[e.path]) for i, e in enumerate(reference.entries)
+                if e.kind == "file" and e.hardlink is None]
+    assert list(reads) == expected and len(reads) == len(sizes)
+    assert reads[-1] == expected[-1] and reads[1:3] == expected[1:3]
+    assert total == sum(sizes)
+    assert captured.entries.file_count() == len(sizes) + 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("files", "byte_count"), [(1, 10**9), (3, 100), (4, 1), (100, 130), (1024, 256 << 20)])
+def test_the_batches_are_the_executors_batches_of_the_same_reads(native: ModuleType, fast_tmp: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch, files: int,
+                                                                  byte_count: int) -> None:
+    from artifactkit.store import _native_engine, _native_scan
+
+    _tree(fast_tmp / "src", [3, 0, 120, 7, 7, 300, 1, 1, 1, 1, 60])
+    captured = _native_scan.capture(str(fast_tmp / "src"), read_links=True, on_progress=lambda _: None)
+    reads, _ = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
+    monkeypatch.setattr(_native_engine, "BATCH_FILES", files)
+    monkeypatch.setattr(_native_engine, "BATCH_BYTES", byte_count)
+    expected, start = [], 0
+    for batch in _native_engine._batches(list(reads), lambda item: (1, item[1].size)):
+        expected.append((start, start + len(batch), sum(entry.size for _, entry, _ in batch)))
+        start += len(batch)
+    assert reads.batches(files, byte_count) == expected
+
+
+def test_a_time_past_the_manifests_range_is_refused_by_the_capture_as_by_the_reference(
+        native: ModuleType, tmpfs_strict: Path) -> None:
+    from artifactkit.store import _native_scan
+
+    src = tmpfs_strict / "src"
+    _tree(src, [1, 2])
+    os.utime(src / "d" / "f01", ns=(5, 2**63))  # tmpfs keeps 64-bit seconds: past 2**63 ns
+    errors = []
+    for walker in (None, _native_scan.capture):
+        with pytest.raises(TimestampNotRepresentable) as caught:
+            capture_source(src, walker=walker)
+        errors.append(caught.value)
+    assert [(str(e), e.context) for e in errors[1:]] == [(str(errors[0]), errors[0].context)]
+
+
+def test_a_range_of_reads_the_capture_does_not_hold_is_refused(native: ModuleType, fast_tmp: Path) -> None:
+    from artifactkit import _native
+
+    _tree(fast_tmp / "src", [1, 2])
+    tree = _native.capture_tree(str(fast_tmp / "src"), True, lambda _: None)
+    with pytest.raises(IndexError, match=r"reads 1\.\.9"):
+        _native.stage_captured(str(fast_tmp / "src"), -1, -1, tree, 1, 9, 1, _native.StageState())
