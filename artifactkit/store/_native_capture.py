@@ -21,35 +21,23 @@ from typing import overload
 
 from artifactkit import _native
 from artifactkit.metadata.model import FileMeta
+from artifactkit.store._native_lazy import MadeOnDemand
 from artifactkit.store.stage import StageItem
 
 Identity = tuple[int, int]
 
 
-class CapturedEntries(Sequence[FileMeta]):
+class CapturedEntries(MadeOnDemand):
     """Every entry of a captured tree, in the scan's order, made ``FileMeta`` on demand."""
 
     def __init__(self, tree: _native.CapturedTree) -> None:
         self.tree = tree
-        self._all: tuple[FileMeta, ...] | None = None
 
-    def _entries(self) -> tuple[FileMeta, ...]:
-        if self._all is None:
-            self._all = self.tree.metas(FileMeta)
-        return self._all
+    def _make(self) -> tuple[FileMeta, ...]:
+        return self.tree.metas(FileMeta)
 
     def __len__(self) -> int:
         return len(self.tree)
-
-    @overload
-    def __getitem__(self, index: int) -> FileMeta: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[FileMeta, ...]: ...
-    def __getitem__(self, index: int | slice) -> FileMeta | tuple[FileMeta, ...]:
-        return self._entries()[index]
-
-    def __iter__(self) -> Iterator[FileMeta]:
-        return iter(self._entries())
 
     def first_unrepresentable(self) -> int | None:
         return self.tree.first_unrepresentable()

@@ -27,7 +27,7 @@ Importing this module fails with ``ImportError`` where the core is not built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from artifactkit import _native
 from artifactkit.metadata.model import FileMeta
@@ -45,27 +45,22 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     each with what the plan knew of it (``known``, by index) or its read found (``found``) and a hard link's
     later names with their first name's; or ``None`` where only the reference can (a value of no exact JSON
     type, a later name without its first)."""
-    try:
-        body = _native.manifest_bytes(manifest_head(name, source_read_noatime), lines, list(entries), known or {},
-                                      list(found), MAX_EXTENTS)
-    except _native.NativeFailure as failure:
-        kind, at, fields = failure.args
-        if kind == "too_many_runs":
-            raise too_many_runs(entries[at].path, fields["count"]) from None
-        raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference encoder does "
-                             "not raise") from None
-    if body is not None:
-        check_manifest_size(name, body)
-    return body
+    return _checked(name, entries, lambda: _native.manifest_bytes(
+        manifest_head(name, source_read_noatime), lines, list(entries), known or {}, list(found), MAX_EXTENTS))
 
 
 def manifest_captured(name: str, source_read_noatime: bool, entries: CapturedEntries,
                       found: Sequence[Staged]) -> bytes | None:
     """:func:`manifest_bytes` of a captured tree's every entry with what its read found (``found``), the entries
     taken from the core's capture (no ``FileMeta`` made); ``None`` where only the reference can."""
+    return _checked(name, entries, lambda: _native.manifest_captured(
+        manifest_head(name, source_read_noatime), entries.tree, list(found), MAX_EXTENTS))
+
+
+def _checked(name: str, entries: Sequence[FileMeta], encode: Callable[[], bytes | None]) -> bytes | None:
+    """``encode()``'s manifest of ``entries``, its failures raised as the reference raises them, its size checked."""
     try:
-        body = _native.manifest_captured(manifest_head(name, source_read_noatime), entries.tree, list(found),
-                                         MAX_EXTENTS)
+        body = encode()
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         if kind == "too_many_runs":

@@ -26,6 +26,7 @@ from typing import overload
 from artifactkit import _native
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
+from artifactkit.store._native_lazy import MadeOnDemand
 from artifactkit.store.download import Layout, Prepared
 from artifactkit.store.executor import CreateItem, EntryRun
 from artifactkit.store.paths import parent_of
@@ -41,32 +42,19 @@ def parse(data: bytes, digest: str) -> CoreTree | None:
         return None
 
 
-class CoreTree(Prepared):
+class CoreTree(MadeOnDemand, Prepared):
     """Every entry of a manifest the core parsed, in manifest order, made ``FileMeta`` on demand."""
 
     def __init__(self, tree: _native.ParsedTree) -> None:
         self.tree = tree
         self.name = tree.name
         self.source_read_noatime = tree.noatime
-        self._all: tuple[FileMeta, ...] | None = None
 
-    def _entries(self) -> tuple[FileMeta, ...]:
-        if self._all is None:
-            self._all = self.tree.metas(FileMeta)
-        return self._all
+    def _make(self) -> tuple[FileMeta, ...]:
+        return self.tree.metas(FileMeta)
 
     def __len__(self) -> int:
         return len(self.tree)
-
-    @overload
-    def __getitem__(self, index: int) -> FileMeta: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[FileMeta, ...]: ...
-    def __getitem__(self, index: int | slice) -> FileMeta | tuple[FileMeta, ...]:
-        return self._entries()[index]
-
-    def __iter__(self) -> Iterator[FileMeta]:
-        return iter(self._entries())
 
     def blobs(self) -> dict[str, int]:
         return self.tree.needed()

@@ -201,12 +201,16 @@ pub fn manifest_bytes<'py>(
     let Some(lines) = py.detach(|| assembly.finish(max_runs)).map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
     };
-    // Written straight into the bytes object: a second copy of a manifest cost more than its sort.
-    let body = PyBytes::new_with(py, lines.body_len(head), |buf| {
+    Ok(Some(body_of(py, &lines, head)?))
+}
+
+/// The manifest's bytes of its sorted `lines` after `head`, written straight into the bytes object: a second
+/// copy of a manifest cost more than its sort.
+fn body_of<'py>(py: Python<'py>, lines: &Lines, head: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, lines.body_len(head), |buf| {
         lines.write_body(buf, head);
         Ok(())
-    })?;
-    Ok(Some(body))
+    })
 }
 
 /// `assemble`'s manifest of a captured tree (`captured.rs`) and what its reads found (`found`: `Staged`
@@ -243,9 +247,5 @@ pub fn manifest_captured<'py>(
     let Some(lines) = assembled.map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
     };
-    let body = PyBytes::new_with(py, lines.body_len(head), |buf| {
-        lines.write_body(buf, head);
-        Ok(())
-    })?;
-    Ok(Some(body))
+    Ok(Some(body_of(py, &lines, head)?))
 }
