@@ -111,6 +111,22 @@ def _run(base: str, files: int, processes: int, operation: str, layout: str) -> 
     return elapsed
 
 
+def table(evidence: dict[str, Any]) -> str:
+    """The docs' table of a run (``docs/performance.md``, block ``bench-renames``): its rows, as measured."""
+    shown = {"rename": "`os.rename`", "core": "the core's `rename_files`", "link": "`link` + `unlink`"}
+    places = {"flat": "one `blobs/`", "sharded": "a blobs directory each"}
+    head = f"| moves ({evidence['files']:,}) | median ms | µs per file | speed-up over one process renaming (paired) |"
+    lines = [head, "|---|---|---|---|"]
+    for name, processes, operation, layout in VARIANTS:
+        row = evidence["results"].get(name)
+        if row is None:
+            continue  # the core was not built for that run
+        what = f"{shown[operation]}, {processes} process" + ("es, " + places[layout] if processes > 1 else "")
+        lines.append(f"| {what} | {row['median_ms']:.1f} | {row['us_per_file']:.2f} | "
+                     f"{row['speedup_over_one_rename_paired']:.2f}x |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
@@ -142,10 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python3", "diagnostics/bench_renames.py", *shown]),
         "files": args.files, "rounds": args.rounds, "environment": env, "results": results,
     }
-    print(f"{args.files} moves, {args.rounds} rounds (median ms; speed-up over one process renaming, paired)")
-    for name, row in results.items():
-        print(f"  {name:45s} {row['median_ms']:8.1f} ms  {row['us_per_file']:5.2f} us/file  "
-              f"{row['speedup_over_one_rename_paired']:.2f}x")
+    print(table(evidence))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(evidence, handle, indent=1)
