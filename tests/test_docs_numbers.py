@@ -50,6 +50,19 @@ def test_the_performance_tables_in_docs_are_the_rendering_of_the_committed_run()
         assert _block(ROOT / "docs" / "performance.md", name) == text.strip(), name
 
 
+def test_the_renames_table_in_docs_is_the_rendering_of_the_committed_run() -> None:
+    doc = json.loads((ROOT / "diagnostics" / "results" / "bench-renames-issue28.json").read_text(encoding="utf-8"))
+    assert doc["schema"] == "artifactkit-bench-renames/1" and doc["command"].startswith("python3 diagnostics/")
+    module = _diagnostics("bench_renames")
+    assert _block(ROOT / "docs" / "performance.md", "bench-renames") == module.table(doc)
+    # What the prose beside the table says of it: every two-mover row beats every one-mover row, none by 2x.
+    movers = {name: processes for name, processes, *_ in module.VARIANTS}
+    rows = doc["results"]
+    assert max(r["median_ms"] for n, r in rows.items() if movers[n] == 2) < min(
+        r["median_ms"] for n, r in rows.items() if movers[n] == 1)
+    assert all(r["speedup_over_one_rename_paired"] < 2 for r in rows.values())
+
+
 def test_the_readme_states_no_test_count_of_its_own() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"\d+ (passed|skipped)", readme)
