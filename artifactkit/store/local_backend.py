@@ -9,18 +9,16 @@ the durability barrier is one ``syncfs`` over the transaction's staging before a
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import secrets
 import shutil
 import stat
-import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Final
 
 from artifactkit._syscalls import syncfs
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.backend import Garbage, Guard, Mover
+from artifactkit.store.blob_moves import Moving
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
@@ -34,10 +32,6 @@ from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, op
 
 #: ``st_blocks`` counts 512-byte units on Linux whatever the filesystem's block size (stat(2)).
 _BLOCK_UNIT = 512
-#: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
-#: manifest's assembly (memory: tests/store/test_publish_memory.py), while a call's fixed cost (its names
-#: converted, the GIL released and taken back) stays small beside its renames' 3-8 ms, on the moving thread.
-MOVES_PER_CALL: Final = 1024
 #: The staged manifest's name in a transaction directory.
 _MANIFEST = "manifest.json"
 
@@ -193,7 +187,7 @@ class LocalTxn:
         # digest -> its read, whose path() is its staging file's name (a name kept per file was 5.7 MiB of a
         # 100,000-file publish's peak)
         self._staged: dict[str, Staged] | None = {}
-        self._moving: _Moving | None = None
+        self._moving: Moving | None = None
 
     def blob_lookup(self, lookups: int) -> HasBlob:
         return blob_lookup(self.dirs.blobs, lookups)
@@ -220,22 +214,22 @@ class LocalTxn:
         self.barrier()
         # Plain renames: if a concurrent publisher committed the same content first, one atomically swaps in
         # identical, already flushed bytes. On a thread: 100,000 of them are 0.3-0.8 s of kernel time, which
-        # the manifest's assembly (CPU, in this thread) overlaps.
-        self._moving = _Moving(move, self.stage_fd, self.dirs.blobs, staged)
+        # the manifest's assembly (CPU, in this thread) overlaps; this thread helps once it is done (flush).
+        self._moving = Moving(move, self.stage_fd, self.dirs.blobs, staged)
 
     def flush(self, body: bytes) -> None:
         if self._staged is not None:
             raise RuntimeError("a transaction flushed before it was sealed")  # a bug: its blobs are not durable
         # The moves end first, so a kill point's order is the same in every run (artifactkit/testing/crash.py).
-        self.settle()
+        self.settle(helping=True)
         write_staged(self.stage_fd, _MANIFEST, body, sync=self.sync_file)
         self.sync_dir(self.dirs.blobs)  # also covers blobs we deduplicated against a concurrent publisher
 
-    def settle(self, propagating: BaseException | None = None) -> None:
-        """Wait for the moves :meth:`seal` started; their failure is raised, or with ``propagating`` (the
-        publish failed meanwhile) noted on it."""
+    def settle(self, propagating: BaseException | None = None, *, helping: bool = False) -> None:
+        """Wait for the moves :meth:`seal` started (``helping``: taking some of them on this thread); their failure
+        is raised, or with ``propagating`` (the publish failed meanwhile) noted on it."""
         moving, self._moving = self._moving, None
-        failed = moving.wait() if moving is not None else None
+        failed = moving.wait(helping=helping) if moving is not None else None
         if failed is None:
             return
         if propagating is None:
@@ -280,39 +274,6 @@ class LocalTxn:
                 # fsync left a name dir that a power cut could still take with our version in it.
                 self.sync_dir(dirs.manifests)
         return True
-
-
-class _Moving:
-    """Every staged blob moved into ``blobs/`` by ``move`` on a thread of its own, :data:`MOVES_PER_CALL` at a
-    time; :meth:`wait` returns the failure, if any (the moves after it are not made)."""
-
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
-        self._failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(move, src_fd, dst_fd, staged),
-                                        name="artifactkit-blob-moves", daemon=True)
-        self._thread.start()
-
-    def _run(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
-        pending = iter(staged.items())
-        try:
-            # The names made a call's worth at a time: all 100,000 at once were 20 MB beside the manifest.
-            while moves := [(found.path(), sha) for sha, found in itertools.islice(pending, MOVES_PER_CALL)]:
-                move(src_fd, dst_fd, moves)
-        except BaseException as err:  # noqa: BLE001 - handed to the publishing thread, which raises it
-            self._failed = err
-
-    def wait(self) -> BaseException | None:
-        """Join the thread (a Ctrl-C meanwhile is raised once it ended: nothing may still rename out of a
-        staging directory being removed) and return what it raised."""
-        interrupted: KeyboardInterrupt | None = None
-        while self._thread.is_alive():
-            try:
-                self._thread.join()
-            except KeyboardInterrupt as err:
-                interrupted = err
-        if interrupted is not None:
-            raise interrupted
-        return self._failed
 
 
 def _remove_staging(staging_fd: int, txn: str) -> None:

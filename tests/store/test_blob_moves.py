@@ -21,7 +21,7 @@ import pytest
 import artifactkit.store.publish as publish_module
 from artifactkit import ManifestLimitError, Store
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store import local_backend
+from artifactkit.store import blob_moves
 from artifactkit.store.backend import Mover
 from artifactkit.store.engines import executor_for
 from artifactkit.store.local_backend import LocalTxn
@@ -150,7 +150,7 @@ def test_the_moves_go_a_bounded_number_a_call_and_every_blob_arrives(fast_tmp: P
             move(src_fd, dst_fd, moves)
         real(self, counted)
 
-    monkeypatch.setattr(local_backend, "MOVES_PER_CALL", 2)
+    monkeypatch.setattr(blob_moves, "MOVES_PER_CALL", 2)
     monkeypatch.setattr(LocalTxn, "seal", counted_seal)
     store = Store(fast_tmp / "store")
     with running_on(engine):
@@ -189,3 +189,71 @@ def test_the_barrier_runs_only_where_a_blob_was_staged(fast_tmp: Path, engine: s
     assert barriers == ["syncfs", "syncfs"]
     report = store.verify()
     assert report.ok, report
+
+
+def _two_cpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The CPUs this process may run on, as ``blob_moves`` asks for them (a CI runner may have either)."""
+    monkeypatch.setattr(blob_moves.os, "sched_getaffinity", lambda _pid: set(range(count)))
+
+
+def _calls_by_thread(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, *, cpus: int) -> list[bool]:
+    """Publish ``basic`` a blob a call; per call, whether the publishing thread made it. The moving thread's first
+    call waits (up to 10 s, with two CPUs) for one by the publishing thread, so a publishing thread that helps always
+    gets one."""
+    materialize("basic", fast_tmp / "src")
+    publisher, helped = threading.get_ident(), threading.Event()
+    made: list[bool] = []
+
+    def move(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        mine = threading.get_ident() == publisher
+        if mine:
+            helped.set()
+        elif not made and cpus > 1:
+            helped.wait(timeout=10)
+        made.append(mine)
+        for src, dst in moves:
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+    _sealed_with(move, monkeypatch)
+    _two_cpus(monkeypatch, cpus)
+    monkeypatch.setattr(blob_moves, "MOVES_PER_CALL", 1)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(fast_tmp / "src", "demo")
+    store.download(ref, fast_tmp / "out")
+    assert store.verify().ok and len(made) >= 3
+    return made
+
+
+def test_with_a_second_cpu_the_publishing_thread_takes_moves_once_its_manifest_is_assembled(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _calls_by_thread(fast_tmp, monkeypatch, cpus=2)
+    assert True in made and False in made, made
+
+
+def test_on_one_cpu_the_moving_thread_makes_every_move(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert True not in _calls_by_thread(fast_tmp, monkeypatch, cpus=1)
+
+
+@pytest.mark.parametrize("raised", [OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "blob-0"), KeyboardInterrupt()])
+def test_a_helping_move_that_fails_or_is_interrupted_ends_the_publish_with_no_version(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, raised: BaseException) -> None:
+    materialize("basic", fast_tmp / "src")
+    publisher, thread_moved = threading.get_ident(), []
+
+    def move(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
+        if threading.get_ident() == publisher:
+            raise raised
+        for src, dst in moves:
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        thread_moved.append(len(moves))
+
+    _sealed_with(move, monkeypatch)
+    _two_cpus(monkeypatch, 2)
+    monkeypatch.setattr(blob_moves, "MOVES_PER_CALL", 1)
+    store = Store(fast_tmp / "store")
+    with pytest.raises(type(raised)):
+        store.publish(fast_tmp / "src", "demo")
+    assert store.list() == [] and os.listdir(fast_tmp / "store" / "staging") == []
+    report = store.verify()
+    assert report.ok, report
+    assert len(store.gc().removed_blobs) == sum(thread_moved)  # what moved is garbage: nothing refers to it

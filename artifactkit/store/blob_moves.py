@@ -1,0 +1,90 @@
+"""A local publish's staged blobs moved into ``blobs/`` after its barrier: on a thread of their own while the
+manifest is assembled, and by the publishing thread too once that is done.
+
+The moves are the executor's ``move_files`` (:data:`~artifactkit.store.backend.Mover`), called a chunk of
+:data:`MOVES_PER_CALL` at a time from one shared queue. Started by ``LocalTxn.seal`` right after the one
+``syncfs``, so every name they make visible refers to durable bytes; ``LocalTxn.flush`` waits for them before
+the manifest is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Final
+
+from artifactkit.store.backend import Mover
+from artifactkit.store.stage import Staged
+
+#: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
+#: manifest's assembly (memory: tests/store/test_publish_memory.py), while a call's fixed cost (its names
+#: converted, the GIL released and taken back) stays small beside its renames' 3-8 ms.
+MOVES_PER_CALL: Final = 1024
+
+
+class Moving:
+    """Every staged blob moved into ``blobs/`` by ``move``: a thread of its own starts at once, and the caller of
+    :meth:`wait` with ``helping`` takes chunks from the same queue until it is empty. Why the second mover: on
+    ``many`` (10,000 blobs) the moves outlast the manifest's assembly, and the publishing thread only waited for
+    them; renames from two threads share the filesystem's rename lock but still overlap the rest of each call
+    (``diagnostics/bench_renames.py``). Why only once the manifest is done: a second mover beside the assembly
+    takes a core from it (a 100,000-file CLI publish was slower so), and why only with a second CPU: on one, two
+    movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
+    failure."""
+
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
+        self._move, self._src_fd, self._dst_fd = move, src_fd, dst_fd
+        self._pending = iter(staged.items())
+        self._lock = threading.Lock()  # the queue, and the first failure
+        self._failed: BaseException | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="artifactkit-blob-moves", daemon=True)
+        self._thread.start()
+
+    def _chunk(self) -> list[tuple[str, str]]:
+        with self._lock:
+            if self._stopped:
+                return []
+            # The names made a call's worth at a time: all 100,000 at once were 20 MB beside the manifest.
+            return [(found.path(), sha) for sha, found in itertools.islice(self._pending, MOVES_PER_CALL)]
+
+    def _stop(self, failed: BaseException | None) -> None:
+        with self._lock:
+            self._stopped = True
+            if failed is not None and self._failed is None:
+                self._failed = failed
+
+    def _take_chunks(self) -> None:
+        while moves := self._chunk():
+            try:
+                self._move(self._src_fd, self._dst_fd, moves)
+            except Exception as err:  # noqa: BLE001 - the first failure, handed to wait()'s caller
+                self._stop(err)
+
+    def _run(self) -> None:
+        try:
+            self._take_chunks()
+        except BaseException as err:  # noqa: BLE001 - handed to the publishing thread, which raises it
+            self._stop(err)
+
+    def wait(self, *, helping: bool = False) -> BaseException | None:
+        """Take chunks here too if ``helping``, then join the thread (a Ctrl-C meanwhile stops both movers and is
+        raised once the thread ended: nothing may still rename out of a staging directory being removed) and
+        return the first failure, if any."""
+        interrupted: BaseException | None = None
+        if helping and len(os.sched_getaffinity(0)) > 1:  # on one CPU a second mover only takes turns with the first
+            try:
+                self._take_chunks()
+            except BaseException as err:  # noqa: BLE001 - a Ctrl-C: raised below, once the thread ended
+                self._stop(None)
+                interrupted = err
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as err:
+                self._stop(None)
+                interrupted = err
+        if interrupted is not None:
+            raise interrupted
+        return self._failed
