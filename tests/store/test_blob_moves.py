@@ -238,11 +238,14 @@ def test_on_one_cpu_the_moving_thread_makes_every_move(fast_tmp: Path, monkeypat
 def test_a_helping_move_that_fails_or_is_interrupted_ends_the_publish_with_no_version(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, raised: BaseException) -> None:
     materialize("basic", fast_tmp / "src")
-    publisher, thread_moved = threading.get_ident(), []
+    publisher, helped, thread_moved = threading.get_ident(), threading.Event(), []
 
     def move(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         if threading.get_ident() == publisher:
+            helped.set()
             raise raised
+        if not thread_moved:  # else the moving thread may take every chunk before the publishing thread asks
+            helped.wait(timeout=10)
         for src, dst in moves:
             os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
         thread_moved.append(len(moves))
