@@ -130,10 +130,11 @@ def _native_build(root: str, dirty: list[str]) -> dict[str, Any]:
             < newest, "native_changes_uncommitted": dirty}
 
 
-def command_line(argv: list[str]) -> str:
-    # Evidence is sanitized: absolute paths (home, temp dirs) become their base names.
+def command_line(argv: list[str], script: str = "bench_store.py") -> str:
+    """How ``diagnostics/<script>`` was run. Evidence is sanitized: absolute paths (home, temp dirs) become their
+    base names."""
     args = [os.path.basename(a) if os.path.isabs(a) else a for a in argv]
-    return " ".join(["python3", "diagnostics/bench_store.py", *args])
+    return " ".join(["python3", f"diagnostics/{script}", *args])
 
 
 @contextlib.contextmanager

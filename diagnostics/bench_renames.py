@@ -35,7 +35,7 @@ from multiprocessing.synchronize import Barrier
 from typing import Any, Final
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_env import environment, tmpfs_base  # this directory's benchmark helpers
+from bench_env import command_line, environment, tmpfs_base  # this directory's benchmark helpers
 
 #: (name, processes, operation, target layout)
 VARIANTS: Final = (
@@ -152,10 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                       "speedup_over_one_rename_paired": round(statistics.median(
                           b / x for b, x in zip(samples[BASELINE], ms, strict=True)), 3)}
                for name, ms in samples.items()}
-    shown = [os.path.basename(a) if os.path.isabs(a) else a for a in (argv if argv is not None else sys.argv[1:])]
     evidence: dict[str, Any] = {
         "schema": "artifactkit-bench-renames/1",
-        "command": " ".join(["python3", "diagnostics/bench_renames.py", *shown]),
+        "command": command_line(sys.argv[1:] if argv is None else argv, "bench_renames.py"),
         "files": args.files, "rounds": args.rounds, "environment": env, "results": results,
     }
     print(table(evidence))

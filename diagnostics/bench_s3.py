@@ -308,8 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             weed_rss_mib = round(endpoint.rss_kib() / 1024, 1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv).replace(
-               "bench_store.py", "bench_s3.py"),
+    doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv, "bench_s3.py"),
            "rounds": args.rounds, "versions": versions(bins), "code": code_state(),
            "machine": {"loadavg_1_5_15": load_before, "tmpfs": TMPFS, "weed_rss_mib_at_end": weed_rss_mib},
            "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
