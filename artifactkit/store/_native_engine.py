@@ -17,7 +17,6 @@ Importing it fails with ``ImportError`` where the core is not built (through :mo
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 
@@ -26,7 +25,7 @@ from artifactkit.store import _native_batches, _native_manifest, _native_scan
 from artifactkit.store._native_capture import CapturedEntries, CapturedReads
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.download import create_items
-from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered
+from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered, usable_cores
 from artifactkit.store.layout import BlobLookup
 from artifactkit.store.plan import Plan
 from artifactkit.store.scan import ScannedTree, Walker
@@ -38,11 +37,6 @@ from artifactkit.store.stage import Staged, StageItem, stage_file
 BATCH_FILES: Final = 1024
 BATCH_BYTES: Final = 256 << 20
 _Item = TypeVar("_Item")
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask, which a container or ``taskset`` narrows)."""
-    return max(1, len(os.sched_getaffinity(0)))
 
 
 class NativeExecutor:

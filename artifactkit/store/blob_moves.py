@@ -10,11 +10,11 @@ the manifest is written.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from typing import Final
 
 from artifactkit.store.backend import Mover
+from artifactkit.store.executor import usable_cores
 from artifactkit.store.stage import Staged
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
@@ -73,7 +73,7 @@ class Moving:
         raised once the thread ended: nothing may still rename out of a staging directory being removed) and
         return the first failure, if any."""
         interrupted: BaseException | None = None
-        if helping and len(os.sched_getaffinity(0)) > 1:  # on one CPU a second mover only takes turns with the first
+        if helping and usable_cores() > 1:  # on one CPU a second mover only takes turns with the first
             try:
                 self._take_chunks()
             except BaseException as err:  # noqa: BLE001 - a Ctrl-C: raised below, once the thread ended

@@ -8,13 +8,14 @@ run them however it likes — one file after another in this process (:mod:`~art
 reference) or on the native core's threads (:mod:`~artifactkit.store._native_engine`) — and every guarantee
 stays where it is: in the checks the batch functions make and in the commit around them.
 
-This module holds only the protocol and the jobs' value types: the restore and the publish import it,
-and it imports neither, so no implementation can form an import cycle with them.
+This module holds only the protocol, the jobs' value types and how many cores an execution may use: the
+restore and the publish import it, and it imports neither, so no implementation can form an import cycle with them.
 """
 
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
 #: files to create in it (its subdirectories exist already; hard links' later names come after).
 CreateItem = tuple[str, "Sequence[FileMeta]"]
 
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, which a container or ``taskset`` narrows)."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 class EntryRun(Sequence["FileMeta"]):
     """Entries of one directory held elsewhere (the native core's parse of the manifest): their ``FileMeta`` objects

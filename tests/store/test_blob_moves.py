@@ -191,9 +191,9 @@ def test_the_barrier_runs_only_where_a_blob_was_staged(fast_tmp: Path, engine: s
     assert report.ok, report
 
 
-def _two_cpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    """The CPUs this process may run on, as ``blob_moves`` asks for them (a CI runner may have either)."""
-    monkeypatch.setattr(blob_moves.os, "sched_getaffinity", lambda _pid: set(range(count)))
+def _cpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The cores the moves see this process may run on (a CI runner may have either count)."""
+    monkeypatch.setattr(blob_moves, "usable_cores", lambda: count)
 
 
 def _calls_by_thread(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, *, cpus: int) -> list[bool]:
@@ -215,7 +215,7 @@ def _calls_by_thread(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, *, cpus: i
             os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
     _sealed_with(move, monkeypatch)
-    _two_cpus(monkeypatch, cpus)
+    _cpus(monkeypatch, cpus)
     monkeypatch.setattr(blob_moves, "MOVES_PER_CALL", 1)
     store = Store(fast_tmp / "store")
     ref = store.publish(fast_tmp / "src", "demo")
@@ -251,7 +251,7 @@ def test_a_helping_move_that_fails_or_is_interrupted_ends_the_publish_with_no_ve
         thread_moved.append(len(moves))
 
     _sealed_with(move, monkeypatch)
-    _two_cpus(monkeypatch, 2)
+    _cpus(monkeypatch, 2)
     monkeypatch.setattr(blob_moves, "MOVES_PER_CALL", 1)
     store = Store(fast_tmp / "store")
     with pytest.raises(type(raised)):
