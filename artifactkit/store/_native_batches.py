@@ -21,6 +21,7 @@ from artifactkit import _native
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _translate, flag_letters
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
+from artifactkit.store._native_staged import KeptReads, StagedMoves
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
@@ -75,24 +76,29 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
 
 
 def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, span: tuple[int, int], *,
-                   threads: int, state: _native.StageState) -> list[Staged]:
-    """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture."""
+                   threads: int, state: _native.StageState) -> KeptReads:
+    """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture,
+    its results kept in ``state`` (:mod:`~artifactkit.store._native_staged`)."""
     start, stop = span
+    first = len(state)
     try:
-        found = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state)
+        kept = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, reads[start + at])
-    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
-            for index, sha, noatime, flags, runs, staged in found]
+    return KeptReads(state, first, first + kept)
 
 
 def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
     """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` in order, GIL released (one thread:
     ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
-    both names), the pairs after it not renamed."""
+    both names), the pairs after it not renamed. :class:`~artifactkit.store._native_staged.StagedMoves` go to
+    the core as their range, its names made there."""
     try:
-        _native.rename_files(src_dir_fd, dst_dir_fd, moves)  # PyO3 takes any sequence: no copy
+        if isinstance(moves, StagedMoves):
+            _native.rename_staged(src_dir_fd, dst_dir_fd, moves.state, moves.start, moves.stop)
+        else:
+            _native.rename_files(src_dir_fd, dst_dir_fd, moves)  # PyO3 takes any sequence: no copy
     except _native.NativeFailure as failure:
         kind, _, fields = failure.args
         _raise_common(kind, fields)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 
 from artifactkit import _native
-from artifactkit.store import _native_batches, _native_manifest, _native_scan
+from artifactkit.store import _native_batches, _native_manifest, _native_scan, _native_staged
 from artifactkit.store._native_capture import CapturedEntries, CapturedReads
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.download import create_items
@@ -52,7 +52,7 @@ class NativeExecutor:
         #: then walks itself).
         self.walker: Walker = functools.partial(_native_scan.capture, threads=self.threads)
 
-    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[Sequence[Staged]]:
         txn = job.txn
         in_core = not txn.in_memory and txn.blobs_fd >= 0
         seen: set[str] = set()
@@ -60,10 +60,10 @@ class NativeExecutor:
         state = _native.StageState(job.has_blob.names if isinstance(job.has_blob, BlobLookup) else None)
         if in_core and isinstance(items, CapturedReads):  # the core's own capture: its items are made there
             for start, stop, byte_count in items.batches(BATCH_FILES, BATCH_BYTES):
-                found = _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (start, stop),
-                                                       threads=self.threads, state=state)
+                kept = _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (start, stop),
+                                                      threads=self.threads, state=state)
                 job.on_batch(stop - start, byte_count)
-                yield found
+                yield kept
             return
         for batch in _batches(items, lambda item: (1, item[1].size)):
             if in_core:
@@ -96,9 +96,12 @@ class NativeExecutor:
 
     def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
         # None where an entry holds a value only the reference encodes: assemble then encodes it all.
-        all_noatime = tree.listed_noatime and all(read.noatime for read in found)
+        kept = _native_staged.kept_state(found)
+        all_noatime = tree.listed_noatime and (kept.all_noatime() if kept is not None else
+                                               all(read.noatime for read in found))
         if isinstance(planned.entries, CapturedEntries) and not planned.lines and not planned.known:
-            return _native_manifest.manifest_captured(name, all_noatime, planned.entries, found)
+            return _native_manifest.manifest_captured(name, all_noatime, planned.entries,
+                                                      found if kept is None else kept)
         return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
                                                found=found)
 

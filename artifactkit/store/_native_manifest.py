@@ -50,11 +50,13 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
 
 
 def manifest_captured(name: str, source_read_noatime: bool, entries: CapturedEntries,
-                      found: Sequence[Staged]) -> bytes | None:
-    """:func:`manifest_bytes` of a captured tree's every entry with what its read found (``found``), the entries
-    taken from the core's capture (no ``FileMeta`` made); ``None`` where only the reference can."""
+                      found: Sequence[Staged] | _native.StageState) -> bytes | None:
+    """:func:`manifest_bytes` of a captured tree's every entry with what its read found (``found``: the reads, or
+    the state that kept them all), the entries taken from the core's capture (no ``FileMeta`` made); ``None``
+    where only the reference can."""
+    reads = found if isinstance(found, _native.StageState) else list(found)
     return _checked(name, entries, lambda: _native.manifest_captured(
-        manifest_head(name, source_read_noatime), entries.tree, list(found), MAX_EXTENTS))
+        manifest_head(name, source_read_noatime), entries.tree, reads, MAX_EXTENTS))
 
 
 def _checked(name: str, entries: Sequence[FileMeta], encode: Callable[[], bytes | None]) -> bytes | None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from artifactkit.store.backend import Mover
 from artifactkit.store.executor import usable_cores
-from artifactkit.store.stage import Staged
+from artifactkit.store.stage import HeldReads, Staged
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
 #: manifest's assembly (memory: tests/store/test_publish_memory.py), while a call's fixed cost (its names
@@ -33,21 +34,19 @@ class Moving:
     movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
     failure."""
 
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged]) -> None:
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged],
+                 held: Sequence[HeldReads] = ()) -> None:
         self._move, self._src_fd, self._dst_fd = move, src_fd, dst_fd
-        self._pending = iter(staged.items())
+        self._pending = _chunks(staged, held)
         self._lock = threading.Lock()  # the queue, and the first failure
         self._failed: BaseException | None = None
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="artifactkit-blob-moves", daemon=True)
         self._thread.start()
 
-    def _chunk(self) -> list[tuple[str, str]]:
+    def _chunk(self) -> Sequence[tuple[str, str]] | None:
         with self._lock:
-            if self._stopped:
-                return []
-            # The names made a call's worth at a time: all 100,000 at once were 20 MB beside the manifest.
-            return [(found.path(), sha) for sha, found in itertools.islice(self._pending, MOVES_PER_CALL)]
+            return None if self._stopped else next(self._pending, None)
 
     def _stop(self, failed: BaseException | None) -> None:
         with self._lock:
@@ -56,7 +55,7 @@ class Moving:
                 self._failed = failed
 
     def _take_chunks(self) -> None:
-        while moves := self._chunk():
+        while (moves := self._chunk()) is not None:
             try:
                 self._move(self._src_fd, self._dst_fd, moves)
             except Exception as err:  # noqa: BLE001 - the first failure, handed to wait()'s caller
@@ -88,3 +87,13 @@ class Moving:
         if interrupted is not None:
             raise interrupted
         return self._failed
+
+
+def _chunks(staged: dict[str, Staged], held: Sequence[HeldReads]) -> Iterator[Sequence[tuple[str, str]]]:
+    """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: ``staged``'s names made a chunk at a
+    time (all 100,000 at once were 20 MB beside the manifest), then each held batch's own chunks."""
+    pending = iter(staged.items())
+    while names := [(found.path(), sha) for sha, found in itertools.islice(pending, MOVES_PER_CALL)]:
+        yield names
+    for batch in held:
+        yield from (chunk for chunk in batch.move_chunks(MOVES_PER_CALL) if len(chunk))

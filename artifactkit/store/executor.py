@@ -99,9 +99,10 @@ class Executor(Protocol):
         """The manifest :func:`~artifactkit.store.publish.assemble` makes of a plan that records nothing, the
         same bytes; or ``None``: assemble encodes it itself (the reference's encoder)."""
 
-    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[list[Staged]]:
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[Sequence[Staged]]:
         """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can
-        send a batch's blobs on while the next is read."""
+        send a batch's blobs on while the next is read (a batch may be :class:`~artifactkit.store.stage.HeldReads`:
+        kept by the executor, made ``Staged`` only when asked)."""
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         """``os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)`` for every pair, replacing what ``dst``

@@ -25,7 +25,7 @@ from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_loo
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.progress import Reporter
-from artifactkit.store.stage import Staged
+from artifactkit.store.stage import HeldReads, Staged
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import CacheSite
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store
@@ -187,6 +187,7 @@ class LocalTxn:
         # digest -> its read, whose path() is its staging file's name (a name kept per file was 5.7 MiB of a
         # 100,000-file publish's peak)
         self._staged: dict[str, Staged] | None = {}
+        self._held: list[HeldReads] = []  # batches their executor keeps: already one staged blob a content
         self._moving: Moving | None = None
 
     def blob_lookup(self, lookups: int) -> HasBlob:
@@ -195,6 +196,11 @@ class LocalTxn:
     def add(self, staged: Sequence[Staged]) -> None:
         if self._staged is None:
             raise RuntimeError("a blob added to a sealed transaction")  # a bug: it would never be moved
+        if isinstance(staged, HeldReads):
+            # Its executor staged each content once across the publish; a plain batch of the same content too
+            # (no executor yields both kinds) would only be renamed over it: identical bytes, both durable.
+            self._held.append(staged)
+            return
         for found in staged:
             if not found.staged:
                 continue
@@ -207,7 +213,8 @@ class LocalTxn:
         if self._staged is None:
             raise RuntimeError("a transaction sealed twice")
         staged, self._staged = self._staged, None
-        if not staged:
+        held, self._held = self._held, []
+        if not staged and not any(batch.staged_count() for batch in held):
             # Nothing to make durable: every blob this manifest names passed its own publish's barrier before
             # it reached blobs/. A syncfs on a disk flushes the whole filesystem's dirty data, not only ours.
             return
@@ -215,7 +222,7 @@ class LocalTxn:
         # Plain renames: if a concurrent publisher committed the same content first, one atomically swaps in
         # identical, already flushed bytes. On a thread: 100,000 of them are 0.3-0.8 s of kernel time, which
         # the manifest's assembly (CPU, in this thread) overlaps; this thread helps once it is done (flush).
-        self._moving = Moving(move, self.stage_fd, self.dirs.blobs, staged)
+        self._moving = Moving(move, self.stage_fd, self.dirs.blobs, staged, held)
 
     def flush(self, body: bytes) -> None:
         if self._staged is not None:

@@ -28,7 +28,7 @@ from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_
 from artifactkit.store.plan import CoreCapture, Plan, plan_reads
 from artifactkit.store.progress import Reporter
 from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
-from artifactkit.store.stage import Staged
+from artifactkit.store.stage import Reads, Staged
 from artifactkit.store.stat_cache import StatCache
 
 
@@ -92,10 +92,10 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
         else:
             progress.phase("read", entries_total=len(planned.reads), bytes_total=planned.read_bytes)
             job = StageJob(tree.root, txn, planned.has_blob, on_batch=progress.advance)
-            found: list[Staged] = []
+            found = Reads()
             for batch in executor.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
-                found += batch
+                found.add(batch)
             # The barrier; a directory's blobs then move into place while the manifest is assembled.
             txn.seal(executor.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import abc
+import bisect
+import itertools
 import os
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, overload
 
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
@@ -27,6 +30,54 @@ class Staged(NamedTuple):
     def path(self) -> str:
         """Where a staged file's bytes are, relative to the staging dir."""
         return f"blob-{self.position}"
+
+
+class HeldReads(Sequence[Staged], abc.ABC):
+    """A batch of reads the executor that made them keeps (the native core's), each a :class:`Staged` only when
+    asked for; a transaction takes its staged blobs' moves from it (:meth:`move_chunks`) rather than their names.
+    Across one publish's batches, each content is staged at most once: there is nothing for a transaction to
+    deduplicate."""
+
+    @abc.abstractmethod
+    def staged_count(self) -> int:
+        """How many of them staged their bytes (are new to the store)."""
+
+    @abc.abstractmethod
+    def move_chunks(self, per_call: int) -> Iterator[Sequence[tuple[str, str]]]:
+        """The staged blobs' ``(staging name, digest)`` moves, at most ``per_call`` a chunk, in order; each chunk
+        a sequence the executor's ``move_files`` takes (the core's without making its names)."""
+
+
+class Reads(Sequence[Staged]):
+    """A publish's reads, the executor's batches joined in order without copying them (a batch may be
+    :class:`HeldReads`: a list of 10,000 ``Staged`` made of them would undo what holding them saves)."""
+
+    def __init__(self) -> None:
+        self.batches: list[Sequence[Staged]] = []
+        self._starts = [0]
+
+    def add(self, batch: Sequence[Staged]) -> None:
+        self.batches.append(batch)
+        self._starts.append(self._starts[-1] + len(batch))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __iter__(self) -> Iterator[Staged]:
+        return itertools.chain.from_iterable(self.batches)
+
+    @overload
+    def __getitem__(self, index: int) -> Staged: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Staged]: ...
+    def __getitem__(self, index: int | slice) -> Staged | list[Staged]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        at = index + len(self) if index < 0 else index
+        if not 0 <= at < len(self):
+            raise IndexError(f"read {index} of {len(self)}")
+        batch = bisect.bisect_right(self._starts, at) - 1
+        return self.batches[batch][at - self._starts[batch]]
 
 
 #: A file to read: ``(index in the tree, entry as captured, (st_dev, st_ino) as captured)``.

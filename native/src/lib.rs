@@ -25,10 +25,10 @@ mod restore_meta;
 mod scan;
 mod scan_edge;
 mod scan_split;
+mod stage_edge;
 mod syscalls;
 mod tree;
 
-use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
@@ -40,12 +40,6 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use error::{Failure, Located, StatFacts};
 
 create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, position, fields).");
-
-type Extents = Option<Vec<(u64, u64)>>;
-/// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
-type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
-/// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged).
-type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool);
 
 /// `os.stat_result`'s 19 fields, so Python can rebuild the very `lstat` the read-back saw.
 fn stat_tuple(py: Python<'_>, f: &StatFacts) -> PyResult<Py<PyTuple>> {
@@ -172,103 +166,6 @@ pub(crate) fn bytes_of(s: OsString) -> Vec<u8> {
     s.into_vec()
 }
 
-/// What one publish's `stage_files` calls share (`content::Seen`): the content they staged, and the one listing
-/// of `blobs/` the publish took (`None`: a `stat` each), so a publish may come in batches and still stage each
-/// content once.
-#[pyclass(module = "artifactkit._native")]
-struct StageState {
-    seen: content::Seen,
-}
-
-#[pymethods]
-impl StageState {
-    #[new]
-    #[pyo3(signature = (listed=None))]
-    fn new(listed: Option<HashSet<String>>) -> Self {
-        Self { seen: content::Seen { staged: HashSet::new(), listed } }
-    }
-}
-
-/// Read, hash and stage `items` — `(index, path, size, mtime_ns, ctime_ns, dev, ino)` — of the tree at
-/// `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the blob or an earlier call with this `state`
-/// staged it; `Staged` tuples in input order.
-#[pyfunction]
-fn stage_files(
-    py: Python<'_>,
-    root: OsString,
-    txn_fd: i32,
-    blobs_fd: i32,
-    items: Vec<WireItem>,
-    threads: usize,
-    mut state: PyRefMut<'_, StageState>,
-) -> PyResult<Vec<StagedTuple>> {
-    let items: Vec<content::Item> = items
-        .into_iter()
-        .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| content::Item {
-            index,
-            path,
-            size,
-            mtime_ns,
-            ctime_ns,
-            dev,
-            ino,
-        })
-        .collect();
-    stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)
-}
-
-/// `stage_files` for reads `start..stop` of a captured tree (`CapturedTree.read_batches`), its items made in
-/// the core from the tree's own entries.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)] // stage_files' arguments, the tree and its range instead of the items
-fn stage_captured(
-    py: Python<'_>,
-    root: OsString,
-    txn_fd: i32,
-    blobs_fd: i32,
-    tree: PyRef<'_, captured::CapturedTree>,
-    start: usize,
-    stop: usize,
-    threads: usize,
-    mut state: PyRefMut<'_, StageState>,
-) -> PyResult<Vec<StagedTuple>> {
-    let items = tree.read_items(start, stop).ok_or_else(|| {
-        pyo3::exceptions::PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree"))
-    })?;
-    stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)
-}
-
-fn stage_items(
-    py: Python<'_>,
-    root: OsString,
-    txn_fd: i32,
-    blobs_fd: i32,
-    items: &[content::Item],
-    threads: usize,
-    state: &mut StageState,
-) -> PyResult<Vec<StagedTuple>> {
-    let root = bytes_of(root);
-    let seen = &mut state.seen;
-    match py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen)) {
-        Ok(staged) => {
-            Ok(staged.into_iter().map(|s| (s.index, s.sha256, s.noatime, s.flags, s.extents, s.staged)).collect())
-        }
-        Err(located) => Err(failure_to_py(py, located)),
-    }
-}
-
-/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` in order, the GIL
-/// released; a name holding a NUL byte is refused as `os.rename` refuses it, before any moves.
-#[pyfunction]
-fn rename_files(py: Python<'_>, src_fd: i32, dst_fd: i32, moves: Vec<(OsString, OsString)>) -> PyResult<()> {
-    let to_c = |name: OsString| {
-        std::ffi::CString::new(name.into_vec())
-            .map_err(|_| pyo3::exceptions::PyValueError::new_err("rename: embedded null character in path"))
-    };
-    let moves = moves.into_iter().map(|(src, dst)| Ok((to_c(src)?, to_c(dst)?))).collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
-}
-
 /// Bytes as `os.fsdecode` makes a `str` of them (PyO3 decodes with the filesystem encoding's handler).
 pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     Ok(OsStr::from_bytes(bytes).into_pyobject(py)?.into_any())
@@ -280,9 +177,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RESTORABLE_FLAGS", restore_meta::RESTORABLE_FLAGS)?;
     m.add("COMPARED_FLAGS", restore_meta::COMPARED_FLAGS)?;
     m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
-    m.add_class::<StageState>()?;
-    m.add_function(wrap_pyfunction!(stage_files, m)?)?;
-    m.add_function(wrap_pyfunction!(rename_files, m)?)?;
+    m.add_class::<stage_edge::StageState>()?;
+    m.add_function(wrap_pyfunction!(stage_edge::stage_files, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_edge::rename_files, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_edge::rename_staged, m)?)?;
     m.add_class::<restore_edge::ParsedTree>()?;
     m.add_function(wrap_pyfunction!(restore_edge::create_files, m)?)?;
     m.add_function(wrap_pyfunction!(restore_edge::parse_tree, m)?)?;
@@ -290,7 +188,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_edge::scan_tree, m)?)?;
     m.add_class::<captured::CapturedTree>()?;
     m.add_function(wrap_pyfunction!(captured::capture_tree, m)?)?;
-    m.add_function(wrap_pyfunction!(stage_captured, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_edge::stage_captured, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_captured, m)?)?;
     m.add_function(wrap_pyfunction!(manifest_edge::manifest_bytes, m)?)?;
     Ok(())

@@ -10,6 +10,7 @@ use crate::captured::CapturedTree;
 use crate::failure_to_py;
 use crate::manifest::{Entry, Facts, Json, Text};
 use crate::manifest_body::{Assembly, Lines};
+use crate::stage_edge::{facts_of_kept, StageState};
 
 /// Entries read off their `FileMeta`s and encoded this many at a time, the GIL released for each chunk's
 /// encoding: a chunk's `Entry` values are 3 MB, a whole tree's were 80 MB for 100,000 files.
@@ -214,23 +215,35 @@ fn body_of<'py>(py: Python<'py>, lines: &Lines, head: &[u8]) -> PyResult<Bound<'
 }
 
 /// `assemble`'s manifest of a captured tree (`captured.rs`) and what its reads found (`found`: `Staged`
-/// tuples): the bytes `manifest_bytes` makes of the same entries as `FileMeta`s, with no `FileMeta` made.
-/// `None` where a name is no UTF-8 or a read's value is of no exact JSON type: the reference's turn.
+/// tuples, or the `StageState` that kept them): the bytes `manifest_bytes` makes of the same entries as
+/// `FileMeta`s, with no `FileMeta` made. `None` where a name is no UTF-8 or a read's value is of no exact JSON
+/// type: the reference's turn.
 #[pyfunction]
 pub fn manifest_captured<'py>(
     py: Python<'py>,
     head: &[u8],
     tree: PyRef<'py, CapturedTree>,
-    found: Vec<Bound<'py, PyTuple>>,
+    found: Bound<'py, PyAny>,
     max_runs: usize,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let count = tree.entries.len();
     let mut facts: Vec<Option<Facts>> = Vec::with_capacity(count);
-    for read in all_reads(count, &PyDict::new(py), &found)? {
-        facts.push(match read {
-            Some((sha256, flags, extents)) => Some(exact!(facts_of(&sha256, &flags, &extents))),
-            None => None,
-        });
+    if let Ok(state) = found.cast::<StageState>() {
+        // The core's own values: of exact JSON types by construction.
+        facts.resize_with(count, || None);
+        for read in &state.borrow().reads {
+            if let Some(slot) = usize::try_from(read.index).ok().and_then(|at| facts.get_mut(at)) {
+                *slot = Some(facts_of_kept(read));
+            }
+        }
+    } else {
+        let found: Vec<Bound<'py, PyTuple>> = found.extract()?;
+        for read in all_reads(count, &PyDict::new(py), &found)? {
+            facts.push(match read {
+                Some((sha256, flags, extents)) => Some(exact!(facts_of(&sha256, &flags, &extents))),
+                None => None,
+            });
+        }
     }
     let tree: &CapturedTree = &tree;
     let assembled = py.detach(|| {

@@ -14,7 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit.store.layout import blob_lookup
-from tests.native.trees import File, build, names, stage_items, stage_native, stage_python, staged_files, unique
+from tests.native.trees import (
+    File,
+    build,
+    names,
+    stage_items,
+    stage_kept,
+    stage_native,
+    stage_python,
+    staged_files,
+    unique,
+)
 from tests.strategies import timestamps_ns
 
 # A small pool of contents, so equal files (staged once) and already stored blobs come up often.
@@ -43,6 +53,10 @@ def test_native_staging_gives_the_references_results_and_bytes(
     expected = stage_python(src, items, txn_py, blobs)
     assert stage_native(native, src, items, txn_native, blobs, threads=threads, split=split) == expected
     assert staged_files(txn_native) == staged_files(txn_py)
+    # A publish's own path: the core's capture staged, its reads kept in the state, the same values and bytes.
+    txn_kept = work("txn-kept")
+    assert stage_kept(native, src, txn_kept, blobs, threads=threads, split=split) == expected
+    assert staged_files(txn_kept) == staged_files(txn_py)
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["one-state", "fresh-state-each-call"])

@@ -17,7 +17,7 @@ from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
-from artifactkit.store.layout import HasBlob, blob_lookup
+from artifactkit.store.layout import BlobLookup, HasBlob, blob_lookup
 from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import plan
 from artifactkit.store.scan import capture_tree, scan_tree
@@ -100,6 +100,30 @@ def stage_native(native: ModuleType, root: Path, items: list[StageItem], txn: Pa
         for batch in (items[:split], items[split:]):
             found += native.stage_files(str(root), txn_fd, blobs_fd, batch, threads,
                                         state=state if shared else _native.StageState(listed))
+        return found
+    finally:
+        os.close(txn_fd)
+        os.close(blobs_fd)
+
+
+def stage_kept(native: ModuleType, root: Path, txn: Path, blobs: Path, *, threads: int = 2,
+               split: int | None = None) -> list[Staged]:
+    """The core's staging of its own capture of ``root`` (``stage_captured``, a publish's path), its reads kept in
+    one state over one call or (``split``) two, made ``Staged`` here only to be compared."""
+    from artifactkit import _native
+    from artifactkit.store import _native_scan
+
+    captured = _native_scan.capture(str(root), read_links=True, on_progress=lambda _: None)
+    reads, _ = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
+    txn_fd, blobs_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY), os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        lookup = blob_lookup(blobs_fd, len(reads))
+        state = _native.StageState(lookup.names if isinstance(lookup, BlobLookup) else None)
+        cut = len(reads) if split is None else min(split, len(reads))
+        spans = [(0, len(reads))] if split is None else [(0, cut), (cut, len(reads))]
+        found: list[Staged] = []
+        for span in spans:
+            found += native.stage_captured(str(root), txn_fd, blobs_fd, reads, span, threads=threads, state=state)
         return found
     finally:
         os.close(txn_fd)
