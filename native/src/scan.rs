@@ -187,35 +187,97 @@ impl Scan<'_, '_, '_> {
         }
     }
 
-    /// `_scan_dir`: whether `O_NOATIME` held, and the subdirectories to scan next.
-    fn dir(&mut self, rel: &[u8]) -> Result<(bool, Vec<Vec<u8>>), Failure> {
-        let top = if rel.is_empty() { self.root.to_vec() } else { join(self.root, rel) };
-        let key = if rel.is_empty() { ROOT } else { rel };
-        let (fd, noatime) = open_noatime(&top, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        // Opened by name, following any link in its components: it must still be the directory listed.
-        let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
-        let Some(&(at, identity)) = self.dirs.get(key) else {
-            return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
-        };
-        if (st.st_dev, st.st_ino) != identity {
-            return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
+    /// `_scan_dir` of `rel` on this thread, the names split with the helper where it is free (`Capture::names`).
+    fn capture_here(&mut self, rel: &[u8]) -> Result<DirPart, Failure> {
+        let identity = self.dirs.get(dir_key(rel)).map(|d| d.1);
+        let capture = &mut self.capture;
+        let part =
+            capture_dir(self.root, rel, identity, false, |dir, top, names, rels| capture.names(dir, top, names, rels))?;
+        // Not asked for O_NOATIME only: a part always comes back.
+        part.ok_or_else(|| Failure::os(libc::EIO, None))
+    }
+
+    /// Hand the directory scanned after the current one to the helper, if free, to capture meanwhile.
+    fn look_ahead(&mut self, next: &[u8]) {
+        if let Some(&(_, identity)) = self.dirs.get(dir_key(next)) {
+            self.capture.ahead(self.root, next, identity);
         }
-        self.entries[at].flags = read_flags(&fd)?;
-        let mut names = list_dir(&fd)?;
-        names.sort_by_cached_key(|n| fs_points(n));
-        let relpaths: Vec<Vec<u8>> =
-            names.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
-        // Every lstat, then every xattr listing: on a second thread for the second half of a wide directory.
-        let (stats, xattrs) = self.capture.names(sys::raw(&fd), &top, &names, &relpaths)?;
-        let subdirs = relpaths
+    }
+
+    /// The rest of `_scan_dir`, in the walk's order: the directory's flags and its entries taken in; whether
+    /// `O_NOATIME` held, and the subdirectories to scan next.
+    fn take_in(&mut self, rel: &[u8], part: DirPart) -> (bool, Vec<Vec<u8>>) {
+        if let Some(&(at, _)) = self.dirs.get(dir_key(rel)) {
+            self.entries[at].flags = part.flags;
+        }
+        let subdirs = part
+            .relpaths
             .iter()
-            .zip(&stats)
+            .zip(&part.stats)
             .filter(|(_, st)| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map(|(p, _)| p.clone())
             .collect();
-        self.add(relpaths, stats, xattrs);
-        Ok((noatime, subdirs))
+        self.add(part.relpaths, part.stats, part.xattrs);
+        (part.noatime, subdirs)
     }
+}
+
+/// The key of a directory in `Scan::dirs`: its path, `.` for the root.
+fn dir_key(rel: &[u8]) -> &[u8] {
+    if rel.is_empty() {
+        ROOT
+    } else {
+        rel
+    }
+}
+
+/// What `_scan_dir` reads of one directory, before the scan takes it in (`Scan::take_in`).
+pub struct DirPart {
+    noatime: bool,
+    flags: Option<i32>,
+    relpaths: Vec<Vec<u8>>,
+    stats: Vec<libc::stat>,
+    xattrs: Vec<Xattrs>,
+}
+
+/// Every name's `lstat` and xattrs in a directory, in the order of its names.
+pub type NamesFound = Result<(Vec<libc::stat>, Vec<Xattrs>), Failure>;
+
+/// `_scan_dir`'s reads of the directory `rel` under `root`, in its order: open it by path with `O_NOATIME`
+/// (`noatime_only`: `Ok(None)` where that is refused, nothing read), check it is the inode its parent listed
+/// (`identity`; `None`: never listed), read its flags, list it, and capture its names with `names`.
+pub fn capture_dir(
+    root: &[u8],
+    rel: &[u8],
+    identity: Option<(u64, u64)>,
+    noatime_only: bool,
+    names: impl FnOnce(i32, &[u8], &[Vec<u8>], &[Vec<u8>]) -> NamesFound,
+) -> Result<Option<DirPart>, Failure> {
+    let top = if rel.is_empty() { root.to_vec() } else { join(root, rel) };
+    let key = dir_key(rel);
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let (fd, noatime) = if noatime_only {
+        match sys::open_at(libc::AT_FDCWD, &cstr(&top)?, flags | libc::O_NOFOLLOW | libc::O_NOATIME, 0) {
+            Ok(fd) => (fd, true),
+            Err(libc::EPERM | libc::EACCES) => return Ok(None),
+            Err(e) => return Err(os(e, &top)),
+        }
+    } else {
+        open_noatime(&top, flags)?
+    };
+    // Opened by name, following any link in its components: it must still be the directory listed.
+    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
+    if identity != Some((st.st_dev, st.st_ino)) {
+        return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
+    }
+    let dir_flags = read_flags(&fd)?;
+    let mut listed = list_dir(&fd)?;
+    listed.sort_by_cached_key(|n| fs_points(n));
+    let relpaths: Vec<Vec<u8>> =
+        listed.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
+    // Every lstat, then every xattr listing.
+    let (stats, xattrs) = names(sys::raw(&fd), &top, &listed, &relpaths)?;
+    Ok(Some(DirPart { noatime, flags: dir_flags, relpaths, stats, xattrs }))
 }
 
 /// `_hardlink_names`: every second and later name of an inode within the tree -> its first name's position.
@@ -324,7 +386,17 @@ fn walk(
     let mut listed_noatime = true;
     let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
     while let Some(rel) = pending.pop() {
-        let (noatime, subdirs) = scan.dir(&rel)?;
+        let part = match scan.capture.take(&rel) {
+            Some(captured_ahead) => captured_ahead?,
+            None => {
+                // The helper, if free, captures the next directory while this thread captures this one.
+                if let Some(next) = pending.last() {
+                    scan.look_ahead(next);
+                }
+                scan.capture_here(&rel)?
+            }
+        };
+        let (noatime, subdirs) = scan.take_in(&rel, part);
         listed_noatime &= noatime;
         if !progress(&scan.entries) {
             return Err(Failure::Stopped);

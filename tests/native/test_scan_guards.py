@@ -1,7 +1,10 @@
 """Every refusal of the scan, broken once on purpose: the reference's walk and the native core's refuse the case
 with the same class, message, fields, ``errno``, filename and cause. The races are made deterministic from
 ``on_progress``, which both call after each directory's capture, before the next directory is opened (and,
-after the last, before any link is read)."""
+after the last, before any link is read). On two threads the capture may hold one more directory open ahead:
+the one next on the walk's stack when the current one was opened (``native/src/scan_split.rs``), never one of
+the current directory's own subdirectories, nor anything while the root is captured; the hooks below change
+only those."""
 
 from __future__ import annotations
 
