@@ -23,6 +23,7 @@ mod restore;
 mod restore_edge;
 mod restore_meta;
 mod scan;
+mod scan_dir;
 mod scan_edge;
 mod scan_split;
 mod stage_edge;

@@ -2,11 +2,12 @@
 //! stat cache, step for step — the same calls on the same paths, in the same order on one thread — so that
 //! every entry, every refusal and every `OSError` (errno and filename) is the reference's.
 //!
-//! Per directory: open it by path with `O_NOATIME` (without it where refused), check it is the inode its
-//! parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path (a wide
-//! directory's names split between two threads where the scan has two: `scan_split.rs`). Link
-//! targets only once every `lstat` is taken (`readlink` moves a link's atime), through their directory's
-//! fd, each link `lstat`-ed again after its `readlink`. Names are ordered as Python orders the `str`s
+//! Per directory (`scan_dir.rs`): open it by path with `O_NOATIME` (without it where refused), check it is the
+//! inode its parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path.
+//! Where the scan has two threads, the second captures the next directory ahead or half of a wide one's names
+//! (`scan_split.rs`); the walk takes every directory in here, in the reference's order. Link targets only once
+//! every `lstat` is taken (`readlink` moves a link's atime), through their directory's fd, each link
+//! `lstat`-ed again after its `readlink`. Names are ordered as Python orders the `str`s
 //! `os.fsdecode` makes of them (code points; an undecodable byte is U+DC80..U+DCFF), not as bytes.
 
 use std::collections::HashMap;
@@ -16,15 +17,11 @@ use std::os::fd::OwnedFd;
 use crate::content::{cstr, os_string};
 use crate::error::{Failure, StatFacts};
 pub use crate::kind::Kind;
+use crate::scan_dir::{capture_dir, dir_key, read_xattrs, DirPart};
 use crate::scan_split::Capture;
-use crate::syscalls::{self as sys, Errno, XTarget};
+use crate::syscalls::{self as sys, Errno};
 
-/// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
-const NO_FLAGS: [Errno; 7] =
-    [libc::ENOTTY, libc::EOPNOTSUPP, libc::EINVAL, libc::ENOSYS, libc::EPERM, libc::EACCES, libc::EROFS];
-/// `extended.py`'s `_ALIASES`: xfs's second copy of the POSIX ACLs, never recorded.
-const ALIASES: [&[u8]; 2] = [b"trusted.SGI_ACL_FILE", b"trusted.SGI_ACL_DEFAULT"];
-const ROOT: &[u8] = b".";
+pub(crate) const ROOT: &[u8] = b".";
 
 /// Extended attributes as `(name, value)` pairs, in Python's order of their names.
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
@@ -74,91 +71,11 @@ pub(crate) fn slash(a: &[u8], b: &[u8]) -> Vec<u8> {
 }
 
 /// `os.path.join(a, b)` for a relative `b`: no second slash after one `a` ends with.
-fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
+pub(crate) fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
     if a.ends_with(b"/") {
         [a, b].concat()
     } else {
         slash(a, b)
-    }
-}
-
-/// `_syscalls.open_noatime(path, flags)`: `O_NOATIME` for the owner, without it on `EPERM`/`EACCES`.
-fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Failure> {
-    let c = cstr(path)?;
-    let base = flags | libc::O_NOFOLLOW;
-    match sys::open_at(libc::AT_FDCWD, &c, base | libc::O_NOATIME, 0) {
-        Ok(fd) => Ok((fd, true)),
-        Err(libc::EPERM | libc::EACCES) => {
-            sys::open_at(libc::AT_FDCWD, &c, base, 0).map(|fd| (fd, false)).map_err(|e| os(e, path))
-        }
-        Err(e) => Err(os(e, path)),
-    }
-}
-
-/// `os.listdir(fd)`: every name but `.` and `..`, in the kernel's order, read as CPython reads them —
-/// through a `dup` of `fd`, rewound and closed after (a listing of `/proc/self/fd` shows that very `dup`).
-fn list_dir(fd: &OwnedFd) -> Result<Vec<Vec<u8>>, Failure> {
-    let raw = sys::raw(fd);
-    let dup = sys::dup(raw).map_err(|errno| Failure::os(errno, None))?;
-    let names = read_names(&dup).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
-    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
-    Ok(names)
-}
-
-fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
-    let mut buf = vec![0u8; 32 << 10];
-    let mut names = Vec::new();
-    loop {
-        let filled = sys::getdents(sys::raw(dup), &mut buf)?;
-        if filled == 0 {
-            return Ok(names);
-        }
-        // linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), then the NUL-terminated name.
-        let mut at = 0;
-        while at + 19 <= filled {
-            let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
-            if reclen < 19 || at + reclen > filled {
-                return Err(libc::EIO); // no kernel writes such a record
-            }
-            let area = &buf[at + 19..at + reclen];
-            let name = &area[..area.iter().position(|b| *b == 0).unwrap_or(area.len())];
-            if name != b"." && name != b".." {
-                names.push(name.to_vec());
-            }
-            at += reclen;
-        }
-    }
-}
-
-/// `extended.read_xattrs(path)`: every xattr of the path itself, by name in Python's order.
-pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
-    let c = cstr(path)?;
-    let target = XTarget::Link(&c);
-    let mut names = match sys::list_xattrs(target) {
-        Ok(names) => names,
-        Err(e) if e == libc::ENOTSUP || e == libc::EOPNOTSUPP => return Ok(Vec::new()),
-        Err(e) => return Err(os(e, path)),
-    };
-    names.sort_by_cached_key(|n| fs_points(n.as_bytes()));
-    let mut found = Vec::with_capacity(names.len());
-    for name in names {
-        if ALIASES.contains(&name.as_bytes()) {
-            continue;
-        }
-        match sys::get_xattr(target, &name) {
-            Ok(value) => found.push((name.into_bytes(), value)),
-            Err(libc::ENODATA) => {} // removed between the list and the read
-            Err(e) => return Err(os(e, path)),
-        }
-    }
-    Ok(found)
-}
-
-fn read_flags(fd: &OwnedFd) -> Result<Option<i32>, Failure> {
-    match sys::get_flags(sys::raw(fd)) {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if NO_FLAGS.contains(&e) => Ok(None),
-        Err(e) => Err(Failure::os(e, None)), // fcntl.ioctl's OSError names no file
     }
 }
 
@@ -220,64 +137,6 @@ impl Scan<'_, '_, '_> {
         self.add(part.relpaths, part.stats, part.xattrs);
         (part.noatime, subdirs)
     }
-}
-
-/// The key of a directory in `Scan::dirs`: its path, `.` for the root.
-fn dir_key(rel: &[u8]) -> &[u8] {
-    if rel.is_empty() {
-        ROOT
-    } else {
-        rel
-    }
-}
-
-/// What `_scan_dir` reads of one directory, before the scan takes it in (`Scan::take_in`).
-pub struct DirPart {
-    noatime: bool,
-    flags: Option<i32>,
-    relpaths: Vec<Vec<u8>>,
-    stats: Vec<libc::stat>,
-    xattrs: Vec<Xattrs>,
-}
-
-/// Every name's `lstat` and xattrs in a directory, in the order of its names.
-pub type NamesFound = Result<(Vec<libc::stat>, Vec<Xattrs>), Failure>;
-
-/// `_scan_dir`'s reads of the directory `rel` under `root`, in its order: open it by path with `O_NOATIME`
-/// (`noatime_only`: `Ok(None)` where that is refused, nothing read), check it is the inode its parent listed
-/// (`identity`; `None`: never listed), read its flags, list it, and capture its names with `names`.
-pub fn capture_dir(
-    root: &[u8],
-    rel: &[u8],
-    identity: Option<(u64, u64)>,
-    noatime_only: bool,
-    names: impl FnOnce(i32, &[u8], &[Vec<u8>], &[Vec<u8>]) -> NamesFound,
-) -> Result<Option<DirPart>, Failure> {
-    let top = if rel.is_empty() { root.to_vec() } else { join(root, rel) };
-    let key = dir_key(rel);
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-    let (fd, noatime) = if noatime_only {
-        match sys::open_at(libc::AT_FDCWD, &cstr(&top)?, flags | libc::O_NOFOLLOW | libc::O_NOATIME, 0) {
-            Ok(fd) => (fd, true),
-            Err(libc::EPERM | libc::EACCES) => return Ok(None),
-            Err(e) => return Err(os(e, &top)),
-        }
-    } else {
-        open_noatime(&top, flags)?
-    };
-    // Opened by name, following any link in its components: it must still be the directory listed.
-    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
-    if identity != Some((st.st_dev, st.st_ino)) {
-        return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
-    }
-    let dir_flags = read_flags(&fd)?;
-    let mut listed = list_dir(&fd)?;
-    listed.sort_by_cached_key(|n| fs_points(n));
-    let relpaths: Vec<Vec<u8>> =
-        listed.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
-    // Every lstat, then every xattr listing.
-    let (stats, xattrs) = names(sys::raw(&fd), &top, &listed, &relpaths)?;
-    Ok(Some(DirPart { noatime, flags: dir_flags, relpaths, stats, xattrs }))
 }
 
 /// `_hardlink_names`: every second and later name of an inode within the tree -> its first name's position.

@@ -26,7 +26,8 @@ use std::thread::Scope;
 
 use crate::content::{cstr, os_string};
 use crate::error::Failure;
-use crate::scan::{capture_dir, os, read_xattrs, slash, DirPart, NamesFound, Xattrs};
+use crate::scan::{os, slash, Xattrs};
+use crate::scan_dir::{capture_dir, read_xattrs, DirPart, NamesFound};
 use crate::syscalls as sys;
 
 /// A directory with at least this many names has them split between two threads when the scan has two and
