@@ -3,7 +3,8 @@
 :func:`walk` (:func:`artifactkit._native.scan_tree`) makes every ``FileMeta`` as it goes.
 
 The core walks the tree as :mod:`~artifactkit.store.scan` does without a stat cache — the same calls on the
-same paths, in the same order on one thread (two split a wide directory's names: ``native/src/scan_split.rs``)
+same paths, in the same order on one thread (a second captures the next directory ahead or splits a wide
+one's names: ``native/src/scan_split.rs``)
 — with the GIL released except for ``on_progress`` after each directory; the values it makes are the very
 :class:`~artifactkit.metadata.model.FileMeta` values of the reference. A refusal comes back as data
 (``NativeFailure(kind, 0, fields)``) and is raised here through the reference's own error functions, so
@@ -30,8 +31,8 @@ _WHILE = ("scanned", "published")
 def walk(root: str, *, read_links: bool, on_progress: Callable[[int], None], threads: int = 1,
          split_min: int | None = None) -> ScannedTree:
     """:func:`~artifactkit.store.scan.scan_tree` of ``root`` without a cache, by the core; ``threads`` 2 or more
-    splits the names of each directory of ``split_min`` or more (the core's own default when ``None``: tests
-    split smaller ones) between two threads."""
+    adds a second thread, which captures the next directory ahead or, when free, splits the names of a directory
+    of ``split_min`` or more (the core's own default when ``None``: tests split smaller ones)."""
     if not _usable(root):
         os.lstat(root)  # the reference's first call refuses it: ValueError or UnicodeEncodeError, as there
     try:

@@ -175,8 +175,10 @@ impl CapturedTree {
 }
 
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache, kept in the core; `on_progress(entries
-/// so far)` after each directory, with the GIL, before the next directory is opened (as the reference).
-/// `threads`: 2 or more splits each directory of `split_min` names or more between two threads.
+/// so far)` after each directory, with the GIL, before the next directory is opened (as the reference; with two
+/// threads the next may be captured ahead already, and is captured again at its turn if it changed).
+/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `split_min` names or more split).
 #[pyfunction]
 #[pyo3(signature = (root, read_links, on_progress, threads=1, split_min=SPLIT_MIN))]
 pub fn capture_tree(

@@ -2,6 +2,7 @@
 //! (`Staged`) converted to the encoder's values — only values of exact JSON types; anything else answers
 //! `None`, and Python's reference assembles that manifest instead.
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
@@ -231,7 +232,9 @@ pub fn manifest_captured<'py>(
     if let Ok(state) = found.cast::<StageState>() {
         // The core's own values: of exact JSON types by construction.
         facts.resize_with(count, || None);
-        for read in &state.borrow().reads {
+        // Never borrowed mutably here (staging is over), but a refusal is an error, never a panic.
+        let state = state.try_borrow().map_err(|_| PyRuntimeError::new_err("the publish's StageState is in use"))?;
+        for read in &state.reads {
             if let Some(slot) = usize::try_from(read.index).ok().and_then(|at| facts.get_mut(at)) {
                 *slot = Some(facts_of_kept(read));
             }

@@ -117,7 +117,7 @@ impl Scan<'_, '_, '_> {
     /// Hand the directory scanned after the current one to the helper, if free, to capture meanwhile.
     fn look_ahead(&mut self, next: &[u8]) {
         if let Some(&(_, identity)) = self.dirs.get(dir_key(next)) {
-            self.capture.ahead(self.root, next, identity);
+            self.capture.start_ahead(self.root, next, identity);
         }
     }
 
@@ -216,7 +216,8 @@ fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Fa
 /// after each directory, as the reference calls `on_progress(len(entries))`; `false` from it stops the scan.
 /// An entry handed to `progress` may still change before the scan returns: a directory's flags (read once it
 /// is opened), a link's target (read at the end), a later name of a hard link (marked at the end).
-/// `threads`: 2 or more splits the names of a directory of `split_min` or more between two (`scan_split.rs`).
+/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `split_min` names or more split).
 pub fn scan_tree(
     root: &[u8],
     read_links: bool,
@@ -245,8 +246,8 @@ fn walk(
     let mut listed_noatime = true;
     let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
     while let Some(rel) = pending.pop() {
-        let part = match scan.capture.take(&rel) {
-            Some(captured_ahead) => captured_ahead?,
+        let part = match scan.capture.take(root, &rel) {
+            Some(captured_ahead) => captured_ahead,
             None => {
                 // The helper, if free, captures the next directory while this thread captures this one.
                 if let Some(next) = pending.last() {

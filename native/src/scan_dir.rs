@@ -107,6 +107,8 @@ pub(crate) fn dir_key(rel: &[u8]) -> &[u8] {
 
 /// What `_scan_dir` reads of one directory, before the scan takes it in (`Scan::take_in`).
 pub struct DirPart {
+    /// The directory's own `fstat` as it was opened (`stamp`): what `unchanged` compares at its turn.
+    pub stamp: DirStamp,
     pub noatime: bool,
     pub flags: Option<i32>,
     pub relpaths: Vec<Vec<u8>>,
@@ -151,5 +153,20 @@ pub fn capture_dir(
         listed.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();
     // Every lstat, then every xattr listing.
     let (stats, xattrs) = names(sys::raw(&fd), &top, &listed, &relpaths)?;
-    Ok(Some(DirPart { noatime, flags: dir_flags, relpaths, stats, xattrs }))
+    Ok(Some(DirPart { stamp: stamp(&st), noatime, flags: dir_flags, relpaths, stats, xattrs }))
+}
+
+/// A directory's identity and its entries' last change: `(dev, ino, mtime, ctime)`, each time to the ns.
+pub type DirStamp = (u64, u64, (i64, i64), (i64, i64));
+
+fn stamp(st: &libc::stat) -> DirStamp {
+    (st.st_dev, st.st_ino, (st.st_mtime, st.st_mtime_nsec), (st.st_ctime, st.st_ctime_nsec))
+}
+
+/// Whether the directory `rel` under `root` is, by path, still the one `part` captured, no name added,
+/// removed or renamed in it since (those change its mtime and ctime): a part captured ahead is taken in only so.
+pub fn unchanged(root: &[u8], rel: &[u8], part: &DirPart) -> bool {
+    let top = if rel.is_empty() { root.to_vec() } else { join(root, rel) };
+    let Ok(path) = cstr(&top) else { return false };
+    sys::lstat_at(libc::AT_FDCWD, &path).is_ok_and(|st| stamp(&st) == part.stamp)
 }

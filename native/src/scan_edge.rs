@@ -3,7 +3,8 @@
 //! The walk needs no GIL; making a `FileMeta` needs it and costs about as much as the walk's syscalls for the
 //! same entry. So the two overlap: after each directory the walk hands this thread what it captured and
 //! waits; this thread calls `on_progress(entries so far)` — before the walk opens the next directory, as the
-//! reference does, so a hook that changes the tree there sees the same walk — lets the walk go on, and makes
+//! reference does, so a hook that changes the tree there sees the same walk (a directory the second thread
+//! captured ahead is captured again if it changed) — lets the walk go on, and makes
 //! that directory's values while it does. An entry the rest of the walk may still change (a directory: its
 //! flags are read when it is opened; a link: its target is read at the end; a file with other names: its
 //! hard link is marked at the end) is made once the walk is done. The GIL is released while this thread
@@ -141,7 +142,8 @@ fn next_captured(py: Python<'_>, rx: Receiver<Captured>) -> (Option<Captured>, R
 
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
 /// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
-/// `threads`: 2 or more splits each directory of `split_min` names or more between two threads.
+/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `split_min` names or more split).
 #[pyfunction]
 #[pyo3(signature = (root, read_links, on_progress, file_meta, threads=1, split_min=SPLIT_MIN))]
 pub fn scan_tree<'py>(

@@ -1,24 +1,28 @@
 //! A scan's capture on one thread or two. On this project's machines a scan is its syscalls (an `lstat` plus an
 //! xattr listing is ~5 us a name, a channel round trip ~15 us), so a second thread takes part of it in one of
-//! two ways, while the walk keeps the reference's order: directories taken in one at a time, in the
-//! reference's order, `on_progress` between them.
+//! two ways, while the walk takes directories in one at a time, in the reference's order, `on_progress`
+//! between them.
 //!
 //! - **Ahead**: while the walk's thread captures a directory, the helper captures the next one on the walk's
-//!   stack, whole (`scan::capture_dir`: open, check, flags, list, every name); the walk takes its part in when
-//!   its turn comes, or parks it if the current directory's subdirectories come first. A tree of many
-//!   directories is captured two at a time so: 100 directories of 100 names were 1.2x faster split by names
-//!   only, measured with this on top in `CHANGELOG.md`.
-//! - **Split**: a wide directory (`SPLIT_MIN` names or more) the helper is free for has its names split: the
-//!   second half's `lstat`s and xattrs on the helper. A tree of one wide directory has no next directory.
+//!   stack whole (`scan_dir::capture_dir`: open, check, flags, list, every name); the walk takes that part in
+//!   at its turn, or parks it while the current directory's subdirectories come first. So a tree of many
+//!   directories is captured two directories at a time (measured in `CHANGELOG.md`: splitting names alone
+//!   made 100 directories of 100 names only 1.2x faster on two threads than on one).
+//! - **Split**: a wide directory (`SPLIT_MIN` names or more), when the helper is free, has the second half of
+//!   its names' `lstat`s and xattrs done there. The helper is free mostly for the root and the last directory
+//!   on the stack; a tree of one wide directory is split throughout.
 //!
-//! Either way the result is the one the single thread finds. A directory captured ahead is taken in at its
-//! turn, its failure (if any) raised then, so the first failure in the order is the reference's; a part the
-//! walk never reaches (an earlier failure ended it) is dropped. A split's first half is the first half of the
-//! order, so its first failure is the first half's first `lstat` failure, else the second half's, else the
-//! first xattr failure the same way. Calls made past a failure the reference would have stopped at are reads
-//! that change nothing: `lstat`, xattrs, and a listing only of a directory opened with `O_NOATIME` (ahead
-//! never lists one without it: that directory is left to the walk's own turn). Only an `OSError` naming an fd
-//! (`fstat` or a listing of a directory failing) may name another number than the reference's.
+//! Either way the result is the one the single thread finds. A part captured ahead is taken in only if it
+//! holds no failure and its directory is, by path, still the inode it captured with the same mtime and ctime
+//! (no name added, removed or renamed since: `scan_dir::unchanged`); otherwise the walk captures the
+//! directory at its turn, so every failure is the walk's own, met where the reference meets it (fds and all).
+//! What a taken part cannot show is a change to an entry's own inode (a `chmod`) after it was captured ahead
+//! and before its turn: a change the reference misses too when it comes just after its capture, and which a
+//! file's read refuses (its ctime against the capture). A split's first half is the first half of the order,
+//! so its first failure is the first half's first `lstat` failure, else the second half's, else the first
+//! xattr failure the same way. Calls made past a failure the reference would have stopped at are reads that
+//! change nothing: `lstat`, xattrs, and a listing only of a directory opened with `O_NOATIME` (the helper
+//! never lists one without it: that directory is left to the walk's own turn).
 
 use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
@@ -27,7 +31,7 @@ use std::thread::Scope;
 use crate::content::{cstr, os_string};
 use crate::error::Failure;
 use crate::scan::{os, slash, Xattrs};
-use crate::scan_dir::{capture_dir, read_xattrs, DirPart, NamesFound};
+use crate::scan_dir::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
 use crate::syscalls as sys;
 
 /// A directory with at least this many names has them split between two threads when the scan has two and
@@ -54,11 +58,11 @@ enum Job {
 }
 
 /// A directory captured ahead: `None` where it could not be opened with `O_NOATIME` (the walk's turn).
-type Ahead = Option<Result<DirPart, Failure>>;
+type AheadPart = Option<Result<DirPart, Failure>>;
 
 enum Done {
     Part(Part),
-    Dir(Ahead),
+    Dir(AheadPart),
 }
 
 /// What one thread found of a run of names: every `lstat`, then — all of them taken — every name's
@@ -108,9 +112,9 @@ pub struct Capture<'scope, 'env> {
     split_min: usize,
     helper: Option<Helper>,
     /// The directory the helper is capturing ahead, its part not received yet: at most one job at a time.
-    ahead: Option<Vec<u8>>,
+    in_flight: Option<Vec<u8>>,
     /// Directories captured ahead whose turn has not come yet (the current one's subdirectories came first).
-    parked: HashMap<Vec<u8>, Ahead>,
+    parked: HashMap<Vec<u8>, AheadPart>,
 }
 
 impl<'scope, 'env> Capture<'scope, 'env> {
@@ -121,41 +125,43 @@ impl<'scope, 'env> Capture<'scope, 'env> {
             two: threads > 1,
             split_min: split_min.max(2),
             helper: None,
-            ahead: None,
+            in_flight: None,
             parked: HashMap::new(),
         }
     }
 
-    /// The part of `rel` the helper captured ahead, waiting for it if it is still at work; `None` where it
-    /// did not (then the walk captures it itself).
-    pub fn take(&mut self, rel: &[u8]) -> Ahead {
-        if let Some(parked) = self.parked.remove(rel) {
-            return parked;
-        }
-        if self.ahead.as_deref() != Some(rel) {
-            return None;
-        }
-        self.ahead = None;
-        match self.helper.as_ref()?.done.recv() {
-            Ok(Done::Dir(ahead)) => ahead,
-            // A helper that stopped (a bug: none is meant to): the walk's thread captures it, never a panic.
-            _ => None,
-        }
+    /// The part of `rel` (under `root`) the helper captured ahead, waiting for it if it is still at work, if it
+    /// holds and the directory is unchanged since (`scan_dir::unchanged`); `None` otherwise, and the walk
+    /// captures it at its turn: so a failure is always the walk's own, met when the reference meets it, and a
+    /// directory changed while parked is read again.
+    pub fn take(&mut self, root: &[u8], rel: &[u8]) -> Option<DirPart> {
+        let part = match self.parked.remove(rel) {
+            Some(parked) => parked,
+            None if self.in_flight.as_deref() == Some(rel) => {
+                self.in_flight = None;
+                match self.helper.as_ref()?.done.recv() {
+                    Ok(Done::Dir(part)) => part,
+                    _ => None, // a helper gone (a bug: none is meant to go): the walk captures it
+                }
+            }
+            None => None,
+        };
+        part?.ok().filter(|part| unchanged(root, rel, part))
     }
 
     /// Start the helper on `rel` (`identity`: what its parent's `lstat` found), if it is free: the part it
     /// was capturing ahead, if done, is parked first.
-    pub fn ahead(&mut self, root: &[u8], rel: &[u8], identity: (u64, u64)) {
-        if !self.two || self.parked.contains_key(rel) || self.ahead.as_deref() == Some(rel) {
+    pub fn start_ahead(&mut self, root: &[u8], rel: &[u8], identity: (u64, u64)) {
+        if !self.two || self.parked.contains_key(rel) || self.in_flight.as_deref() == Some(rel) {
             return;
         }
-        if let Some(busy) = self.ahead.take() {
+        if let Some(busy) = self.in_flight.take() {
             match self.helper.as_ref().map(|helper| helper.done.try_recv()) {
-                Some(Ok(Done::Dir(ahead))) => {
-                    self.parked.insert(busy, ahead);
+                Some(Ok(Done::Dir(part))) => {
+                    self.parked.insert(busy, part);
                 }
                 Some(Err(TryRecvError::Empty)) => {
-                    self.ahead = Some(busy);
+                    self.in_flight = Some(busy);
                     return;
                 }
                 // Stopped, or a reply of the wrong kind (a bug): the walk captures `busy` at its turn.
@@ -165,13 +171,13 @@ impl<'scope, 'env> Capture<'scope, 'env> {
         let helper = self.helper.get_or_insert_with(|| start(self.scope));
         let job = Job::Dir { root: root.to_vec(), rel: rel.to_vec(), identity };
         if helper.jobs.send(job).is_ok() {
-            self.ahead = Some(rel.to_vec());
+            self.in_flight = Some(rel.to_vec());
         }
     }
 
     /// Every name's `lstat` in `dir`, then every name's xattrs (read by `top/name`), in the order of `names`.
     pub fn names(&mut self, dir: i32, top: &[u8], names: &[Vec<u8>], rels: &[Vec<u8>]) -> NamesFound {
-        if !self.two || names.len() < self.split_min || self.ahead.is_some() {
+        if !self.two || names.len() < self.split_min || self.in_flight.is_some() {
             return capture_alone(dir, top, names, rels);
         }
         let half = names.len() / 2;

@@ -5,14 +5,17 @@ reference's by ``test_scan_differential.py`` and every refusal by ``test_scan_gu
 from __future__ import annotations
 
 import collections
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from artifactkit.errors import SourceChangedError
 from tests.support.capability import require_tool
 
 _CAPTURE = """
@@ -69,3 +72,43 @@ def test_a_capture_with_directories_taken_ahead_and_parked_is_the_references(
         captured = scan_tree(src, walker=native_capture(threads=2, split_min=split_min))
         assert list(captured.entries) == list(reference.entries)
         assert captured.listed_noatime is reference.listed_noatime is True
+
+
+@pytest.mark.parametrize("change", ["a name added", "a name removed", "the directory swapped"])
+def test_a_directory_changed_after_its_capture_ahead_is_captured_again_at_its_turn(
+        native: ModuleType, fast_tmp: Path, change: str) -> None:
+    from artifactkit.store.scan import scan_tree
+    from tests.native.scan_trees import native_capture
+
+    def make(src: Path) -> None:
+        # "a" is wide, so the second thread has long captured "b" ahead when a's capture ends and the hook runs.
+        for d, count in (("a", 2000), ("b", 2)):
+            (src / d).mkdir(parents=True)
+            for f in range(count):
+                (src / d / f"f{f:04d}").write_bytes(b"x")
+
+    def hook(src: Path) -> Callable[[int], None]:
+        def on_progress(captured: int) -> None:
+            if captured != 2003:  # ".", "a", "b", then a's 2,000 names: b's turn is next
+                return
+            if change == "a name added":
+                (src / "b" / "new").write_bytes(b"new")
+            elif change == "a name removed":
+                (src / "b" / "f0000").unlink()
+            else:
+                os.rename(src / "b", src / "b-gone")
+                (src / "b").mkdir()
+        return on_progress
+
+    found: list[object] = []
+    for walker in (None, native_capture(threads=2)):
+        src = fast_tmp / ("src-ref" if walker is None else "src-native")
+        make(src)
+        try:
+            tree = scan_tree(src, on_progress=hook(src), walker=walker)
+            found.append([(e.path, e.kind, e.size) for e in tree.entries])
+        except SourceChangedError as err:
+            found.append(str(err).replace(str(src), "SRC"))
+    reference, native_found = found
+    assert native_found == reference
+    assert isinstance(reference, str) == (change == "the directory swapped")

@@ -69,7 +69,7 @@ def test_the_native_scan_captures_what_the_reference_captures(noatime: Path, tre
     build(src, tree, dirs)
     reference, native = both_scans(src, read_links=read_links)
     assert fields(native) == fields(reference)
-    # The capture the native executor walks with, every directory's names split between two threads.
+    # The capture the native executor walks with on two threads: directories ahead, names split where it is free.
     captured = scan_tree(src, read_links=read_links, walker=native_capture(threads=2, split_min=2))
     assert fields(captured) == fields(reference)
 

@@ -1,10 +1,10 @@
 """Every refusal of the scan, broken once on purpose: the reference's walk and the native core's refuse the case
 with the same class, message, fields, ``errno``, filename and cause. The races are made deterministic from
 ``on_progress``, which both call after each directory's capture, before the next directory is opened (and,
-after the last, before any link is read). On two threads the capture may hold one more directory open ahead:
-the one next on the walk's stack when the current one was opened (``native/src/scan_split.rs``), never one of
-the current directory's own subdirectories, nor anything while the root is captured; the hooks below change
-only those."""
+after the last, before any link is read). On two threads the capture may have captured a later directory ahead
+already (``native/src/scan_split.rs``); it takes that part in only if the directory is unchanged, and captures
+it again at its turn otherwise, so a hook that swaps a directory or adds, removes or renames a name in it is
+seen there as the reference sees it (``test_scan_ahead.py`` makes such a change after the capture ahead)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def refused_alike(base: Path, make: Make, hook: Hook | None = None, **options: o
 
 
 def WALKS() -> tuple[Walker | None, ...]:  # noqa: N802 - a constant, made on use (the core imports only then)
-    """The reference's walk, the core's walk and the core's capture (every directory split between two threads)."""
+    """The reference's walk, the core's walk and the core's capture on two threads (the next directory ahead;
+    names split from two on, where the second thread is free)."""
     return None, native_walk(), native_capture(threads=2, split_min=2)
 
 
