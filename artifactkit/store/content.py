@@ -127,15 +127,17 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     Returns ``(sha256, bytes)``; more than ``size`` bytes means the source is longer than expected.
     ``dst_fd`` must be open for reading too. The copier works on its own duplicated fds, so an
     interrupt here cannot leave it writing through an fd number the caller has closed and reused.
+    A destination that ends before what landed (cut short behind the copy by another writer of the
+    store) ends the digest where it ends, and the copier stops at its next chunk.
     """
     src, dst = os.dup(src_fd), os.dup(dst_fd)
     progress = threading.Condition()
-    state: dict[str, int] = {"copied": 0, "done": 0}
+    state: dict[str, int] = {"copied": 0, "done": 0, "stop": 0}
     failure: list[BaseException] = []
 
     def copy() -> None:
         try:
-            while state["copied"] <= size:
+            while state["copied"] <= size and not state["stop"]:
                 n = copy_range(src, dst, min(COPY_CHUNK, size + 1 - state["copied"]), offset=state["copied"])
                 with progress:
                     state["copied"] += n
@@ -157,20 +159,25 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     hashed = 0
-    while True:
-        with progress:
-            while state["copied"] <= hashed and not state["done"]:
-                progress.wait()
-            available, finished = state["copied"], state["done"]
-        while hashed < available:
-            n = os.preadv(dst_fd, [view[:min(CHUNK, available - hashed)]], hashed)
-            if n == 0:
+    try:
+        while True:
+            with progress:
+                while state["copied"] <= hashed and not state["done"]:
+                    progress.wait()
+                available, finished = state["copied"], state["done"]
+            cut = False
+            while hashed < available:
+                n = os.preadv(dst_fd, [view[:min(CHUNK, available - hashed)]], hashed)
+                if n == 0:
+                    cut = True  # the destination ends before what landed (cut behind the copy): nothing more to read
+                    break
+                digest.update(view[:n])
+                hashed += n
+            if cut or (finished and hashed >= available):
                 break
-            digest.update(view[:n])
-            hashed += n
-        if finished and hashed >= available:
-            break
-    worker.join()
+    finally:
+        state["stop"] = 1  # a cut or a refused read-back: the copier stops at its next chunk
+        worker.join()
     if failure:
         raise failure[0]
     return digest.hexdigest(), hashed
