@@ -9,7 +9,8 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::copy::{copy_sparse, hash_while_copying, hex};
+use crate::copy::{copy_sparse, hex};
+use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
 use crate::syscalls::{self as sys, Errno};

@@ -1,12 +1,10 @@
 //! Copy a file's bytes in the kernel and hash what landed (mirrors `artifactkit/_syscalls.py::copy_range` and
-//! `artifactkit/store/content.py::hash_while_copying` / `copy_sparse`).
+//! `artifactkit/store/content.py::copy_sparse`; a dense file's copy on two threads is `copy_hashed.rs`).
 //!
 //! The bytes never enter user space on the way to the destination: `copy_file_range` shares the
 //! extents where the filesystem can clone (xfs, btrfs: a reflink) and copies in the kernel elsewhere;
 //! the digest is of the destination read back, so it always names the bytes that were stored, even if
 //! the source changed in a way no timestamp shows (an `mmap` write).
-
-use std::sync::mpsc::{channel, Sender};
 
 use sha2::{Digest, Sha256};
 
@@ -15,9 +13,6 @@ use std::os::fd::RawFd;
 
 /// As content.py's `CHUNK`: the read-back's buffer.
 pub const CHUNK: usize = 1 << 20;
-/// The kernel copies this much per call before it tells the hasher (content.py's `COPY_CHUNK` is 8 MiB): small
-/// enough that the hasher starts soon after the copy.
-const COPY_CHUNK: u64 = 4 << 20;
 static ZEROS: [u8; CHUNK] = [0; CHUNK];
 
 /// Lowercase hex of a digest, by table: a `format!` per byte was 2 % of a 100,000-file publish's CPU.
@@ -92,72 +87,6 @@ fn hash_back(fd: RawFd, start: u64, length: u64, h: &mut Sha256, buf: &mut [u8])
     Ok(done)
 }
 
-/// `hash_while_copying`: up to `size + 1` bytes (one more shows the source grew) copied in the kernel on a
-/// thread of its own while this thread reads each landed range back from the destination (open for reading too)
-/// and hashes it, so a large file costs about one sha256 pass rather than a copy plus a hash; `(sha256, bytes)`.
-/// Fewer bytes than copied only where the destination was cut shorter behind the copy (another writer of the
-/// store): the digest and the length are of what was read back.
-///
-/// Why the hasher reads back, not the copier: the copy and the read-back are each a memcpy in the kernel, the hash
-/// is user time, and on this project's machines (tmpfs, sha2 with SHA-NI) the kernel's two passes were the slower
-/// half. With the read-back on the copier, a 256 MiB publish took the copier's 460 ms while the hasher idled (the
-/// benchmark's `large` cell, 2 threads); split this way each thread does about half. It is also the reference's
-/// split (`content.py`'s `hash_while_copying`).
-pub fn hash_while_copying(src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno> {
-    hash_while_copying_via(copy_range, src, dst, size)
-}
-
-/// [`hash_while_copying`] with its copy given (the tests' one that cuts the destination short), the rest the same.
-fn hash_while_copying_via<F>(copy: F, src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno>
-where
-    F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno> + Send,
-{
-    // Unbounded: the copier never waits for the hasher, and it sends one total a chunk (`size / COPY_CHUNK + 2`).
-    let (to_hasher, landed) = channel::<u64>();
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut hashed = 0u64;
-    let mut read_back = Ok(());
-    let mut copier_outcome = Ok(());
-    std::thread::scope(|s| {
-        let outcome = &mut copier_outcome;
-        // `to_hasher` moves into the copier: its end disconnects the channel, which ends the loop below.
-        s.spawn(move || *outcome = copy_reporting(copy, src, dst, size, &to_hasher));
-        for total in &landed {
-            match hash_back(dst, hashed, total - hashed, &mut h, &mut buf) {
-                Ok(n) => hashed += n,
-                Err(e) => read_back = Err(e),
-            }
-            if read_back.is_err() || hashed < total {
-                break; // a refused read-back, or the destination ends before what landed: nothing more to read
-            }
-        }
-        drop(landed); // the copier's next report is refused, and it stops there
-    });
-    copier_outcome?;
-    read_back?;
-    Ok((hex(&h.finalize()), hashed))
-}
-
-/// The copier: `COPY_CHUNK` at a time (`size + 1` at most), the total landed sent to the hasher after each chunk.
-/// It stops at the source's end, once the hasher has gone (it stops only at a read-back that found the destination
-/// ended or was refused), or at the first error (the hasher has then hashed a prefix of what landed, and the error
-/// is the outcome).
-fn copy_reporting<F>(mut copy: F, src: RawFd, dst: RawFd, size: u64, to_hasher: &Sender<u64>) -> Result<(), Errno>
-where
-    F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno>,
-{
-    let mut copied = 0u64;
-    while copied <= size {
-        let n = copy(src, dst, COPY_CHUNK.min(size + 1 - copied), copied)?;
-        copied += n;
-        if n == 0 || to_hasher.send(copied).is_err() {
-            break;
-        }
-    }
-    Ok(())
-}
-
 /// `copy_sparse`: only the data runs copied (in the kernel), holes kept, the digest of the logical bytes as
 /// written (runs read back, holes as zeros); `(sha, length)`. A run cut short (the source shrank) ends it.
 pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) -> Result<(String, u64), Errno> {
@@ -179,13 +108,13 @@ pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::fs::{File, OpenOptions};
     use std::io::Write;
     use std::os::fd::AsRawFd;
 
-    fn scratch(name: &str, data: &[u8]) -> (File, File) {
+    pub(crate) fn scratch(name: &str, data: &[u8]) -> (File, File) {
         let dir = std::env::temp_dir().join(format!("artifactkit-copy-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut src = File::create(dir.join("src")).unwrap();
@@ -196,7 +125,7 @@ mod tests {
         (src, dst)
     }
 
-    fn pattern(len: usize) -> Vec<u8> {
+    pub(crate) fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 7 % 251) as u8).collect()
     }
 
@@ -244,81 +173,6 @@ mod tests {
         let (src, dst) = scratch("eio", b"abc");
         let eio = |_: RawFd, _: RawFd, _: usize, _: u64| Err(libc::EIO);
         assert_eq!(copy_range_via(eio, src.as_raw_fd(), dst.as_raw_fd(), 3, 0), Err(libc::EIO));
-    }
-
-    #[test]
-    fn the_digest_is_of_what_landed_and_one_byte_more_shows_growth() {
-        let data = pattern(2 * (COPY_CHUNK as usize) + 5);
-        let (src, dst) = scratch("dense", &data);
-        let (sha, n) = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64).unwrap();
-        assert_eq!((sha, n), (hex(&Sha256::digest(&data)), data.len() as u64));
-        // Captured one byte shorter than it is: the copy reads one past and the length says so.
-        let (src, dst) = scratch("grown", &data);
-        let (_, n) = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64 - 1).unwrap();
-        assert_eq!(n, data.len() as u64);
-    }
-
-    #[test]
-    fn every_size_around_the_buffers_and_chunks_hashes_what_landed() {
-        let (b, c) = (CHUNK, COPY_CHUNK as usize);
-        for len in [0, 1, b - 1, b, b + 1, c - 1, c, c + 1, c + b + 3] {
-            let data = pattern(len);
-            let (src, dst) = scratch(&format!("size-{len}"), &data);
-            let got = hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), len as u64).unwrap();
-            assert_eq!(got, (hex(&Sha256::digest(&data)), len as u64), "{len} bytes");
-            assert_eq!(std::fs::read(format!("/proc/self/fd/{}", dst.as_raw_fd())).unwrap(), data);
-        }
-    }
-
-    #[test]
-    fn a_destination_cut_short_behind_the_copy_ends_the_digest_where_it_ends() {
-        // Another writer of the store truncates the staged file within the last chunk's copy, before the hasher
-        // is told it landed: the digest and the length are of what could be read back, and the hasher ends there
-        // rather than waiting for bytes that are gone (the probe for one byte more copies nothing: the file stays cut).
-        let data = pattern(2 * COPY_CHUNK as usize);
-        let (src, dst) = scratch("cut", &data);
-        let cut = COPY_CHUNK + 12345;
-        let cut_within_the_last_copy = move |s: RawFd, d: RawFd, count: u64, offset: u64| {
-            let n = copy_range(s, d, count, offset)?;
-            if offset == COPY_CHUNK {
-                sys::ftruncate(d, cut)?;
-            }
-            Ok(n)
-        };
-        let (done, finished) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let got =
-                hash_while_copying_via(cut_within_the_last_copy, src.as_raw_fd(), dst.as_raw_fd(), 2 * COPY_CHUNK);
-            let _ = done.send(got);
-        });
-        let got = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the copy never ended");
-        assert_eq!(got, Ok((hex(&Sha256::digest(&data[..cut as usize])), cut)));
-    }
-
-    #[test]
-    fn a_copy_that_fails_midway_is_the_outcome() {
-        let data = pattern(3 * COPY_CHUNK as usize);
-        let (src, dst) = scratch("copy-eio", &data);
-        let eio_after_one = |s: RawFd, d: RawFd, count: u64, offset: u64| {
-            if offset == 0 {
-                copy_range(s, d, count, offset)
-            } else {
-                Err(libc::EIO)
-            }
-        };
-        let got = hash_while_copying_via(eio_after_one, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64);
-        assert_eq!(got, Err(libc::EIO));
-    }
-
-    #[test]
-    fn a_read_back_that_fails_is_the_outcome() {
-        // A destination open for writing only: the copy lands, its read-back is refused by the kernel.
-        let data = pattern(COPY_CHUNK as usize + 7);
-        let (src, _) = scratch("read-ebadf", &data);
-        let path = std::env::temp_dir().join(format!("artifactkit-copy-{}-write-only", std::process::id()));
-        let dst = OpenOptions::new().write(true).create(true).truncate(true).open(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64), Err(libc::EBADF));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod captured;
 mod content;
 mod copy;
+mod copy_hashed;
 mod error;
 mod ints;
 mod kind;

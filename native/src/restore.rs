@@ -9,7 +9,8 @@ use std::os::fd::{OwnedFd, RawFd};
 use sha2::{Digest, Sha256};
 
 use crate::content::{cstr, os_string, read_small_into, IN_MEMORY_LIMIT};
-use crate::copy::{copy_sparse, hash_while_copying, hex};
+use crate::copy::{copy_sparse, hex};
+use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
 use crate::restore_meta::apply_fd;
