@@ -128,7 +128,8 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     ``dst_fd`` must be open for reading too. The copier works on its own duplicated fds, so an
     interrupt here cannot leave it writing through an fd number the caller has closed and reused.
     A destination that ends before what landed (cut short behind the copy by another writer of the
-    store) ends the digest where it ends, and the copier stops at its next chunk.
+    store) ends the digest where it ends: the copier checks the destination's size before each chunk
+    and stops at a cut, so no later chunk extends the file over a hole read as zeros.
     """
     src, dst = os.dup(src_fd), os.dup(dst_fd)
     progress = threading.Condition()
@@ -138,6 +139,10 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     def copy() -> None:
         try:
             while state["copied"] <= size and not state["stop"]:
+                if os.fstat(dst).st_size < state["copied"]:
+                    # Cut behind the copy: a step more would extend the file over a hole the hasher would read
+                    # as zeros (a full length, a digest of bytes the source never held). Stop at the cut.
+                    break
                 n = copy_range(src, dst, min(COPY_CHUNK, size + 1 - state["copied"]), offset=state["copied"])
                 with progress:
                     state["copied"] += n

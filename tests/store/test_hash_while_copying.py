@@ -70,3 +70,25 @@ def test_a_destination_cut_short_behind_the_copy_ends_the_digest_where_it_ends(
     copier.join(CUT_WAIT_S)
     assert outcome, f"hash_while_copying never ended within {CUT_WAIT_S} s of a destination cut behind the copy"
     assert outcome[0] == (hashlib.sha256(data[:cut]).hexdigest(), cut, data[:cut])
+
+
+def test_a_destination_cut_between_chunks_stops_the_copy_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cut after the second of three chunks: were the third copied, it would extend the file over a hole read as
+    # zeros, a full length and a digest of bytes the source never held (found in review: it did).
+    chunk = content.COPY_CHUNK
+    data = _pattern(3 * chunk)
+    cut = chunk + 12345
+
+    def cut_after_the_second_copy(src: int, dst: int, count: int, offset: int = 0) -> int:
+        n = copy_range(src, dst, count, offset=offset)
+        if offset == chunk:
+            os.ftruncate(dst, cut)
+        return n
+
+    monkeypatch.setattr(content, "copy_range", cut_after_the_second_copy)
+    outcome: list[tuple[str, int, bytes]] = []
+    copier = threading.Thread(target=lambda: outcome.append(_copy(tmp_path, data, len(data))), daemon=True)
+    copier.start()
+    copier.join(CUT_WAIT_S)
+    assert outcome, f"hash_while_copying never ended within {CUT_WAIT_S} s of a destination cut between chunks"
+    assert outcome[0] == (hashlib.sha256(data[:cut]).hexdigest(), cut, data[:cut])
