@@ -35,32 +35,36 @@ def acceptance(doc: dict[str, Any]) -> list[dict[str, Any]]:
     results, best = doc["results"], default_setup(doc)
     rows: list[dict[str, Any]] = []
 
-    def row(line: str, value: float | None, text: str, limit: str, ok: bool | None) -> None:
+    def row(line: str, value: float | None, text: str, limit: str, ok: bool | None, *,
+            bound: tuple[float, str] | None = None) -> None:
         rows.append({"line": line, "value": value, "measured": text, "limit": limit,
-                     "verdict": "not run" if ok is None else "pass" if ok else "fail"})
+                     "verdict": "not run" if ok is None else "pass" if ok else "fail",
+                     **({"limit_value": bound[0], "sense": bound[1]} if bound else {})})
 
     for line, corpus, op, limit, _ in RATIO_LINES:
         got = results.get(corpus, {}).get("vs_cp_a", {}).get(f"{best}/{op}")
         value = got["paired_median"] if got else None
         row(f"{line} ({best})", value, f"{value:.2f}x" if value else "—", f"≤ {limit}x",
-            None if value is None else value <= limit)
+            None if value is None else value <= limit, bound=(limit, "<="))
     speedup = results.get("many", {}).get("speedup", {})
     for op in SPEEDUP_OPS:
         got = speedup.get(op)
         value = got["paired_median"] if got else None
         span = f"{got['to']} over {got['from']}" if got else "needs 1 and 2 threads"
         row(f"2 threads ≥ 1.5x faster than 1 on `many`: {OP_NAMES[op]} ({span})", value,
-            f"{value:.2f}x" if value else "—", "≥ 1.5x", None if value is None else value >= 1.5)
+            f"{value:.2f}x" if value else "—", "≥ 1.5x", None if value is None else value >= 1.5, bound=(1.5, ">="))
     shares = results.get("large", {}).get("share_of_sha256", {})
     for op, limit in (("publish", 0.90), ("download", 0.75)):
         value = shares.get(f"{best}/{op}", {}).get("paired_median")
         row(f"large-file {op} throughput ≥ {limit:.0%} of `hashlib.sha256`'s ({best})", value,
-            f"{value:.0%}" if value else "—", f"≥ {limit:.0%}", None if value is None else value >= limit)
+            f"{value:.0%}" if value else "—", f"≥ {limit:.0%}", None if value is None else value >= limit,
+            bound=(limit, ">="))
     for corpus in ("many", "small"):
         got = results.get(corpus, {}).get("vs_cp_a", {}).get(f"{best}/roundtrip")
         value = got["paired_median"] if got else None
         row(f"goal beyond this step: round trip ≤ {GOAL}x `cp -a` on `{corpus}` ({best})", value,
-            f"{value:.2f}x" if value else "—", f"≤ {GOAL}x", None if value is None else value <= GOAL)
+            f"{value:.2f}x" if value else "—", f"≤ {GOAL}x", None if value is None else value <= GOAL,
+            bound=(GOAL, "<="))
     same, compared = _same_digests(doc)
     row("the default and the reference engine publish the same tree to the same manifest digest",
         None, f"{same} of {compared} rounds" if compared else "—", "every round",
@@ -69,6 +73,19 @@ def acceptance(doc: dict[str, Any]) -> list[dict[str, Any]]:
     rows += [{"line": line, "value": None, "measured": "not measured by this benchmark (the test suite, review)",
               "limit": "", "verdict": "—"} for line in NOT_MEASURED]
     return rows
+
+
+def near_limits(rows: list[dict[str, Any]], within: float = 0.10) -> list[dict[str, Any]]:
+    """The judged rows whose value lies within ``within`` of their limit (relative to it), on either side: the
+    verdicts that another hour of this shared machine may turn. Each with its ``margin`` (positive: passing)."""
+    near = []
+    for got in rows:
+        if got.get("limit_value") and got["value"] is not None and got["verdict"] in ("pass", "fail"):
+            limit, value = got["limit_value"], got["value"]
+            margin = (limit - value) / limit if got["sense"] == "<=" else (value - limit) / limit
+            if abs(margin) <= within:
+                near.append({**got, "margin": margin})
+    return near
 
 
 def _same_digests(doc: dict[str, Any]) -> tuple[int, int]:
@@ -99,7 +116,8 @@ def _scale_rows(scale: dict[str, Any] | None) -> list[dict[str, Any]]:
                          "value": value, "measured": f"{value:g} {unit}" if value is not None else "—",
                          "limit": f"≤ {limit:g} {unit}" if today else "",
                          "verdict": "not run" if value is None else "not judged" if not full else
-                         "pass" if value <= limit else "fail"})
+                         "pass" if value <= limit else "fail",
+                         **({"limit_value": limit, "sense": "<="} if full and today else {})})
     return rows
 
 

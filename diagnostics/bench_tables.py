@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bench_acceptance import OP_NAMES, acceptance, default_setup, extrapolate
+from bench_acceptance import OP_NAMES, acceptance, default_setup, extrapolate, near_limits
 
 PAGE: Final = "performance.md"
 #: The committed run the docs show (its command is the one docs/performance.md gives).
@@ -188,15 +188,47 @@ def _scale_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-BLOCKS: Final = ("bench-store-acceptance", "bench-store-engines", "bench-store-threads", "bench-store-large",
-                  "bench-store-syscalls", "bench-store-time", "bench-store-scale")
+def _run_facts(doc: dict[str, Any]) -> str:
+    """What of this run's hour the verdicts depend on: the peers' own times, the load, the lines near a limit,
+    and the scale lines as ratios to the same run's `cp -a` (steadier than seconds across hours)."""
+    best, lines = default_setup(doc), []
+    cores = max(s["cores"] for s in doc["setups"])
+    for corpus in ("many", "small"):
+        cell = doc["results"].get(corpus, {}).get("cells", {}).get(f"peers-{cores}c/cp_a")
+        if cell:
+            lines.append(f"- `cp -a` of `{corpus}` took {_fmt(cell['median_ms'])} ms on {cores} CPUs "
+                         f"({cell['sys_ms'] / cell['cpu_ms']:.0%} of its CPU time in the kernel).")
+    loads = [load[0] for res in doc["results"].values() for load in res.get("loadavg_per_round", [])]
+    if loads:
+        lines.append(f"- The load average (1 min) at its rounds was {min(loads):.2f}-{max(loads):.2f}.")
+    near = near_limits(acceptance(doc))
+    lines.append("- Lines within 10% of their limit, which another hour may turn:" if near
+                 else "- No line is within 10% of its limit.")
+    lines += [f"  - {got['line']}: {got['measured']} against {got['limit']} (**{got['verdict']}**)" for got in near]
+    scale = doc.get("scale") or {}
+    if scale.get("files") == 100_000 and scale.get("today"):
+        today = scale["today"]
+        lines.append(f"- The scale runs against this run's `cp -a` under {best}'s CPUs:")
+        for op in ("publish", "download"):
+            ratio, samples = scale["vs_cp_a"].get(op), scale["ops"][op].get("samples_s") or [0.0]
+            was = today[op]["wall_s"] / today["cp_a"]["wall_s"]
+            if ratio:
+                lines.append(f"  - {op} {ratio:.2f}x (rounds {min(samples):.2f}-{max(samples):.2f} s); the issue's "
+                             f"\"today\" was {today[op]['wall_s']:.1f} / {today['cp_a']['wall_s']:.1f} s = {was:.2f}x, "
+                             f"so {ratio / was:.0%} of today's cost.")
+    return "\n".join(lines)
+
+
+BLOCKS: Final = ("bench-store-run", "bench-store-acceptance", "bench-store-engines", "bench-store-threads",
+                  "bench-store-large", "bench-store-syscalls", "bench-store-time", "bench-store-scale")
 
 
 def render_blocks(doc: dict[str, Any] | None) -> dict[str, str]:
     """Block name in ``docs/performance.md`` -> its text (the placeholder where no run is kept)."""
     if doc is None:
         return dict.fromkeys(BLOCKS, PLACEHOLDER)
-    return {"bench-store-acceptance": _acceptance_table(doc), "bench-store-engines": _main_table(doc),
+    return {"bench-store-run": _run_facts(doc),
+            "bench-store-acceptance": _acceptance_table(doc), "bench-store-engines": _main_table(doc),
             "bench-store-threads": _threads_table(doc), "bench-store-large": _large_table(doc),
             "bench-store-syscalls": _syscalls_table(doc), "bench-store-time": _time_table(doc),
             "bench-store-scale": _scale_table(doc)}

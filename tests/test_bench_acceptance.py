@@ -133,6 +133,20 @@ def test_the_scale_lines_are_judged_only_on_100000_files(bench: dict[str, Module
     assert {v for line, v in _verdicts(bench, small).items() if line.startswith("scale")} == {"not judged"}
 
 
+def test_the_lines_near_their_limit_are_named_on_either_side_and_no_others(bench: dict[str, ModuleType]) -> None:
+    # small's round trip 4 % past its 2.5x (fail), the publish speed-up 3 % above its 1.5x (pass); every other
+    # line at least a fifth from its limit (many's round trip at 2.6x is 30 % past its 2.0x: far, not near).
+    doc = _doc(**{"native-2t__roundtrip": 2.6, "native-2t__download": 0.5, "publish": 1.55, "download": 2.0,
+                  "roundtrip": 2.0, "share/native-2t/publish": 1.2})
+    near = bench["bench_acceptance"].near_limits(bench["bench_acceptance"].acceptance(doc))
+    assert [(got["line"].split(" (")[0], got["verdict"]) for got in near] == [
+        ("round trip ≤ 2.5x `cp -a` on `small`", "fail"), ("2 threads ≥ 1.5x faster than 1 on `many`: publish", "pass")]
+    assert [round(got["margin"], 3) for got in near] == [-0.04, 0.033]
+    facts = bench["bench_tables"].render_blocks(doc)["bench-store-run"]
+    assert facts.count("\n  - ") == 2 + 2  # the two near lines, then the two scale ratios
+    assert "so 95% of today's cost" in facts  # the publish: 1.5x against 6.0 / 3.8 = 1.58x
+
+
 def test_the_extrapolation_divides_only_the_time_in_the_cores_threaded_calls(bench: dict[str, ModuleType]) -> None:
     model = bench["bench_acceptance"].extrapolate(_doc())
     assert model is not None
