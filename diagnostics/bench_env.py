@@ -98,6 +98,22 @@ def environment(tmpfs: str, note: str) -> dict[str, Any]:
     }
 
 
+#: Where a Linux guest with virtio-balloon free page reporting says how it hands freed memory back to its host.
+PAGE_REPORTING: Final = "/sys/module/page_reporting/parameters"
+
+
+def page_reporting() -> dict[str, str] | None:
+    """The guest's free page reporting settings and its ``reported_kib`` counter (None where the kernel has
+    none): memory freed during a run may go back to the host, which must supply it again when next written."""
+    if not os.path.isdir(PAGE_REPORTING):
+        return None
+    found = {}
+    for name in sorted(os.listdir(PAGE_REPORTING)):
+        with contextlib.suppress(OSError), open(os.path.join(PAGE_REPORTING, name), encoding="ascii") as handle:
+            found[name] = handle.read().strip()
+    return found
+
+
 def _cpu() -> dict[str, Any]:
     # sha_ni decides what hashlib.sha256 (OpenSSL) and the core's sha2 can do per byte: the large-file floor.
     with open("/proc/cpuinfo", encoding="utf-8") as handle:

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from bench_acceptance import acceptance
 from bench_corpus import CORPORA, QUICK_CORPORA, SCALE_FILES, SCALE_FILES_QUICK
-from bench_env import command_line, environment, tmpfs_base
+from bench_env import command_line, environment, page_reporting, tmpfs_base
 from bench_rounds import Bench, bench_corpus, setups
 from bench_scale import bench_scale
 from bench_syscalls import syscalls
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if max(s.cores for s in chosen) > cores:
         raise SystemExit(f"--threads above this machine's {cores} cores")
     default = max((s for s in chosen if s.engine == "native"), key=lambda s: s.threads)
-    started, load_before = time.monotonic(), os.getloadavg()
+    started, load_before, reporting_before = time.monotonic(), os.getloadavg(), page_reporting()
 
     def say(what: str) -> None:
         print(f"[{time.monotonic() - started:6.0f}s] {what}", file=sys.stderr)
@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": round(time.monotonic() - started, 1),
         "loadavg_1_5_15": {"before": [round(x, 2) for x in load_before],
                            "after": [round(x, 2) for x in os.getloadavg()]},
+        "page_reporting": {"before": reporting_before, "after": page_reporting()},
         "results": results, "syscalls": found, "scale": scale}
     doc["acceptance"] = acceptance(doc)  # kept in the evidence too; --table-from re-derives it
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)

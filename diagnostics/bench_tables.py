@@ -201,6 +201,13 @@ def _run_facts(doc: dict[str, Any]) -> str:
     loads = [load[0] for res in doc["results"].values() for load in res.get("loadavg_per_round", [])]
     if loads:
         lines.append(f"- The load average (1 min) at its rounds was {min(loads):.2f}-{max(loads):.2f}.")
+    reporting = doc.get("page_reporting") or {}
+    if reporting.get("before") and reporting.get("after"):
+        before, after = (int(reporting[k].get("reported_kib", 0)) for k in ("before", "after"))
+        lines.append(f"- The machine hands freed memory back to its host (virtio-balloon free page reporting, "
+                     f"`page_reporting_order` {reporting['after'].get('page_reporting_order', '?')}): "
+                     f"{(after - before) / 1024:,.0f} MiB were reported during the run, memory the host must supply "
+                     "again when it is next written.")
     near = near_limits(acceptance(doc))
     lines.append("- Lines within 10% of their limit, which another hour may turn:" if near
                  else "- No line is within 10% of its limit.")

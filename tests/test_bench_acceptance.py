@@ -147,6 +147,16 @@ def test_the_lines_near_their_limit_are_named_on_either_side_and_no_others(bench
     assert "so 95% of today's cost" in facts  # the publish: 1.5x against 6.0 / 3.8 = 1.58x
 
 
+def test_the_memory_handed_back_to_the_host_during_a_run_is_said_only_where_it_was_read(
+        bench: dict[str, ModuleType]) -> None:
+    doc = _doc()
+    render = bench["bench_tables"].render_blocks
+    assert "handed" not in render(doc)["bench-store-run"]  # a kernel without free page reporting
+    doc["page_reporting"] = {"before": {"reported_kib": "1024", "page_reporting_order": "5"},
+                             "after": {"reported_kib": "3072000", "page_reporting_order": "5"}}
+    assert "`page_reporting_order` 5): 2,999 MiB were reported during the run" in render(doc)["bench-store-run"]
+
+
 def test_the_extrapolation_divides_only_the_time_in_the_cores_threaded_calls(bench: dict[str, ModuleType]) -> None:
     model = bench["bench_acceptance"].extrapolate(_doc())
     assert model is not None
