@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::copy::{copy_range, hex, CHUNK};
 use crate::syscalls::{self as sys, Errno};
+use crate::threads;
 
 /// The kernel copies this much per call before it tells the hasher (content.py's `COPY_CHUNK` is 8 MiB): small
 /// enough that the hasher starts soon after the copy.
@@ -108,24 +109,32 @@ pub fn hash_while_copying(src: RawFd, dst: RawFd, size: u64) -> Result<(String, 
 }
 
 /// [`hash_while_copying`] with its copy given (the tests' one that cuts the destination short), the rest the same.
-fn hash_while_copying_via<F>(copy: F, src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno>
+fn hash_while_copying_via<F>(mut copy: F, src: RawFd, dst: RawFd, size: u64) -> Result<(String, u64), Errno>
 where
     F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno> + Send,
 {
     let free = (0..BUFFERS).map(|_| vec![0u8; CHUNK]).collect();
     let handoff = Handoff { shared: Mutex::new(Shared { free, ..Shared::default() }), changed: Condvar::new() };
-    let (copied, hashed) = std::thread::scope(|s| {
-        let copier = s.spawn(|| {
+    let both = std::thread::scope(|s| {
+        let copy = &mut copy;
+        let copier = threads::scoped(s, || {
             let _ends = Ends { handoff: &handoff, side: Side::Copier };
-            copy_then_read_ahead(copy, src, dst, size, &handoff)
-        });
+            copy_steps(copy, src, dst, size, &handoff)?;
+            read_ahead(dst, &handoff);
+            Ok(())
+        })?;
         let hashed = {
             let _ends = Ends { handoff: &handoff, side: Side::Hasher };
             hash_landed(dst, &handoff)
         };
         // A copier that panicked (a bug: none is meant to) is a failed copy here, never a panic in Python.
-        (copier.join().unwrap_or(Err(libc::EIO)), hashed)
+        Some((copier.join().unwrap_or(Err(libc::EIO)), hashed))
     });
+    let (copied, hashed) = match both {
+        Some(both) => both,
+        // No thread would start (`threads.rs`): the copy, then its read-back, both on this thread.
+        None => (copy_steps(&mut copy, src, dst, size, &handoff), hash_landed(dst, &handoff)),
+    };
     copied?;
     let (h, count) = hashed?;
     Ok((hex(&h.finalize()), count))
@@ -178,9 +187,8 @@ fn hash_landed(dst: RawFd, handoff: &Handoff) -> Result<(Sha256, u64), Errno> {
 
 /// The copier: `COPY_CHUNK` at a time (`size + 1` at most), the total landed shared after each step; it stops at
 /// the source's end, once the hasher has ended, at a destination shorter than what landed, or at the first error
-/// (the outcome). Then, while the hasher has
-/// not, it reads the next unclaimed ranges back into free buffers for it.
-fn copy_then_read_ahead<F>(mut copy: F, src: RawFd, dst: RawFd, size: u64, handoff: &Handoff) -> Result<(), Errno>
+/// (the outcome). `copy_done` is set however it ends.
+fn copy_steps<F>(copy: &mut F, src: RawFd, dst: RawFd, size: u64, handoff: &Handoff) -> Result<(), Errno>
 where
     F: FnMut(RawFd, RawFd, u64, u64) -> Result<u64, Errno>,
 {
@@ -189,9 +197,11 @@ where
         if copied > size || handoff.lock().hasher_done {
             break Ok(());
         }
-        // Cut behind the copy (another writer of the store): a step more would extend the file over a hole the
-        // hasher would read as zeros, a full length and a digest of bytes the source never held. Stop here, so
-        // the read-back ends at the cut. (A cut between this fstat and the step's copy is not seen: one syscall.)
+        // Cut behind the copy: a step more would extend the file over a hole the hasher would read as zeros, a
+        // full length and a digest of bytes the source never held. Stop here, so the read-back ends at the cut.
+        // Not seen: a cut while a step is in flight (one in-kernel call of up to COPY_CHUNK, which writes on past
+        // the cut over a hole). Only the user's own processes can cut it: the staging directories a copy writes
+        // into are private to the user (docs/native.md, "What this does not cover").
         match sys::fstat(dst) {
             Err(e) => break Err(e),
             Ok(st) if u64::try_from(st.st_size).unwrap_or(0) < copied => break Ok(()),
@@ -207,7 +217,12 @@ where
         }
     };
     handoff.update(|shared| shared.copy_done = true);
-    outcome?;
+    outcome
+}
+
+/// Once the copy is done, while the hasher has not ended: the next unclaimed ranges read back into free buffers
+/// for it (a refused read-back is the hasher's outcome, through `failed`).
+fn read_ahead(dst: RawFd, handoff: &Handoff) {
     loop {
         let mut shared = handoff.lock();
         // Nothing left to claim ends it too: the hasher needs no buffer back to finish.
@@ -215,7 +230,7 @@ where
             shared = handoff.wait(shared);
         }
         let (at, landed) = (shared.claimed, shared.landed);
-        let Some(mut buf) = shared.free.pop().filter(|_| !shared.hasher_done && at < landed) else { return Ok(()) };
+        let Some(mut buf) = shared.free.pop().filter(|_| !shared.hasher_done && at < landed) else { return };
         let want = (landed - at).min(CHUNK as u64) as usize;
         shared.claimed += want as u64;
         drop(shared);
@@ -225,12 +240,12 @@ where
                     shared.ready.insert(at, ReadBack { buf, want, got });
                 });
                 if got < want {
-                    return Ok(()); // the destination ended here: the hasher ends with this range
+                    return; // the destination ended here: the hasher ends with this range
                 }
             }
             Err(e) => {
                 handoff.update(|shared| shared.failed = Some(e));
-                return Ok(()); // the hasher's outcome
+                return; // the hasher's outcome
             }
         }
     }

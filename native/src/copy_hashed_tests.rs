@@ -133,7 +133,8 @@ fn ranges_the_copier_read_ahead_are_hashed_in_order_without_a_read_of_the_hasher
     let data = pattern(2 * COPY_CHUNK as usize + CHUNK / 2);
     let (src, dst) = scratch("ahead", &data);
     let handoff = handoff_with(data.len() / CHUNK + 1);
-    copy_then_read_ahead(copy_range, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &handoff).unwrap();
+    copy_steps(&mut copy_range, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &handoff).unwrap();
+    read_ahead(dst.as_raw_fd(), &handoff);
     assert_eq!(handoff.lock().ready.len(), data.len() / CHUNK + 1);
     let (h, n) = hash_landed(-1, &handoff).unwrap();
     assert_eq!((hex(&h.finalize()), n), (hex(&Sha256::digest(&data)), data.len() as u64));
@@ -145,7 +146,7 @@ fn a_range_read_ahead_short_ends_the_digest_there() {
     let data = pattern(3 * CHUNK);
     let (src, dst) = scratch("ahead-cut", &data);
     let cut = CHUNK + 777;
-    let cut_after_copying = |s: RawFd, d: RawFd, count: u64, offset: u64| {
+    let mut cut_after_copying = |s: RawFd, d: RawFd, count: u64, offset: u64| {
         let n = copy_range(s, d, count, offset)?;
         if n == 0 {
             sys::ftruncate(d, cut as u64)?;
@@ -153,7 +154,20 @@ fn a_range_read_ahead_short_ends_the_digest_there() {
         Ok(n)
     };
     let handoff = handoff_with(4);
-    copy_then_read_ahead(cut_after_copying, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &handoff).unwrap();
+    copy_steps(&mut cut_after_copying, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &handoff).unwrap();
+    read_ahead(dst.as_raw_fd(), &handoff);
     let (h, n) = hash_landed(-1, &handoff).unwrap();
     assert_eq!((hex(&h.finalize()), n), (hex(&Sha256::digest(&data[..cut])), cut as u64));
+}
+
+#[test]
+fn without_a_copier_thread_the_copy_then_its_read_back_on_one_thread_give_the_same_digest() {
+    // What `hash_while_copying_via` does where no thread would start: no read-ahead, the hasher reads it all.
+    let data = pattern(2 * COPY_CHUNK as usize + 12_345);
+    let (src, dst) = scratch("alone", &data);
+    let handoff = handoff_with(BUFFERS);
+    copy_steps(&mut copy_range, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64, &handoff).unwrap();
+    let (h, n) = hash_landed(dst.as_raw_fd(), &handoff).unwrap();
+    assert_eq!((hex(&h.finalize()), n), (hex(&Sha256::digest(&data)), data.len() as u64));
+    assert!(handoff.lock().ready.is_empty(), "nothing was read ahead");
 }

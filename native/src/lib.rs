@@ -29,6 +29,7 @@ mod scan_edge;
 mod scan_split;
 mod stage_edge;
 mod syscalls;
+mod threads;
 mod tree;
 
 use std::ffi::{OsStr, OsString};

@@ -1,12 +1,14 @@
 //! A scoped thread pool sized by the caller: items claimed one at a time from a shared counter (files
 //! differ in cost; fixed slices would leave a thread idle behind a big one), results put back in input
 //! order, and the first failure stops every thread at its next claim. std threads only: one batch of
-//! work, no pool kept between calls, so no crate is needed for it.
+//! work, no pool kept between calls, so no crate is needed for it. Threads the system refuses are done
+//! without: the items go to those that started, or all to the calling thread (`threads::scoped`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use crate::error::Located;
+use crate::threads;
 
 /// `f(position, item)` for every item on up to `threads` threads; the results in input order, or the
 /// failure at the lowest position among those that happened.
@@ -39,7 +41,10 @@ where
         (done, failed)
     };
     let parts: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+        let handles: Vec<_> = (0..threads).filter_map(|_| threads::scoped(s, work)).collect();
+        if handles.is_empty() {
+            return vec![Some(work())]; // no thread would start: every item on this one
+        }
         // A worker that panicked (a bug: none is meant to) becomes a failure here, never a panic in Python.
         handles.into_iter().map(|h| h.join().ok()).collect()
     });
@@ -82,13 +87,13 @@ where
     let mut stopped = false;
     let parts: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn({
-                    let done = done.clone();
-                    move || work(done)
-                })
+            .filter_map(|_| {
+                let done = done.clone();
+                threads::scoped(s, move || work(done))
             })
             .collect();
+        // No thread would start: every item on this one, reported once all are done.
+        let inline = handles.is_empty().then(|| work(done.clone()));
         drop(done);
         for i in finished {
             if !stopped && !report(i) {
@@ -96,7 +101,10 @@ where
                 stop.store(true, Ordering::Relaxed);
             }
         }
-        handles.into_iter().map(|h| h.join().ok()).collect()
+        match inline {
+            Some(part) => vec![Some(part)],
+            None => handles.into_iter().map(|h| h.join().ok()).collect(),
+        }
     });
     if stopped && parts.iter().all(|part| part.as_ref().is_some_and(|(_, failed)| failed.is_none())) {
         // Stopped by the caller, nothing failed: some items were never done, and that is no bug.

@@ -17,6 +17,7 @@ use crate::manifest_parse::{self, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::restore;
 use crate::restore_meta;
+use crate::threads;
 use crate::tree::Tree;
 
 /// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`restore::Entry` borrows them).
@@ -182,9 +183,13 @@ pub(crate) fn parse_tree(py: Python<'_>, data: &Bound<'_, PyBytes>, digest: &str
     let bytes = data.as_bytes();
     let (hashed, parsed) = py.detach(|| {
         std::thread::scope(|s| {
-            let hashing = s.spawn(|| hex(&Sha256::digest(bytes)));
+            let hashing = threads::scoped(s, || hex(&Sha256::digest(bytes)));
             let parsed = manifest_parse::parse(bytes).map(Tree::of);
-            (hashing.join().ok(), parsed)
+            let hashed = match hashing {
+                Some(thread) => thread.join().ok(),
+                None => Some(hex(&Sha256::digest(bytes))), // no thread would start: after the parse, here
+            };
+            (hashed, parsed)
         })
     });
     if hashed.as_deref() != Some(digest) {

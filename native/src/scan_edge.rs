@@ -22,6 +22,7 @@ use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::scan::{self, Entry, Kind};
 use crate::scan_split::SPLIT_MIN;
+use crate::threads;
 use crate::{bytes_of, failure_to_py, fs_str};
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.
@@ -160,8 +161,10 @@ pub fn scan_tree<'py>(
     let mut raised: Option<PyErr> = None;
     let (captured_tx, mut captured_rx) = sync_channel::<Captured>(0);
     let (go_tx, go_rx) = sync_channel::<bool>(0);
+    let walk_root = root.clone();
     let scanned = std::thread::scope(|s| {
-        let walk = s.spawn(move || {
+        let walk = threads::scoped(s, move || {
+            let root = walk_root;
             let mut handed = 0;
             let mut progress = |entries: &[Entry]| {
                 let fresh = (handed..entries.len())
@@ -174,7 +177,7 @@ pub fn scan_tree<'py>(
             let tree = scan::scan_tree(&root, read_links, threads, split_min, &mut progress);
             drop(captured_tx); // the walk is over: this thread's next wait ends
             tree
-        });
+        })?;
         loop {
             let (got, rx) = next_captured(py, captured_rx);
             captured_rx = rx;
@@ -195,9 +198,17 @@ pub fn scan_tree<'py>(
                 }
             }
         }
-        walk.join()
+        Some(walk.join())
     });
-    let scanned = scanned.map_err(|_| PyRuntimeError::new_err("the native scan's walk stopped unexpectedly"))?;
+    let scanned = match scanned {
+        Some(joined) => joined.map_err(|_| PyRuntimeError::new_err("the native scan's walk stopped unexpectedly"))?,
+        // No thread would start (`threads.rs`): the walk on this thread, the GIL held, its progress told as it goes.
+        None => scan::scan_tree(&root, read_links, threads, split_min, &mut |entries| {
+            let told = on_progress.call1(py, (entries.len(),)).and_then(|_| py.check_signals());
+            raised = told.err();
+            raised.is_none()
+        }),
+    };
     if let Some(err) = raised {
         return Err(err);
     }

@@ -33,6 +33,7 @@ use crate::error::Failure;
 use crate::scan::{os, slash, Xattrs};
 use crate::scan_dir::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
 use crate::syscalls as sys;
+use crate::threads;
 
 /// A directory with at least this many names has them split between two threads when the scan has two and
 /// the helper is free; below it, the handover costs more than the half it saves.
@@ -168,11 +169,21 @@ impl<'scope, 'env> Capture<'scope, 'env> {
                 _ => return,
             }
         }
-        let helper = self.helper.get_or_insert_with(|| start(self.scope));
+        let Some(helper) = self.helper() else { return };
         let job = Job::Dir { root: root.to_vec(), rel: rel.to_vec(), identity };
         if helper.jobs.send(job).is_ok() {
             self.in_flight = Some(rel.to_vec());
         }
+    }
+
+    /// The helper, started the first time there is work for it; `None` where the system refuses the thread, and
+    /// then the walk captures everything alone from here on.
+    fn helper(&mut self) -> Option<&Helper> {
+        if self.helper.is_none() {
+            self.helper = start(self.scope);
+            self.two = self.helper.is_some();
+        }
+        self.helper.as_ref()
     }
 
     /// Every name's `lstat` in `dir`, then every name's xattrs (read by `top/name`), in the order of `names`.
@@ -180,8 +191,8 @@ impl<'scope, 'env> Capture<'scope, 'env> {
         if !self.two || names.len() < self.split_min || self.in_flight.is_some() {
             return capture_alone(dir, top, names, rels);
         }
+        let Some(helper) = self.helper() else { return capture_alone(dir, top, names, rels) };
         let half = names.len() / 2;
-        let helper = self.helper.get_or_insert_with(|| start(self.scope));
         let job = Names { dir, top: top.to_vec(), names: names[half..].to_vec(), rels: rels[half..].to_vec() };
         let sent = helper.jobs.send(Job::Names(job)).is_ok();
         let mine = capture_part(dir, top, &names[..half], &rels[..half]);
@@ -197,11 +208,11 @@ impl<'scope, 'env> Capture<'scope, 'env> {
     }
 }
 
-fn start<'scope>(scope: &'scope Scope<'scope, '_>) -> Helper {
+fn start<'scope>(scope: &'scope Scope<'scope, '_>) -> Option<Helper> {
     // One job at a time: the walk receives each reply before it sends the next job.
     let (jobs, job_rx) = sync_channel::<Job>(1);
     let (done_tx, done) = sync_channel::<Done>(1);
-    scope.spawn(move || {
+    threads::scoped(scope, move || {
         // Ends when the walk drops its `Capture` (the jobs' sender), so the scope's end never waits on it.
         for job in job_rx {
             let reply = match job {
@@ -214,6 +225,6 @@ fn start<'scope>(scope: &'scope Scope<'scope, '_>) -> Helper {
                 break;
             }
         }
-    });
-    Helper { jobs, done }
+    })?;
+    Some(Helper { jobs, done })
 }
