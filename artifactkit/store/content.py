@@ -127,9 +127,12 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
     Returns ``(sha256, bytes)``; more than ``size`` bytes means the source is longer than expected.
     ``dst_fd`` must be open for reading too. The copier works on its own duplicated fds, so an
     interrupt here cannot leave it writing through an fd number the caller has closed and reused.
-    A destination that ends before what landed (cut short behind the copy by another writer of the
-    store) ends the digest where it ends: the copier checks the destination's size before each chunk
-    and stops at a cut, so no later chunk extends the file over a hole read as zeros.
+    A destination that ends before what landed (cut short behind the copy) ends the digest where it
+    ends: the copier checks the destination's size before each chunk and stops at a cut, so no later
+    chunk extends the file over a hole read as zeros. A cut while a chunk is in flight (one in-kernel
+    call of up to ``COPY_CHUNK``) is not seen: it writes on past the cut over a hole. Only the user's
+    own processes can cut it: the staging directories a copy writes into are private to the user.
+    Where no thread would start, the copy and then its read-back run on this thread.
     """
     src, dst = os.dup(src_fd), os.dup(dst_fd)
     progress = threading.Condition()
@@ -159,7 +162,10 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
                 progress.notify_all()
 
     worker = threading.Thread(target=copy, name="artifactkit-copy", daemon=True)
-    worker.start()
+    try:
+        worker.start()
+    except RuntimeError:  # no thread would start (RLIMIT_NPROC, a cgroup's pids.max): the copy, then its read-back
+        copy()
     digest = hashlib.sha256()
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
@@ -182,7 +188,8 @@ def hash_while_copying(src_fd: int, dst_fd: int, size: int) -> tuple[str, int]:
                 break
     finally:
         state["stop"] = 1  # a cut or a refused read-back: the copier stops at its next chunk
-        worker.join()
+        if worker.ident is not None:  # started
+            worker.join()
     if failure:
         raise failure[0]
     return digest.hexdigest(), hashed

@@ -92,3 +92,15 @@ def test_a_destination_cut_between_chunks_stops_the_copy_there(tmp_path: Path, m
     copier.join(CUT_WAIT_S)
     assert outcome, f"hash_while_copying never ended within {CUT_WAIT_S} s of a destination cut between chunks"
     assert outcome[0] == (hashlib.sha256(data[:cut]).hexdigest(), cut, data[:cut])
+
+
+def test_where_no_thread_starts_the_copy_then_its_read_back_run_here(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # What Thread.start raises where the system refuses a thread (RLIMIT_NPROC, a cgroup's pids.max): the
+    # native core does the same work on one thread then (tests/native/test_threads_refused.py, a real refusal).
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    data = _pattern(2 * content.COPY_CHUNK + 99)
+    assert _copy(tmp_path, data, len(data)) == (hashlib.sha256(data).hexdigest(), len(data), data)
