@@ -217,10 +217,11 @@ def _run_facts(doc: dict[str, Any]) -> str:
         today = scale["today"]
         lines.append(f"- The scale runs against this run's `cp -a` under {best}'s CPUs:")
         for op in ("publish", "download"):
-            ratio, samples = scale["vs_cp_a"].get(op), scale["ops"][op].get("samples_s") or [0.0]
+            ratio, samples = scale["vs_cp_a"].get(op), scale["ops"][op].get("samples_s")
             was = today[op]["wall_s"] / today["cp_a"]["wall_s"]
+            rounds = f" (rounds {min(samples):.2f}-{max(samples):.2f} s)" if samples else ""
             if ratio:
-                lines.append(f"  - {op} {ratio:.2f}x (rounds {min(samples):.2f}-{max(samples):.2f} s); the issue's "
+                lines.append(f"  - {op} {ratio:.2f}x{rounds}; the issue's "
                              f"\"today\" was {today[op]['wall_s']:.1f} / {today['cp_a']['wall_s']:.1f} s = {was:.2f}x, "
                              f"so {ratio / was:.0%} of today's cost.")
     return "\n".join(lines)

@@ -132,8 +132,11 @@ where
     });
     let (copied, hashed) = match both {
         Some(both) => both,
-        // No thread would start (`threads.rs`): the copy, then its read-back, both on this thread.
-        None => (copy_steps(&mut copy, src, dst, size, &handoff), hash_landed(dst, &handoff)),
+        // No thread would start (`threads.rs`): the copy, then its read-back (none after a failed copy), here.
+        None => {
+            copy_steps(&mut copy, src, dst, size, &handoff)?;
+            (Ok(()), hash_landed(dst, &handoff))
+        }
     };
     copied?;
     let (h, count) = hashed?;
