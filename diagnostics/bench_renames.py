@@ -14,7 +14,9 @@ two processes each taking half of them (processes, so no GIL is shared: the kern
   the target directory, ``unlink`` the staging one);
 - ``flat``: every process renames into one ``blobs/``; ``sharded``: each process into a directory of its
   own (a layout this store does not have: what splitting ``blobs/`` would give);
-- each process stages in a directory of its own where there are two.
+- each process stages in a directory of its own where there are two; ``in place``: each stages in its
+  blobs directory itself and renames there (a rename within one directory takes that directory's lock
+  alone, not the filesystem's rename mutex: what staging inside a split ``blobs/`` would give).
 
 Each round sets up every variant afresh (10,000 files of 1 KiB, untimed) and runs them in alternating order;
 a variant's time is from the moment its processes are released together to the last one done. Reported: the
@@ -47,6 +49,10 @@ VARIANTS: Final = (
     ("link+unlink, 1 process", 1, "link", "flat"),
     ("link+unlink, 2 processes, one blobs/", 2, "link", "flat"),
     ("link+unlink, 2 processes, a blobs dir each", 2, "link", "sharded"),
+    ("rename in place, 1 process", 1, "rename", "in-place"),
+    ("rename in place, 2 processes, one blobs/", 2, "rename", "in-place-flat"),
+    ("rename in place, 2 processes, a blobs dir each", 2, "rename", "in-place-sharded"),
+    ("rename in place by the core, 2 processes, a blobs dir each", 2, "core", "in-place-sharded"),
 )
 BASELINE: Final = VARIANTS[0][0]
 
@@ -57,9 +63,9 @@ def _prepare(base: str, files: int, processes: int, layout: str) -> list[tuple[s
     parts = []
     data = b"x" * 1024
     for p in range(processes):
-        staging = os.path.join(base, f"staging-{p}")
-        target = os.path.join(base, "blobs" if layout == "flat" else f"blobs-{p}")
-        os.makedirs(staging)
+        target = os.path.join(base, "blobs" if layout in ("flat", "in-place", "in-place-flat") else f"blobs-{p}")
+        staging = target if layout.startswith("in-place") else os.path.join(base, f"staging-{p}")
+        os.makedirs(staging, exist_ok=True)
         os.makedirs(target, exist_ok=True)
         names = []
         for i in range(p, files, processes):
@@ -104,8 +110,9 @@ def _run(base: str, files: int, processes: int, operation: str, layout: str) -> 
     elapsed = (time.perf_counter_ns() - began) / 1e6
     if any(worker.exitcode != 0 for worker in workers):
         raise RuntimeError(f"a mover of {operation}/{layout} failed")
-    moved = sum(len(os.listdir(os.path.join(base, d))) for d in os.listdir(base) if d.startswith("blobs"))
-    left = sum(len(os.listdir(os.path.join(base, d))) for d in os.listdir(base) if d.startswith("staging"))
+    names = [name for d in os.listdir(base) for name in os.listdir(os.path.join(base, d))]
+    left = sum(name.startswith("blob-") for name in names)  # a staged name, wherever it was staged
+    moved = len(names) - left
     if (moved, left) != (files, 0):
         raise RuntimeError(f"{operation}/{layout}: {moved} moved and {left} left of {files}")
     return elapsed
@@ -114,7 +121,8 @@ def _run(base: str, files: int, processes: int, operation: str, layout: str) -> 
 def table(evidence: dict[str, Any]) -> str:
     """The docs' table of a run (``docs/performance.md``, block ``bench-renames``): its rows, as measured."""
     shown = {"rename": "`os.rename`", "core": "the core's `rename_files`", "link": "`link` + `unlink`"}
-    places = {"flat": "one `blobs/`", "sharded": "a blobs directory each"}
+    places = {"flat": "one `blobs/`", "sharded": "a blobs directory each", "in-place": "one `blobs/`",
+              "in-place-flat": "one `blobs/`", "in-place-sharded": "a blobs directory each"}
     head = f"| moves ({evidence['files']:,}) | median ms | µs per file | speed-up over one process renaming (paired) |"
     lines = [head, "|---|---|---|---|"]
     for name, processes, operation, layout in VARIANTS:
@@ -122,6 +130,8 @@ def table(evidence: dict[str, Any]) -> str:
         if row is None:
             continue  # the core was not built for that run
         what = f"{shown[operation]}, {processes} process" + ("es, " + places[layout] if processes > 1 else "")
+        if layout.startswith("in-place"):
+            what += ", staged in that directory"
         lines.append(f"| {what} | {row['median_ms']:.1f} | {row['us_per_file']:.2f} | "
                      f"{row['speedup_over_one_rename_paired']:.2f}x |")
     return "\n".join(lines)
