@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_env import command_line, environment, tmpfs_base  # this directory's benchmark helpers
 
 #: (name, processes, operation, target layout)
-VARIANTS: Final = (
+VARIANTS: Final[tuple[tuple[str, int, str, str], ...]] = (
     ("rename, 1 process", 1, "rename", "flat"),
     ("rename by the core, 1 process", 1, "core", "flat"),
     ("rename by the core, 2 processes, one blobs/", 2, "core", "flat"),
