@@ -152,11 +152,15 @@ def open_beneath(dir_fd: int, relpath: str, flags: int, mode: int = 0) -> int:
     flags |= os.O_CLOEXEC
     if _openat2_works and _syscall is not None:
         how = _OpenHow(flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-        fd = _syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dir_fd), os.fsencode(relpath),
-                      ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
-        if fd >= 0:
-            return int(fd)
-        err = ctypes.get_errno()
+        # Retried on EINTR as os.open is (PEP 475): a signal's Python handler runs between the tries and may
+        # raise; FUSE and network filesystems interrupt an open when a signal arrives.
+        err = errno.EINTR
+        while err == errno.EINTR:
+            fd = _syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dir_fd), os.fsencode(relpath),
+                          ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+            if fd >= 0:
+                return int(fd)
+            err = ctypes.get_errno()
         if err != errno.ENOSYS:
             raise OSError(err, os.strerror(err), relpath)
         _openat2_works = False

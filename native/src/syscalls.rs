@@ -31,6 +31,19 @@ fn check(ret: libc::c_int) -> Result<()> {
     }
 }
 
+/// `call` again while it fails with `EINTR`, for the calls CPython retries so (PEP 475: `os.open`, `os.fstat`,
+/// `os.fchmod`, `os.fchown`, `os.ftruncate`; `_syscalls.open_beneath` the same for `openat2`): where a signal
+/// interrupts one (FUSE and network filesystems do), the reference engine goes on, and so must the core.
+/// Calls CPython does not retry (`lstat`, `utimensat`, the xattr calls, `rename`...) are not retried here either.
+fn retried<T: Copy + PartialOrd + From<i8>>(mut call: impl FnMut() -> T) -> T {
+    loop {
+        let ret = call();
+        if ret >= T::from(0) || errno() != libc::EINTR {
+            return ret;
+        }
+    }
+}
+
 fn owned(fd: libc::c_int) -> Result<OwnedFd> {
     if fd < 0 {
         return Err(errno());
@@ -39,10 +52,10 @@ fn owned(fd: libc::c_int) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `openat(dir, name, flags | O_CLOEXEC, mode)`.
+/// `openat(dir, name, flags | O_CLOEXEC, mode)`, retried on `EINTR`.
 pub fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Result<OwnedFd> {
     // SAFETY: name is a valid NUL-terminated string for the duration of the call.
-    owned(unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, libc::c_uint::from(mode)) })
+    owned(retried(|| unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, libc::c_uint::from(mode)) }))
 }
 
 #[repr(C)]
@@ -53,7 +66,7 @@ struct OpenHow {
 }
 
 /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, as
-/// `_syscalls.open_beneath`: `Err(ENOSYS)` on a kernel without it (the caller walks instead).
+/// `_syscalls.open_beneath`, retried on `EINTR`: `Err(ENOSYS)` on a kernel without it (the caller walks instead).
 pub fn openat2_beneath(dir: RawFd, path: &CStr, flags: libc::c_int) -> Result<OwnedFd> {
     let how = OpenHow {
         flags: u64::from((flags | libc::O_CLOEXEC) as u32),
@@ -61,17 +74,18 @@ pub fn openat2_beneath(dir: RawFd, path: &CStr, flags: libc::c_int) -> Result<Ow
         resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
     // SAFETY: path is NUL-terminated and how is a live open_how of the size passed; the kernel only reads both.
-    let ret = unsafe {
+    let ret = retried(|| unsafe {
         libc::syscall(libc::SYS_openat2, dir, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
-    };
+    });
     owned(libc::c_int::try_from(ret).unwrap_or(-1))
 }
 
+/// `fstat`, retried on `EINTR`.
 pub fn fstat(fd: RawFd) -> Result<libc::stat> {
     // SAFETY: zeroed is a valid bit pattern for the plain C struct stat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: st is a live, writable struct stat.
-    check(unsafe { libc::fstat(fd, &mut st) })?;
+    check(retried(|| unsafe { libc::fstat(fd, &mut st) }))?;
     Ok(st)
 }
 
@@ -207,10 +221,11 @@ pub fn lseek(fd: RawFd, offset: u64, whence: libc::c_int) -> Result<u64> {
     }
 }
 
+/// `ftruncate`, retried on `EINTR`.
 pub fn ftruncate(fd: RawFd, size: u64) -> Result<()> {
     let len = libc::off_t::try_from(size).map_err(|_| libc::EFBIG)?;
     // SAFETY: ftruncate takes plain integers.
-    check(unsafe { libc::ftruncate(fd, len) })
+    check(retried(|| unsafe { libc::ftruncate(fd, len) }))
 }
 
 pub fn get_flags(fd: RawFd) -> Result<libc::c_int> {
@@ -225,9 +240,10 @@ pub fn set_flags(fd: RawFd, value: libc::c_int) -> Result<()> {
     check(unsafe { libc::ioctl(fd, FS_IOC_SETFLAGS, &value as *const libc::c_int) })
 }
 
+/// `fchown`, retried on `EINTR`.
 pub fn fchown(fd: RawFd, uid: u32, gid: u32) -> Result<()> {
     // SAFETY: fchown takes plain integers.
-    check(unsafe { libc::fchown(fd, uid, gid) })
+    check(retried(|| unsafe { libc::fchown(fd, uid, gid) }))
 }
 
 /// `lchown` beneath a directory fd (`fchownat(..., AT_SYMLINK_NOFOLLOW)`).
@@ -236,9 +252,10 @@ pub fn lchown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> Result<()> {
     check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
 }
 
+/// `fchmod`, retried on `EINTR`.
 pub fn fchmod(fd: RawFd, mode: u32) -> Result<()> {
     // SAFETY: fchmod takes plain integers.
-    check(unsafe { libc::fchmod(fd, mode) })
+    check(retried(|| unsafe { libc::fchmod(fd, mode) }))
 }
 
 /// A time in ns as the kernel's timespec: floor division, as `os.utime(ns=...)` splits it (pre-1970 too).
