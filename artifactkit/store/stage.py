@@ -14,6 +14,12 @@ from artifactkit.store.content import SourceRead, read_source, write_staged
 from artifactkit.store.layout import HasBlob
 
 
+def staging_name(index: int) -> str:
+    """The name the read at ``index`` stages its bytes under, in the transaction's staging directory (the core
+    spells it the same: ``native/src/content.rs``, ``stage_name``)."""
+    return f"blob-{index}"
+
+
 class Staged(NamedTuple):
     """One file's read, as the executor reports it (a tuple underneath: it is built once per file).
     ``staged``: its bytes are new to the store and the first of their content in this publish, kept in
@@ -29,7 +35,7 @@ class Staged(NamedTuple):
 
     def path(self) -> str:
         """Where a staged file's bytes are, relative to the staging dir."""
-        return f"blob-{self.position}"
+        return staging_name(self.position)
 
 
 class HeldReads(Sequence[Staged], abc.ABC):
@@ -91,7 +97,7 @@ def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen:
     ``has_blob``: :func:`~artifactkit.store.layout.blob_lookup`'s answer; ``seen``: digests this publish
     staged already; ``in_memory``: a small file's new bytes are returned, not written to staging."""
     index, entry, identity = item
-    stage_name = f"blob-{index}"
+    stage_name = staging_name(index)
     # read_source looked up at each call, not bound as a default: the tests count reads by wrapping it.
     found = (read or read_source)(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
     is_new = found.sha256 not in seen and not has_blob(found.sha256, entry.size)

@@ -147,9 +147,14 @@ fn open_source(full: &CString, shown: &OsString) -> Result<(OwnedFd, bool), Fail
     }
 }
 
-fn stage_name(index: u64) -> CString {
+/// The staging name of the read at `index`, spelled as the reference's `staging_name` (`artifactkit/store/stage.py`).
+pub fn stage_name(index: u64) -> String {
+    format!("blob-{index}")
+}
+
+fn stage_cname(index: u64) -> CString {
     // Digits only: never contains a NUL.
-    CString::new(format!("blob-{index}")).unwrap_or_default()
+    CString::new(stage_name(index)).unwrap_or_default()
 }
 
 /// `read_source`: hash once; a new small dense file's bytes are written to staging straight from this thread's
@@ -175,7 +180,7 @@ where
         Err(e) => return Err(Failure::os(e, None)),
     };
     let extents = data_extents(src, item.size).map_err(|e| Failure::os(e, None))?;
-    let name = stage_name(item.index);
+    let name = stage_cname(item.index);
     let create = || {
         sys::open_at(txn, &name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o444).map_err(|e| os(e, name.as_bytes()))
     };
@@ -325,7 +330,7 @@ pub fn stage_files(
         });
     }
     pool::map(&dropped, threads, |_, &(i, index)| {
-        let name = stage_name(index);
+        let name = stage_cname(index);
         sys::unlink_at(txn, &name).map_err(|e| at(i)(os(e, name.as_bytes())))
     })?;
     Ok(out)

@@ -65,7 +65,7 @@ impl StageState {
 
     /// `(staging name, digest)` of each kept read in `start..stop` that was staged: the moves `rename_staged` makes.
     fn moves(&self, start: usize, stop: usize) -> PyResult<Vec<(String, String)>> {
-        Ok(self.staged_in(start, stop)?.map(|read| (stage_name(read.index), read.sha256.clone())).collect())
+        Ok(self.staged_in(start, stop)?.map(|read| (content::stage_name(read.index), read.sha256.clone())).collect())
     }
 }
 
@@ -76,11 +76,6 @@ impl StageState {
         })?;
         Ok(reads.iter().filter(|read| read.staged))
     }
-}
-
-/// The staging name of the read at `index` (`Staged.path()`).
-fn stage_name(index: u64) -> String {
-    format!("blob-{index}")
 }
 
 fn tuple_of(s: &content::Staged) -> StagedTuple {
@@ -194,7 +189,7 @@ pub fn rename_staged(
     let to_c = |name: String| CString::new(name).map_err(|_| PyValueError::new_err("rename: embedded null character"));
     let moves = state
         .staged_in(start, stop)?
-        .map(|read| Ok((to_c(stage_name(read.index))?, to_c(read.sha256.clone())?)))
+        .map(|read| Ok((to_c(content::stage_name(read.index))?, to_c(read.sha256.clone())?)))
         .collect::<PyResult<Vec<_>>>()?;
     drop(state);
     py.detach(|| moves::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
