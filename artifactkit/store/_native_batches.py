@@ -24,7 +24,7 @@ from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
 from artifactkit.store._native_staged import KeptReads, StagedMoves
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import IN_MEMORY_LIMIT, _changed
+from artifactkit.store.content import IN_MEMORY_LIMIT, _changed, not_regular
 from artifactkit.store.download import _dir_fd, _verify_children, verify_entries
 from artifactkit.store.executor import CreateItem
 from artifactkit.store.restore_meta import _read_back, create_special
@@ -196,8 +196,7 @@ def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Pos
             raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=opened_as, blob=sha,
                                  failed=IntegrityFailure.CORRUPT) from cause
         if what == "not_regular":
-            raise IntegrityError(f"blob {sha} {where} is not a regular file, not stored content", path=entry.path,
-                                 blob=sha, failed=IntegrityFailure.CORRUPT)
+            raise not_regular(sha, where=where, path=entry.path)
         if what == "size":
             size = fields["actual_size"]
             raise IntegrityError(f"blob {sha} {where} is corrupt: it has {size} bytes, the manifest says {entry.size}",

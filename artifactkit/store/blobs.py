@@ -8,7 +8,7 @@ from typing import Final
 
 import attrs
 
-from artifactkit.store.content import open_blob
+from artifactkit.store.content import UNOPENABLE_KINDS, not_regular, open_blob
 
 _BLOB_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
 
@@ -37,7 +37,9 @@ class BlobSource:
         try:
             return os.open(sha, _BLOB_FLAGS, dir_fd=self.dir_fd) if self.dir_fd is not None else \
                 os.open(self(sha), _BLOB_FLAGS)
-        except OSError:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
+        except OSError as err:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
             where = f"for {path!r}"  # built only here: a download formats nothing per file that succeeds
+            if err.errno in UNOPENABLE_KINDS:  # a socket: refused as a FIFO's fstat is (check_blob_fd)
+                raise not_regular(sha, where=where, path=path) from err
             return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
                 if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)

@@ -77,8 +77,8 @@ def sha256_of_fd(fd: int) -> tuple[str, int]:
 def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, dir_fd: int | None = None) -> int:
     """Open a stored blob for reading: a regular file, or an :class:`IntegrityError` saying what it is.
 
-    ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink or a FIFO is corruption of the store
-    (reported as such), never something to follow or to hang on. ``check_regular=False`` leaves the
+    ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink, a FIFO or a socket is corruption of the
+    store (reported as such), never something to follow or to hang on. ``check_regular=False`` leaves the
     ``fstat`` to the caller (a download checks kind and size at once: :func:`check_blob_fd`).
     """
     try:
@@ -87,6 +87,10 @@ def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, di
         raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
                              failed=IntegrityFailure.MISSING) from err
     except OSError as err:
+        if err.errno in UNOPENABLE_KINDS:
+            raise (IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
+                                  failed=IntegrityFailure.CORRUPT) if check_regular
+                   else not_regular(sha, where=where, path=path)) from err
         if err.errno != errno.ELOOP:
             raise
         raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=path, blob=sha,
@@ -98,6 +102,17 @@ def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, di
     return fd
 
 
+#: What ``open`` of a name says when the name is not a file it can open at all: a socket (``ENXIO``), a device
+#: with no driver (``ENXIO``, ``ENODEV``). Under a blob's name, like a FIFO or a device, it is not stored content.
+UNOPENABLE_KINDS: Final = frozenset({errno.ENXIO, errno.ENODEV})
+
+
+def not_regular(sha: str, *, where: str, path: str) -> IntegrityError:
+    """A download's refusal of a blob that is not a regular file (the core's ``not_regular`` is raised as this)."""
+    return IntegrityError(f"blob {sha} {where} is not a regular file, not stored content", path=path, blob=sha,
+                          failed=IntegrityFailure.CORRUPT)
+
+
 def check_blob_fd(fd: int, sha: str, size: int, *, where: str, path: str = "") -> None:
     """Refuse a blob that is not a regular file of exactly ``size`` bytes, before any byte of it is read.
 
@@ -107,8 +122,7 @@ def check_blob_fd(fd: int, sha: str, size: int, *, where: str, path: str = "") -
     """
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise IntegrityError(f"blob {sha} {where} is not a regular file, not stored content", path=path,
-                             blob=sha, failed=IntegrityFailure.CORRUPT)
+        raise not_regular(sha, where=where, path=path)
     if st.st_size != size:
         raise IntegrityError(f"blob {sha} {where} is corrupt: it has {st.st_size} bytes, the manifest says {size}",
                              path=path, blob=sha, actual=f"{st.st_size} bytes", failed=IntegrityFailure.CORRUPT)

@@ -121,6 +121,8 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> 
         Ok(fd) => fd,
         Err(libc::ENOENT) => return Err(blob_failure("missing", entry, sha)),
         Err(libc::ELOOP) => return Err(blob_failure("symlink", entry, sha)),
+        // A socket, or a device with no driver: no file to open, so not stored content (`UNOPENABLE_KINDS`).
+        Err(libc::ENXIO | libc::ENODEV) => return Err(blob_failure("not_regular", entry, sha)),
         Err(e) => return Err(os(e, sha.as_bytes())),
     };
     let src = sys::raw(&blob);
