@@ -278,7 +278,8 @@ impl Claims {
 
 /// `stage_file` for every item: read, hash and (where new) stage in parallel, decide "staged?" in input order (so
 /// which of two equal files is staged never depends on the threads), then drop the copies that lost. `seen` carries
-/// the publish's staged content from call to call.
+/// the publish's staged content from call to call; `poll()` is asked on the calling thread while the threads read
+/// (`pool::map_polling`), and a `false` stops them, a big file at its next step.
 pub fn stage_files(
     root: &[u8],
     txn: RawFd,
@@ -286,6 +287,7 @@ pub fn stage_files(
     items: &[Item],
     threads: usize,
     seen: &mut Seen,
+    poll: &mut dyn FnMut() -> bool,
 ) -> Result<Vec<Staged>, Located> {
     let claims = Claims::default();
     let known = &*seen;
@@ -296,21 +298,27 @@ pub fn stage_files(
         }
         has_blob(blobs, known.listed.as_ref(), sha, size)
     };
-    let reads = pool::map(items, threads, |i, item| {
-        let mut stored = None;
-        let read = read_source(root, item, txn, |sha| {
-            let old = is_stored(sha, item.size)?;
-            stored = Some(old);
-            Ok(!old && claims.claim(sha, i))
-        })
-        .map_err(at(i))?;
-        // Large and sparse files were copied before their digest was known: whether they are stored is asked now.
-        let stored = match stored {
-            Some(old) => old,
-            None => is_stored(&read.sha256, item.size).map_err(at(i))?,
-        };
-        Ok((read, stored))
-    })?;
+    // The calling thread waits, asking `poll` (signals) meanwhile: a big file's read stops at its next step.
+    let reads = pool::map_polling(
+        items,
+        threads,
+        |i, item| {
+            let mut stored = None;
+            let read = read_source(root, item, txn, |sha| {
+                let old = is_stored(sha, item.size)?;
+                stored = Some(old);
+                Ok(!old && claims.claim(sha, i))
+            })
+            .map_err(at(i))?;
+            // Large and sparse files were copied before their digest was known: whether they are stored is asked now.
+            let stored = match stored {
+                Some(old) => old,
+                None => is_stored(&read.sha256, item.size).map_err(at(i))?,
+            };
+            Ok((read, stored))
+        },
+        poll,
+    )?;
     let mut out = Vec::with_capacity(items.len());
     let mut dropped: Vec<(usize, u64)> = Vec::new();
     for (i, (item, (read, stored))) in items.iter().zip(reads).enumerate() {

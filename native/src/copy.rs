@@ -8,6 +8,7 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::cancel;
 use crate::syscalls::{self as sys, Errno};
 use std::os::fd::RawFd;
 
@@ -26,13 +27,16 @@ pub fn hex(digest: &[u8]) -> String {
     text
 }
 
-/// Feed `count` zero bytes (a hole) to `h`.
-pub fn hash_zeros(h: &mut Sha256, mut count: u64) {
+/// Feed `count` zero bytes (a hole) to `h`; `cancel::STOPPED` where the batch is asked to stop (a hole of a
+/// sparse file may be as large as the filesystem allows: tebibytes hash for many minutes).
+pub fn hash_zeros(h: &mut Sha256, mut count: u64) -> Result<(), Errno> {
     while count > 0 {
+        cancel::check()?;
         let step = count.min(CHUNK as u64);
         h.update(&ZEROS[..step as usize]);
         count -= step;
     }
+    Ok(())
 }
 
 /// `copy_range`: up to `count` bytes at `offset` of `src` to the same offset of `dst`, in the kernel;
@@ -50,6 +54,7 @@ where
     let mut done = 0u64;
     let mut use_cfr = true;
     while done < count {
+        cancel::check()?; // between the kernel's calls (each up to 2 GiB): a stop asked for ends a long run here
         let want = usize::try_from(count - done).unwrap_or(usize::MAX);
         let n = if use_cfr {
             match cfr(src, dst, want, offset + done) {
@@ -76,6 +81,7 @@ where
 fn hash_back(fd: RawFd, start: u64, length: u64, h: &mut Sha256, buf: &mut [u8]) -> Result<u64, Errno> {
     let mut done = 0u64;
     while done < length {
+        cancel::check()?;
         let want = (length - done).min(buf.len() as u64) as usize;
         let n = sys::pread(fd, &mut buf[..want], start + done)?;
         if n == 0 {
@@ -94,7 +100,7 @@ pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) ->
     let mut buf = vec![0u8; CHUNK];
     let mut position = 0u64;
     for &(start, length) in extents {
-        hash_zeros(&mut h, start.saturating_sub(position));
+        hash_zeros(&mut h, start.saturating_sub(position))?;
         let copied = copy_range(src, dst, length, start)?;
         let done = hash_back(dst, start, copied, &mut h, &mut buf)?;
         position = start + done;
@@ -102,7 +108,7 @@ pub fn copy_sparse(src: RawFd, dst: RawFd, size: u64, extents: &[(u64, u64)]) ->
             return Ok((hex(&h.finalize()), position));
         }
     }
-    hash_zeros(&mut h, size.saturating_sub(position));
+    hash_zeros(&mut h, size.saturating_sub(position))?;
     sys::ftruncate(dst, size)?;
     Ok((hex(&h.finalize()), size))
 }
@@ -130,6 +136,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_stop_asked_for_ends_a_sparse_copy_in_its_holes_and_runs() {
+        let (src, dst) = scratch("sparse-stopped", &pattern(CHUNK));
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        // The hole (1 GiB) is not hashed at all once stopped; a run of data stops before its copy too.
+        for runs in [&[][..], &[(0, CHUNK as u64)][..]] {
+            let got =
+                cancel::watching(Some(flag.clone()), || copy_sparse(src.as_raw_fd(), dst.as_raw_fd(), 1 << 30, runs));
+            assert_eq!(got, Err(cancel::STOPPED), "{runs:?}");
+        }
+        assert_eq!(dst.metadata().unwrap().len(), 0, "nothing copied once stopped");
+    }
+
+    #[test]
     fn hex_is_lowercase_sha256() {
         assert_eq!(hex(&Sha256::digest(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
@@ -144,7 +163,7 @@ pub(crate) mod tests {
     #[test]
     fn zeros_hash_like_a_buffer_of_zeros() {
         let mut h = Sha256::new();
-        hash_zeros(&mut h, (CHUNK as u64) * 2 + 3);
+        hash_zeros(&mut h, (CHUNK as u64) * 2 + 3).unwrap();
         assert_eq!(hex(&h.finalize()), hex(&Sha256::digest(vec![0u8; CHUNK * 2 + 3])));
     }
 

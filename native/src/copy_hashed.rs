@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::copy::{copy_range, hex, CHUNK};
 use crate::syscalls::{self as sys, Errno};
-use crate::threads;
+use crate::{cancel, threads};
 
 /// The kernel copies this much per call before it tells the hasher (content.py's `COPY_CHUNK` is 8 MiB): small
 /// enough that the hasher starts soon after the copy.
@@ -117,11 +117,14 @@ where
     let handoff = Handoff { shared: Mutex::new(Shared { free, ..Shared::default() }), changed: Condvar::new() };
     let both = std::thread::scope(|s| {
         let copy = &mut copy;
+        let watched = cancel::current(); // the copier stops when the hasher's batch is asked to
         let copier = threads::scoped(s, || {
-            let _ends = Ends { handoff: &handoff, side: Side::Copier };
-            copy_steps(copy, src, dst, size, &handoff)?;
-            read_ahead(dst, &handoff);
-            Ok(())
+            cancel::watching(watched, || {
+                let _ends = Ends { handoff: &handoff, side: Side::Copier };
+                copy_steps(copy, src, dst, size, &handoff)?;
+                read_ahead(dst, &handoff);
+                Ok(())
+            })
         })?;
         let hashed = {
             let _ends = Ends { handoff: &handoff, side: Side::Hasher };
@@ -150,6 +153,7 @@ fn hash_landed(dst: RawFd, handoff: &Handoff) -> Result<(Sha256, u64), Errno> {
     let mut own = vec![0u8; CHUNK];
     let mut at = 0u64;
     loop {
+        cancel::check()?; // a stop asked for ends the hash here, and with it (`hasher_done`) the copier's read-ahead
         let mut shared = handoff.lock();
         let (buf, want, got) = loop {
             if let Some(e) = shared.failed {
@@ -199,6 +203,9 @@ where
     let outcome = loop {
         if copied > size || handoff.lock().hasher_done {
             break Ok(());
+        }
+        if let Err(e) = cancel::check() {
+            break Err(e);
         }
         // Cut behind the copy: a step more would extend the file over a hole the hasher would read as zeros, a
         // full length and a digest of bytes the source never held. Stop here, so the read-back ends at the cut.

@@ -171,3 +171,24 @@ fn without_a_copier_thread_the_copy_then_its_read_back_on_one_thread_give_the_sa
     assert_eq!((hex(&h.finalize()), n), (hex(&Sha256::digest(&data)), data.len() as u64));
     assert!(handoff.lock().ready.is_empty(), "nothing was read ahead");
 }
+
+#[test]
+fn a_stop_asked_for_mid_copy_ends_the_copier_and_the_hasher_at_their_next_step() {
+    let data = pattern(6 * (COPY_CHUNK as usize));
+    let (src, dst) = scratch("stopped", &data);
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut steps = 0;
+    let asks_to_stop_after_one = |s: RawFd, d: RawFd, count: u64, offset: u64| {
+        steps += 1;
+        flag.store(true, std::sync::atomic::Ordering::Relaxed); // the caller's Ctrl-C, seen by its poll
+        copy_range(s, d, count, offset)
+    };
+    let got = cancel::watching(Some(flag.clone()), || {
+        hash_while_copying_via(asks_to_stop_after_one, src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64)
+    });
+    assert_eq!(got, Err(cancel::STOPPED));
+    assert_eq!(steps, 1, "the copier went on after the stop");
+    // Unwatched, the same copy is whole: a publish's stage watches no flag.
+    let (src, dst) = scratch("unwatched", &data);
+    assert!(hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64).is_ok());
+}

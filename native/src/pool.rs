@@ -5,10 +5,46 @@
 //! without: the items go to those that started, or all to the calling thread (`threads::scoped`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use crate::error::Located;
-use crate::threads;
+use crate::{cancel, threads};
+
+/// How long [`map_reporting`]'s calling thread waits for an item before it asks `report(None)` anyway: how soon a
+/// Ctrl-C is seen while one big file is being done.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// One thread's share: items claimed from `next` until none is left or `stop` is set (by the first failure, here
+/// or on another thread, or by the caller); `done(position)` after each item made.
+fn claim_items<T, R, F>(
+    items: &[T],
+    next: &AtomicUsize,
+    stop: &AtomicBool,
+    f: &F,
+    mut done: impl FnMut(usize),
+) -> (Vec<(usize, R)>, Option<Located>)
+where
+    F: Fn(usize, &T) -> Result<R, Located>,
+{
+    let mut made: Vec<(usize, R)> = Vec::new();
+    let mut failed: Option<Located> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(i) else { break };
+        match f(i, item) {
+            Ok(r) => {
+                made.push((i, r));
+                done(i);
+            }
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                failed = Some(e);
+            }
+        }
+    }
+    (made, failed)
+}
 
 /// `f(position, item)` for every item on up to `threads` threads; the results in input order, or the
 /// failure at the lowest position among those that happened.
@@ -22,24 +58,8 @@ where
     if threads == 1 {
         return items.iter().enumerate().map(|(i, item)| f(i, item)).collect();
     }
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let work = || {
-        let mut done: Vec<(usize, R)> = Vec::new();
-        let mut failed: Option<Located> = None;
-        while !stop.load(Ordering::Relaxed) {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(item) = items.get(i) else { break };
-            match f(i, item) {
-                Ok(r) => done.push((i, r)),
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    failed = Some(e);
-                }
-            }
-        }
-        (done, failed)
-    };
+    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let work = || claim_items(items, &next, &stop, &f, |_| {});
     let parts: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads).filter_map(|_| threads::scoped(s, work)).collect();
         if handles.is_empty() {
@@ -51,54 +71,83 @@ where
     gather(parts, items.len())
 }
 
-/// [`map`], with `report(position)` called on the calling thread as each item is done (in the order they finish);
-/// once it answers `false` every thread stops at its next claim, and the result is [`Failure::Stopped`] at 0
-/// unless an item failed. The caller's thread only waits and reports: `threads` threads do the items.
-pub fn map_reporting<T, R, F, P>(items: &[T], threads: usize, f: F, mut report: P) -> Result<Vec<R>, Located>
+/// [`map`], with `report(Some(position))` called on the calling thread as each item is done (in the order they
+/// finish), and `report(None)` after each [`POLL`] with none done; once it answers `false` every thread stops at
+/// its next claim, the items in progress stop at their next step ([`cancel`]: their loops end with
+/// `cancel::STOPPED`), and the result is [`Failure::Stopped`] at 0 unless an item failed. The caller's thread only
+/// waits and reports: `threads` threads do the items.
+pub fn map_reporting<T, R, F, P>(items: &[T], threads: usize, f: F, report: P) -> Result<Vec<R>, Located>
 where
     T: Sync,
     R: Send,
     F: Fn(usize, &T) -> Result<R, Located> + Sync,
-    P: FnMut(usize) -> bool,
+    P: FnMut(Option<usize>) -> bool,
+{
+    on_threads_asking(items, threads, f, true, report)
+}
+
+/// [`map_reporting`] for work with no progress to tell (a publish's stage): the calling thread is woken only by
+/// the [`POLL`] and the threads' ends, and `poll()` answers as `report(None)` does.
+pub fn map_polling<T, R, F, P>(items: &[T], threads: usize, f: F, mut poll: P) -> Result<Vec<R>, Located>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(usize, &T) -> Result<R, Located> + Sync,
+    P: FnMut() -> bool,
+{
+    on_threads_asking(items, threads, f, false, |done| done.is_some() || poll())
+}
+
+/// [`map_reporting`], each item's end sent to the calling thread only where `each_item` (else each thread's end).
+fn on_threads_asking<T, R, F, P>(
+    items: &[T],
+    threads: usize,
+    f: F,
+    each_item: bool,
+    mut ask: P,
+) -> Result<Vec<R>, Located>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(usize, &T) -> Result<R, Located> + Sync,
+    P: FnMut(Option<usize>) -> bool,
 {
     let threads = threads.clamp(1, items.len().max(1));
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let (done, finished) = mpsc::channel::<usize>();
-    let work = |done: mpsc::Sender<usize>| {
-        let mut made: Vec<(usize, R)> = Vec::new();
-        let mut failed: Option<Located> = None;
-        while !stop.load(Ordering::Relaxed) {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(item) = items.get(i) else { break };
-            match f(i, item) {
-                Ok(r) => {
-                    made.push((i, r));
-                    let _ = done.send(i); // the receiver outlives every worker (the scope)
-                }
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    failed = Some(e);
-                }
+    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    // Apart from `stop`, which a failed item sets too: a failure must not turn the other items' steps into errors.
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let (done, finished) = mpsc::channel::<Option<usize>>();
+    // The receiver outlives every worker (the scope), so a send cannot fail.
+    let work = |done: mpsc::Sender<Option<usize>>| {
+        let part = claim_items(items, &next, &stop, &f, |i| {
+            if each_item {
+                let _ = done.send(Some(i));
             }
-        }
-        (made, failed)
+        });
+        let _ = done.send(None); // this thread's end: the caller asks again at once
+        part
     };
     let mut stopped = false;
     let parts: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .filter_map(|_| {
-                let done = done.clone();
-                threads::scoped(s, move || work(done))
+                let (done, watched) = (done.clone(), Some(cancelled.clone()));
+                threads::scoped(s, move || cancel::watching(watched, || work(done)))
             })
             .collect();
         // No thread would start: every item on this one, reported once all are done.
         let inline = handles.is_empty().then(|| work(done.clone()));
         drop(done);
-        for i in finished {
-            if !stopped && !report(i) {
+        loop {
+            let asked = match finished.recv_timeout(POLL) {
+                Ok(asked) => asked,
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            if !stopped && !ask(asked) {
                 stopped = true;
                 stop.store(true, Ordering::Relaxed);
+                cancelled.store(true, Ordering::Relaxed);
             }
         }
         match inline {
@@ -167,7 +216,7 @@ mod tests {
                 |_, x| Ok(x + 1),
                 |i| {
                     assert_eq!(std::thread::current().id(), caller);
-                    seen.push(i);
+                    seen.extend(i);
                     true
                 },
             )
@@ -187,8 +236,8 @@ mod tests {
                     made.fetch_add(1, Ordering::Relaxed);
                     Ok(*x)
                 },
-                |_| {
-                    calls += 1;
+                |i| {
+                    calls += usize::from(i.is_some());
                     refused.store(calls >= 3, Ordering::Relaxed);
                     calls < 3
                 },
@@ -196,6 +245,31 @@ mod tests {
             assert!(matches!(stopped, Err(Located { at: 0, failure: Failure::Stopped })));
             assert_eq!(calls, 3, "reported after a false");
             assert!(made.load(Ordering::Relaxed) <= 3 + 2 * threads, "the workers went on after a false");
+        }
+    }
+
+    #[test]
+    fn a_false_to_a_poll_stops_the_items_in_progress_at_their_next_step() {
+        // Each item runs until its batch is asked to stop (a big file's copy between steps): only the poll can.
+        let items = [(); 3];
+        for threads in [1, 2] {
+            let mut polls = 0;
+            let got = map_reporting(
+                &items,
+                threads,
+                |at, _| loop {
+                    if cancel::check().is_err() {
+                        break Err::<(), _>(Located { at, failure: Failure::os(cancel::STOPPED, None) });
+                    }
+                    std::thread::yield_now();
+                },
+                |asked| {
+                    polls += usize::from(asked.is_none());
+                    asked.is_some()
+                },
+            );
+            assert!(got.is_err() && polls == 1, "{polls} polls");
+            assert!(!cancel::requested(), "the calling thread watches no flag");
         }
     }
 

@@ -244,14 +244,15 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: 
 }
 
 /// `create_items` for a whole batch; `at` of a failure counts entries across the batch's directories.
-/// `report(entries, file bytes)` is called on the calling thread as each unit is done; once it answers
-/// `false` the rest is not made ([`Failure::Stopped`], unless something failed).
+/// `report(Some((entries, file bytes)))` is called on the calling thread as each unit is done, `report(None)` every
+/// `pool::POLL` meanwhile; once it answers `false` the rest is not made and the files being made stop at their
+/// next step ([`Failure::Stopped`], unless something failed).
 pub fn create_files(
     root: RawFd,
     blobs: RawFd,
     batch: &[Dir<'_>],
     threads: usize,
-    report: &mut dyn FnMut(usize, u64) -> bool,
+    report: &mut dyn FnMut(Option<(usize, u64)>) -> bool,
 ) -> Result<(), Located> {
     let mut units: Vec<(&Dir<'_>, usize, &[Entry<'_>], u64)> = Vec::new();
     let mut position = 0;
@@ -271,6 +272,9 @@ pub fn create_files(
         }
     }
     let create = |_, unit: &(&Dir<'_>, usize, &[Entry<'_>], u64)| create_unit(root, blobs, unit.0, unit.1, unit.2);
-    pool::map_reporting(&units, threads, create, |at| report(units[at].2.len(), units[at].3))?;
+    pool::map_reporting(&units, threads, create, |at| match at {
+        Some(at) => report(Some((units[at].2.len(), units[at].3))),
+        None => report(None),
+    })?;
     Ok(())
 }

@@ -244,17 +244,21 @@ pub(crate) fn create_files(
         .collect::<PyResult<Vec<_>>>()?;
     let mut raised: Option<PyErr> = None;
     let made = py.detach(|| {
-        let mut report = |entries: usize, bytes: u64| match &on_progress {
-            None => true,
-            Some(callback) => {
-                Python::attach(|py| match callback.call1(py, (entries, bytes)).and_then(|_| py.check_signals()) {
+        // A unit done: the callback, then the signals; none done for a while (one big file): the signals alone.
+        let mut report = |done: Option<(usize, u64)>| {
+            Python::attach(|py| {
+                let called = match (&on_progress, done) {
+                    (Some(callback), Some((entries, bytes))) => callback.call1(py, (entries, bytes)).map(drop),
+                    _ => Ok(()),
+                };
+                match called.and_then(|()| py.check_signals()) {
                     Ok(()) => true,
                     Err(err) => {
                         raised = Some(err);
                         false
                     }
-                })
-            }
+                }
+            })
         };
         restore::create_files(root_fd, blobs_fd, &dirs, threads, &mut report)
     });

@@ -159,8 +159,24 @@ fn stage_items(
 ) -> PyResult<Vec<content::Staged>> {
     let root = bytes_of(root);
     let seen = &mut state.seen;
-    py.detach(|| content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen))
-        .map_err(|located| failure_to_py(py, located))
+    let mut raised: Option<PyErr> = None;
+    let staged = py.detach(|| {
+        // Signals looked for while the threads read (a Ctrl-C in one big file); what a handler raised is raised.
+        let mut poll = || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => true,
+                Err(err) => {
+                    raised = Some(err);
+                    false
+                }
+            })
+        };
+        content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen, &mut poll)
+    });
+    if let Some(err) = raised {
+        return Err(err);
+    }
+    staged.map_err(|located| failure_to_py(py, located))
 }
 
 /// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` in order, the GIL
