@@ -14,6 +14,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Final
 
 from artifactkit._syscalls import syncfs
 from artifactkit.errors import UnsafeStoreError
@@ -150,20 +151,22 @@ class LocalStore:
             yield _Held()
 
     def staging_garbage(self) -> list[Garbage]:
-        return [Garbage(name, _allocated(self.dirs.staging, name, os.lstat(name, dir_fd=self.dirs.staging)))
+        where = self.dirs.layout.staging_dir
+        return [Garbage(name, _allocated(self.dirs.staging, name, os.lstat(name, dir_fd=self.dirs.staging), where))
                 for name in listdir_fd(self.dirs.staging)]
 
     def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
-        return [Garbage(name, _allocated(self.dirs.blobs, name, os.lstat(name, dir_fd=self.dirs.blobs)))
+        where = self.dirs.layout.blobs_dir
+        return [Garbage(name, _allocated(self.dirs.blobs, name, os.lstat(name, dir_fd=self.dirs.blobs), where))
                 for name in listdir_fd(self.dirs.blobs) if name not in needed]
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         for item in staging:  # a stray file or link in staging/ is a leftover too
-            _remove(self.dirs.staging, item.name)
+            _remove(self.dirs.staging, item.name, self.dirs.layout.staging_dir)
 
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         for item in blobs:  # a directory here is not a blob at all: it goes too
-            _remove(self.dirs.blobs, item.name)
+            _remove(self.dirs.blobs, item.name, self.dirs.layout.blobs_dir)
         if blobs:
             os.fsync(self.dirs.blobs)
 
@@ -297,23 +300,57 @@ def _remove_staging(staging_fd: int, txn: str) -> None:
         raise
 
 
-def _remove(parent_fd: int, name: str) -> None:
+#: How deep gc walks a leftover in ``staging/`` or ``blobs/``. The store makes nothing deeper than
+#: ``staging/<txn>/<file>``; a writer of the store can make a chain of any depth, and Python's own walks recurse
+#: (one 1,200 deep was a ``RecursionError`` out of gc).
+LEFTOVER_DEPTH: Final = 256
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _too_deep(where: str, name: str) -> UnsafeStoreError:
+    return UnsafeStoreError(f"{where}/{name} is nested more than {LEFTOVER_DEPTH} directories deep, which no store "
+                            f"makes: gc stops before it removes anything from {where}; remove it by hand (rm -rf)")
+
+
+def _remove(parent_fd: int, name: str, where: str) -> None:
     if stat.S_ISDIR(os.lstat(name, dir_fd=parent_fd).st_mode):
-        shutil.rmtree(name, dir_fd=parent_fd)
+        try:
+            shutil.rmtree(name, dir_fd=parent_fd)
+        except RecursionError:  # made deeper since gc measured it: a writer of the store at work
+            raise _too_deep(where, name) from None
     else:
         os.unlink(name, dir_fd=parent_fd)
 
 
-def _allocated(parent_fd: int, name: str, st: os.stat_result) -> int:
+def _allocated(parent_fd: int, name: str, st: os.stat_result, where: str) -> int:
     """Bytes that removing ``name`` (and, for a directory, everything under it) gives back: the blocks of
-    every inode whose last name goes with it (a file with another name frees nothing)."""
+    every inode whose last name goes with it (a file with another name frees nothing). A walk with a stack of
+    its own, no deeper than :data:`LEFTOVER_DEPTH` (:class:`UnsafeStoreError` past it, before gc removes
+    anything)."""
     if not stat.S_ISDIR(st.st_mode):
         return st.st_blocks * _BLOCK_UNIT if st.st_nlink <= 1 else 0
     total = st.st_blocks * _BLOCK_UNIT
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    fds: list[int] = []  # the open directories from ``name`` down, and the names each has left to measure
+    left: list[list[str]] = []
     try:
-        for child in os.listdir(fd):
-            total += _allocated(fd, child, os.lstat(child, dir_fd=fd))
+        fds.append(os.open(name, _DIR_FLAGS, dir_fd=parent_fd))
+        left.append(os.listdir(fds[-1]))
+        while fds:
+            if not left[-1]:
+                os.close(fds.pop())
+                left.pop()
+                continue
+            child = left[-1].pop()
+            found = os.lstat(child, dir_fd=fds[-1])
+            if not stat.S_ISDIR(found.st_mode):
+                total += found.st_blocks * _BLOCK_UNIT if found.st_nlink <= 1 else 0
+                continue
+            total += found.st_blocks * _BLOCK_UNIT
+            if len(fds) >= LEFTOVER_DEPTH:
+                raise _too_deep(where, name)
+            fds.append(os.open(child, _DIR_FLAGS, dir_fd=fds[-1]))
+            left.append(os.listdir(fds[-1]))
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
     return total
