@@ -95,7 +95,7 @@ class Store:
         # Sampled before the scan: the racy rule's reference for what this publish records.
         cache = self.backend.stat_cache(inode_clock_ns()) if stat_cache else None
         with closing(executor_for(workers, "publish")) as executor:
-            # A source that cannot be published creates no store.
+            # A source whose scan fails creates no store (one whose read fails later leaves the new store empty).
             reporter.phase("scan")
             tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links,
                                   walker=executor.walker)
