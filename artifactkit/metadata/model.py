@@ -19,8 +19,9 @@ KINDS: tuple[Kind, ...] = ("file", "dir", "symlink", "fifo", "char", "block")
 SPECIAL_KINDS: Final = frozenset({"fifo", "char", "block"})
 #: Kinds that carry a device number (``rdev``, as major/minor).
 DEVICE_KINDS: Final = frozenset({"char", "block"})
-#: Kinds a hard link may join within a tree (a directory cannot have one; a symlink's is not kept).
-LINKABLE_KINDS: Final = frozenset({"file", "fifo", "char", "block"})
+#: Kinds a hard link may join within a tree: all but a directory, which cannot have one (a symlink can: ``ln -P``
+#: makes one, and ``cp -a`` keeps it).
+LINKABLE_KINDS: Final = frozenset({"file", "symlink", "fifo", "char", "block"})
 #: The file type bits (``S_IFMT``) of each kind.
 KIND_IFMT: Final[dict[str, int]] = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK,
                                     "fifo": stat.S_IFIFO, "char": stat.S_IFCHR, "block": stat.S_IFBLK}

@@ -172,13 +172,14 @@ def _extents(value: object, size: int, path: str, where: str) -> tuple[tuple[int
 
 def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
     """Every second name of a hard link names an earlier first name of the same kind with the same content
-    (and, for a device, the same device number): one inode cannot be two things."""
+    (for a symlink, the same target; for a device, the same device number): one inode cannot be two things."""
     by_path = {entry.path: entry for entry in entries}
     for entry in by_path.values():
         if entry.hardlink is None:
             continue
         first = by_path.get(entry.hardlink)
         if (first is None or first.kind != entry.kind or first.hardlink is not None or first.path >= entry.path
-                or (first.sha256, first.size, first.rdev) != (entry.sha256, entry.size, entry.rdev)):
+                or (first.sha256, first.size, first.rdev, first.target)
+                != (entry.sha256, entry.size, entry.rdev, entry.target)):
             raise IntegrityError(f"{where}: entry {show(entry.path)} is a hard link to {show(entry.hardlink)}, which "
                                  f"is not an earlier {entry.kind} of this manifest with the same content", path=where)

@@ -181,7 +181,8 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
             if meta.kind == "symlink" and not read_links:
                 finished.append(meta)
             elif meta.kind == "symlink":
-                finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path])))
+                finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path]),
+                                             hardlink=links.get(meta.path)))
             elif meta.kind == "dir":
                 finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
             elif meta.path in links:

@@ -53,6 +53,6 @@ impl Kind {
 
     /// `model.LINKABLE_KINDS`: what a hard link may join within a tree.
     pub fn linkable(self) -> bool {
-        !matches!(self, Kind::Dir | Kind::Symlink)
+        self != Kind::Dir
     }
 }

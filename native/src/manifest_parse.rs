@@ -183,7 +183,7 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
 }
 
 /// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
-/// same content and device number.
+/// same content, target and device number.
 fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(), Decline> {
     for (at, entry) in entries.iter().enumerate() {
         let Some(first) = &entry.hardlink else { continue };
@@ -191,7 +191,8 @@ fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(
             first.kind == entry.kind
                 && first.hardlink.is_none()
                 && first.path < entry.path
-                && (&first.sha256, first.size, first.rdev) == (&entry.sha256, entry.size, entry.rdev)
+                && (&first.sha256, first.size, first.rdev, &first.target)
+                    == (&entry.sha256, entry.size, entry.rdev, &entry.target)
         });
         if !good {
             return Err(Decline::refused("hardlinks", Some(at)));
