@@ -205,6 +205,27 @@ def test_restorable_inode_flags_round_trip_and_immutable_is_refused_not_dropped(
         subprocess.run(["chattr", "-i", str(src / "g")], check=True)
 
 
+def test_flags_beyond_the_restorable_and_compared_ones_are_recorded_and_not_restored(ext4_relatime_dir: Path) -> None:
+    # A limit the README and store.md state: chattr's T (topdir) and s (secure deletion), which ext4 stores, are
+    # in the manifest as read, and a download neither sets nor compares them (cp -a keeps none either).
+    require_real_root("set inode flags")
+    require_tool("chattr", "e2fsprogs")
+    src = ext4_relatime_dir / "src"
+    (src / "top").mkdir(parents=True)
+    (src / "f").write_bytes(b"x")
+    subprocess.run(["chattr", "+T", str(src / "top")], check=True)
+    subprocess.run(["chattr", "+s", str(src / "f")], check=True)
+    store = Store(ext4_relatime_dir / "store")
+    ref = store.publish(src, "demo")
+    recorded = {e.path: e.flags for e in store.manifest(ref).entries}
+    assert recorded["top"] is not None and recorded["top"] & 0x20000  # FS_TOPDIR_FL
+    assert recorded["f"] is not None and recorded["f"] & 0x1  # FS_SECRM_FL
+    store.download(ref, ext4_relatime_dir / "out")
+    for name, bit in (("top", 0x20000), ("f", 0x1)):
+        got = get_flags(ext4_relatime_dir / "out" / name).flags
+        assert got is not None and not got & bit, name
+
+
 def test_a_foreign_owner_is_refused_for_a_normal_user_and_re_owned_without_setuid_when_asked() -> None:
     require_real_root("make a store with foreign owners and then download it as another user")
     # The other user must reach the store: a world-traversable directory of its own (the mounts'
