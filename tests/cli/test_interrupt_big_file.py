@@ -24,6 +24,7 @@ from artifactkit import Store
 from tests.native.trees import File, build
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import forge_manifest, manifest_doc
+from tests.support.processes import reaped
 
 TIB = 1 << 40
 FAKE = "ab" * 32  # a digest no content here has: the download would refuse it, after the hash
@@ -55,16 +56,12 @@ def _wait_for(pattern: str, process: subprocess.Popen[str], deadline_s: float) -
 def _interrupted(argv: list[str], engine: str, made: str) -> tuple[int, str]:
     """The command's exit code and last line of stderr, after a SIGINT once ``made`` (a glob) exists."""
     with running_on(engine):
-        process = subprocess.Popen(["artifactkit", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        started = subprocess.Popen(["artifactkit", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env=dict(os.environ))
-    try:
+    with reaped(started) as process:
         _wait_for(made, process, 60)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     return process.returncode, stderr.strip().splitlines()[-1]
 
 

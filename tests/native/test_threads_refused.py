@@ -10,16 +10,12 @@ Python's own threads (the publish's mover) are not Rust's and still start.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
-from artifactkit import Store
 from tests.native.trees import File, build
-from tests.support.engines import running_on
+from tests.support.child_round_trip import assert_restored, reference_publish, run_child
 
 #: Every spawn through std asks for a stack this big; no address space has it.
 UNMAPPABLE_STACK = str(1 << 47)
@@ -52,19 +48,8 @@ def test_a_publish_and_a_download_complete_on_the_calling_thread_where_no_thread
     src = fast_tmp / "src"
     src.mkdir()
     _tree(src)
-    with running_on("python"):
-        reference = Store(fast_tmp / "reference")
-        expected = reference.publish(src, "t").digest
-        published = reference.manifest("t").entries
+    expected, published = reference_publish(src, fast_tmp / "reference")
     env = {**os.environ, "ARTIFACTKIT_ENGINE": "native", "RUST_MIN_STACK": UNMAPPABLE_STACK}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(src), str(fast_tmp)], env=env, capture_output=True,
-                          text=True, check=False, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.splitlines()[-1])
+    got = run_child(CHILD, [str(src), str(fast_tmp)], env)
     assert got == {"plain": expected, "cached": expected}
-    with running_on("python"):
-        # The download restored exactly what was published: the reference captures every entry as it was (the
-        # manifests' digests differ only by each tree's ctimes, which no restore can set).
-        again = Store(fast_tmp / "again")
-        again.publish(fast_tmp / "dest", "t")
-        assert again.manifest("t").entries == published
+    assert_restored(fast_tmp / "dest", published, fast_tmp / "again")
