@@ -106,6 +106,7 @@ _NS_LIMIT: Final = 2**63
 _TYPE_BITS: Final = KIND_IFMT  # every kind a manifest holds, FIFOs and devices included
 _S_IFMT: Final = 0o170000
 _S_IFREG: Final = stat.S_IFREG
+_S_IFDIR: Final = stat.S_IFDIR
 
 Key = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
 #: An entry hit: (manifest line, digest or ``None``).
@@ -208,7 +209,9 @@ class StatCache:
             for st in stats:
                 mode, mtime, ctime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns
                 regular = mode & _S_IFMT == _S_IFREG
-                if mtime >= trusted or ctime >= trusted or (regular and st.st_nlink != 1):
+                # One inode under several names is never a hit, whatever its kind: which name is the first (what
+                # the others' lines name) can change with no ctime of it moving, as a rename of a parent does.
+                if mtime >= trusted or ctime >= trusted or (st.st_nlink != 1 and mode & _S_IFMT != _S_IFDIR):
                     return False
                 hexes.append(pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode,
                                   st.st_uid, st.st_gid, st.st_atime_ns).hex())
@@ -241,8 +244,8 @@ class StatCache:
             fields, sha, rest = row
             mode, mtime, ctime, atime = st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns
             regular = mode & _S_IFMT == _S_IFREG
-            if (mtime >= trusted or ctime >= trusted or rest == NONE or (regular and st.st_nlink != 1)
-                    or not -_NS_LIMIT <= atime < _NS_LIMIT):
+            if (mtime >= trusted or ctime >= trusted or rest == NONE
+                    or (st.st_nlink != 1 and mode & _S_IFMT != _S_IFDIR) or not -_NS_LIMIT <= atime < _NS_LIMIT):
                 return None
             try:
                 now = pack(st.st_dev, st.st_ino, st.st_size if regular else 0, mtime, ctime, mode, st.st_uid,

@@ -2,11 +2,13 @@
 //! loops between their steps. Before this a signal was looked for only as each unit of a download finished, so a
 //! 24 GiB file ran to its end first (13-21 s here; the reference stops at once).
 //!
-//! The thread that waits for a batch (`pool::map_reporting`) looks for signals with the GIL every
-//! [`POLL`](crate::pool::POLL) and, on one, sets the batch's flag. Each thread doing the batch's work watches it:
-//! the pool's workers, and the threads they start (a large file's copier, through [`current`]). [`requested`]
-//! is what the loops ask; a step already in the kernel ends first. Work outside such a batch (a publish's
-//! stage) watches no flag, and `requested` is always `false` there.
+//! The thread that waits for a batch (`pool::map_reporting`, `pool::map_polling`: a download's files, a
+//! publish's reads) looks for signals with the GIL every [`POLL`](crate::pool::POLL) and, on one, sets the
+//! batch's flag. Each thread doing the batch's work watches it: the pool's workers, and the threads they start (a
+//! large file's copier, through [`current`]). [`requested`] is what the loops ask, and the `EINTR` retries of
+//! `syscalls.rs` too; a step already in the kernel ends first. Work outside such a batch (the scan, a manifest's
+//! parse) watches no flag, and `requested` is always `false` there; so is a batch whose threads the system
+//! refused, done on the calling thread, which looks for signals once it is done.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -188,7 +188,7 @@ fn a_stop_asked_for_mid_copy_ends_the_copier_and_the_hasher_at_their_next_step()
     });
     assert_eq!(got, Err(cancel::STOPPED));
     assert_eq!(steps, 1, "the copier went on after the stop");
-    // Unwatched, the same copy is whole: a publish's stage watches no flag.
+    // Unwatched (no batch asked to stop it), the same copy is whole.
     let (src, dst) = scratch("unwatched", &data);
     assert!(hash_while_copying(src.as_raw_fd(), dst.as_raw_fd(), data.len() as u64).is_ok());
 }

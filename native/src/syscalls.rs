@@ -35,13 +35,20 @@ fn check(ret: libc::c_int) -> Result<()> {
 /// `os.fchmod`, `os.fchown`, `os.ftruncate`; `_syscalls.open_beneath` the same for `openat2`): where a signal
 /// interrupts one (FUSE and network filesystems do), the reference engine goes on, and so must the core.
 /// Calls CPython does not retry (`lstat`, `utimensat`, the xattr calls, `rename`...) are not retried here either.
+/// A batch asked to stop (`cancel.rs`) ends the retries with the `EINTR` itself, as a Python handler that raises
+/// ends CPython's: a call that fails so forever would hold the stop off for ever otherwise.
 fn retried<T: Copy + PartialOrd + From<i8>>(mut call: impl FnMut() -> T) -> T {
     loop {
         let ret = call();
-        if ret >= T::from(0) || errno() != libc::EINTR {
+        if ret >= T::from(0) || !interrupted_again(errno()) {
             return ret;
         }
     }
+}
+
+/// Whether a call that failed with `e` is to be made again: `EINTR`, unless the batch was asked to stop.
+fn interrupted_again(e: Errno) -> bool {
+    e == libc::EINTR && !crate::cancel::requested()
 }
 
 fn owned(fd: libc::c_int) -> Result<OwnedFd> {
@@ -113,7 +120,7 @@ pub fn getdents(fd: RawFd, buf: &mut [u8]) -> Result<usize> {
             return Ok(usize::try_from(n).unwrap_or(0));
         }
         let e = errno();
-        if e != libc::EINTR {
+        if !interrupted_again(e) {
             return Err(e);
         }
     }
@@ -147,7 +154,7 @@ pub fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize> {
             return Ok(n.unsigned_abs());
         }
         let e = errno();
-        if e != libc::EINTR {
+        if !interrupted_again(e) {
             return Err(e);
         }
     }
@@ -161,7 +168,7 @@ pub fn pwrite_all(fd: RawFd, mut buf: &[u8], mut offset: u64) -> Result<()> {
         let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), off) };
         if n < 0 {
             let e = errno();
-            if e == libc::EINTR {
+            if interrupted_again(e) {
                 continue;
             }
             return Err(e);
@@ -185,7 +192,7 @@ pub fn copy_file_range(src: RawFd, dst: RawFd, count: usize, offset: u64) -> Res
             return Ok(n.unsigned_abs());
         }
         let e = errno();
-        if e != libc::EINTR {
+        if !interrupted_again(e) {
             return Err(e);
         }
     }
@@ -204,7 +211,7 @@ pub fn sendfile_at(src: RawFd, dst: RawFd, count: usize, offset: u64) -> Result<
             return Ok(n.unsigned_abs());
         }
         let e = errno();
-        if e != libc::EINTR {
+        if !interrupted_again(e) {
             return Err(e);
         }
     }

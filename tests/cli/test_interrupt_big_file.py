@@ -22,6 +22,7 @@ import pytest
 
 from artifactkit import Store
 from tests.native.trees import File, build
+from tests.support.eintr import shim
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import forge_manifest, manifest_doc
 from tests.support.processes import reaped
@@ -53,11 +54,11 @@ def _wait_for(pattern: str, process: subprocess.Popen[str], deadline_s: float) -
         time.sleep(0.005)
 
 
-def _interrupted(argv: list[str], engine: str, made: str) -> tuple[int, str]:
+def _interrupted(argv: list[str], engine: str, made: str, **env: str) -> tuple[int, str]:
     """The command's exit code and last line of stderr, after a SIGINT once ``made`` (a glob) exists."""
     with running_on(engine):
         started = subprocess.Popen(["artifactkit", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env=dict(os.environ))
+                                   env={**os.environ, **env})
     with reaped(started) as process:
         _wait_for(made, process, 60)
         process.send_signal(signal.SIGINT)
@@ -85,3 +86,18 @@ def test_ctrl_c_inside_one_huge_file_ends_the_publish_at_once(fast_tmp: Path, en
     assert _interrupted(argv, engine, made) == (130, "artifactkit: error: interrupted")
     assert Store(store).list() == []
     assert os.listdir(store / "staging") == []
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_ctrl_c_ends_a_publish_whose_open_a_signal_keeps_interrupting(fast_tmp: Path, engine: str) -> None:
+    # An open that fails with EINTR for ever (tests/support/eintr.py's AK_EINTR_STUCK): CPython retries it (PEP 475)
+    # until a handler raises; the core retried it past the Ctrl-C, spinning, and only SIGKILL ended it.
+    (fast_tmp / "src").mkdir()
+    (fast_tmp / "src" / "stuck").write_bytes(b"x" * 100)
+    (fast_tmp / "src" / "ok").write_bytes(b"y")
+    store = fast_tmp / "store"
+    argv = ["publish", str(fast_tmp / "src"), "--store", str(store), "--name", "demo"]
+    got = _interrupted(argv, engine, str(store / "staging" / "publish-*"), LD_PRELOAD=str(shim()),
+                       AK_EINTR_STUCK="stuck")
+    assert got == (130, "artifactkit: error: interrupted")
+    assert Store(store).list() == [] and os.listdir(store / "staging") == []

@@ -7,11 +7,13 @@ any of the core's threads). CPython retries where PEP 475 says it does (``os.ope
 must too. The shim interposes the symbols both engines call (the Rust core links the same ``libc.so.6``
 functions), and fails the first call after arming, lets its retry through, fails the next and so on: every call
 site must retry, not only the first one reached. It is armed by the child once its imports are done, so the
-interpreter's start-up never sees it.
+interpreter's start-up never sees it. ``AK_EINTR_STUCK=NAME`` instead fails every open of a file named ``NAME``,
+armed or not: a call a signal interrupts for ever, which only a stop may end.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
 import subprocess
@@ -49,6 +51,18 @@ static unsigned long calls, failed;
 void ak_eintr_arm(int on) { armed = on; }
 unsigned long ak_eintr_failed(void) { return failed; }
 
+/* Every open of a name whose last component is AK_EINTR_STUCK, armed or not: 1 = fail it with EINTR, always
+   (a call a signal keeps interrupting; only a stop may end its retries). */
+static int stuck(const char *path) {
+    const char *name = getenv("AK_EINTR_STUCK"), *last = path ? strrchr(path, '/') : NULL;
+    if (name == NULL || path == NULL)
+        return 0;
+    if (strcmp(last ? last + 1 : path, name) != 0)
+        return 0;
+    errno = EINTR;
+    return 1;
+}
+
 /* Every other call of the chosen function, from the first after arming: 1 = fail it with EINTR. */
 static int interrupt(const char *name) {
     const char *chosen = getenv("AK_EINTR");
@@ -68,10 +82,10 @@ static mode_t mode_of(int flags, va_list args) {
 }
 #define OPEN_AT(name) int name(int dir, const char *path, int flags, ...) { \
     va_list args; va_start(args, flags); mode_t mode = mode_of(flags, args); va_end(args); \
-    if (interrupt("open")) return -1; return NEXT(name)(dir, path, flags, mode); }
+    if (stuck(path) || interrupt("open")) return -1; return NEXT(name)(dir, path, flags, mode); }
 #define OPEN(name) int name(const char *path, int flags, ...) { \
     va_list args; va_start(args, flags); mode_t mode = mode_of(flags, args); va_end(args); \
-    if (interrupt("open")) return -1; return NEXT(name)(path, flags, mode); }
+    if (stuck(path) || interrupt("open")) return -1; return NEXT(name)(path, flags, mode); }
 OPEN_AT(openat)
 OPEN_AT(openat64)
 OPEN(open)
@@ -90,7 +104,7 @@ long syscall(long number, ...) {
     long a = va_arg(args, long), b = va_arg(args, long), c = va_arg(args, long);
     long d = va_arg(args, long), e = va_arg(args, long), f = va_arg(args, long);
     va_end(args);
-    if (number == SYS_openat2 && interrupt("openat2")) return -1;
+    if (number == SYS_openat2 && (stuck((const char *)b) || interrupt("openat2"))) return -1;
     return NEXT(syscall)(number, a, b, c, d, e, f);
 }
 """
@@ -104,6 +118,7 @@ def shim() -> Path:
         skip_or_fail("needs a C compiler (cc) to build the EINTR shim (Debian's gcc; .ci/run installs it)")
         raise AssertionError("unreachable")
     where = Path(tempfile.mkdtemp(prefix="artifactkit-eintr-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
     (where / "shim.c").write_text(_SOURCE, encoding="ascii")
     built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(where / "shim.so"), str(where / "shim.c"),
                             "-ldl"], capture_output=True, text=True, check=False)
