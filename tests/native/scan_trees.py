@@ -86,20 +86,20 @@ def build(root: Path, nodes: list[Node], dirs: list[tuple[int, tuple[int, int], 
     for d in DIRS[1:]:
         os.mkdir(base + b"/" + d)
     made: set[bytes] = set(DIRS)
-    files: list[bytes] = []
+    linkable: list[bytes] = []  # files and symlinks: a later "hardlink" node names one of them
     for node in nodes:
         if node.path in made:
             continue
         made.add(node.path)
         full = base + b"/" + node.path
         if node.kind == "hardlink":
-            if not files:
+            if not linkable:
                 continue
-            os.link(files[node.link_to % len(files)], full)
+            os.link(linkable[node.link_to % len(linkable)], full, follow_symlinks=False)
             continue
         _make(full, node)
-        if node.kind == "file":
-            files.append(full)
+        if node.kind in ("file", "symlink"):
+            linkable.append(full)
         for name, value in node.xattrs.items():
             os.setxattr(full, name, value, follow_symlinks=False)
         if node.owner is not None:
