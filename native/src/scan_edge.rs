@@ -6,7 +6,7 @@
 //! reference does, so a hook that changes the tree there sees the same walk (a directory the second thread
 //! captured ahead is captured again if it changed) — lets the walk go on, and makes
 //! that directory's values while it does. An entry the rest of the walk may still change (a directory: its
-//! flags are read when it is opened; a link: its target is read at the end; a file with other names: its
+//! flags are read when it is opened; a link: its target is read at the end; a name with others (a file, a link): its
 //! hard link is marked at the end) is made once the walk is done. The GIL is released while this thread
 //! waits for the walk, so other Python threads run as they did when the whole walk ran without it.
 
@@ -32,7 +32,8 @@ type Captured = (usize, Vec<(usize, Entry)>);
 fn settled(e: &Entry, read_links: bool) -> bool {
     match e.kind {
         Kind::Dir => false,
-        Kind::Symlink => !read_links,
+        // A link's target is read after the walk, and a later name's first name is known only then too.
+        Kind::Symlink => !read_links && e.st.nlink <= 1,
         _ => e.st.nlink <= 1,
     }
 }
