@@ -178,9 +178,7 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
     reader = _LinkReader(root, identities)
     try:
         for meta in metas:
-            if meta.kind == "symlink" and not read_links:
-                finished.append(attrs.evolve(meta, hardlink=links[meta.path]) if meta.path in links else meta)
-            elif meta.kind == "symlink":
+            if meta.kind == "symlink" and read_links:
                 finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path]),
                                              hardlink=links.get(meta.path)))
             elif meta.kind == "dir":

@@ -32,9 +32,8 @@ type Captured = (usize, Vec<(usize, Entry)>);
 fn settled(e: &Entry, read_links: bool) -> bool {
     match e.kind {
         Kind::Dir => false,
-        // A link's target is read after the walk, and a later name's first name is known only then too.
-        Kind::Symlink => !read_links && e.st.nlink <= 1,
-        _ => e.st.nlink <= 1,
+        Kind::Symlink if read_links => false, // its target is read after the walk
+        _ => e.st.nlink <= 1,                 // a later name's first name is known only then too
     }
 }
 
