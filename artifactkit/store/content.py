@@ -87,19 +87,21 @@ def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, di
         raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
                              failed=IntegrityFailure.MISSING) from err
     except OSError as err:
-        if err.errno in UNOPENABLE_KINDS:
-            raise (IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
-                                  failed=IntegrityFailure.CORRUPT) if check_regular
-                   else not_regular(sha, where=where, path=path)) from err
+        if err.errno in UNOPENABLE_KINDS:  # a socket: no open reads it (a download names it first: BlobSource.open)
+            raise _not_a_file(sha, where, path) from err
         if err.errno != errno.ELOOP:
             raise
         raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=path, blob=sha,
                              failed=IntegrityFailure.CORRUPT) from err
     if check_regular and not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
-                             failed=IntegrityFailure.CORRUPT)
+        raise _not_a_file(sha, where, path)
     return fd
+
+
+def _not_a_file(sha: str, where: str, path: str) -> IntegrityError:
+    return IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
+                          failed=IntegrityFailure.CORRUPT)
 
 
 #: What ``open`` of a name says when the name is not a file it can open at all: a socket (``ENXIO``), a device
