@@ -76,13 +76,15 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
 
 
 def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, span: tuple[int, int], *,
-                   threads: int, state: _native.StageState) -> KeptReads:
+                   threads: int, state: _native.StageState,
+                   on_progress: Callable[[int, int], None] | None = None) -> KeptReads:
     """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture,
-    its results kept in ``state`` (:mod:`~artifactkit.store._native_staged`)."""
+    its results kept in ``state`` (:mod:`~artifactkit.store._native_staged`); ``on_progress(files, bytes)``
+    with what was read since its last call, every few hundred files and at the end (what it raises is raised)."""
     start, stop = span
     first = len(state)
     try:
-        kept = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state)
+        kept = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state, on_progress)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         _raise_stage(kind, fields, root, reads[start + at])

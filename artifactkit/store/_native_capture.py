@@ -103,7 +103,3 @@ class CapturedReads(Sequence[StageItem]):
 
     def __iter__(self) -> Iterator[StageItem]:
         return (self._item(k) for k in range(self._count))
-
-    def batches(self, files: int, byte_count: int) -> list[tuple[int, int, int]]:
-        """``(start, stop, bytes)`` of consecutive batches of at most ``files`` files and ``byte_count`` bytes."""
-        return self.tree.read_batches(files, byte_count)

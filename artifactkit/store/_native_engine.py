@@ -2,13 +2,15 @@
 :mod:`~artifactkit.store.engines` names :class:`NativeExecutor`, so this module importing (the core built)
 is what makes it the default engine.
 
-An operation's files go to the core in batches (:data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes,
-whichever comes first), each call on ``workers`` threads (all usable cores when not asked), so progress moves
-as batches finish. A publish's calls share one :class:`~artifactkit._native.StageState`: "is this content
-new?" is decided across the whole publish, as the reference's one ``seen`` set does, and against the plan's
-own listing of ``blobs/`` where it took one. What the core does not do is done here by the reference's own
-functions, in this process: a transaction that keeps small files in memory (a bucket's), a backend without a
-blobs directory, blobs reached through another seam's ``opener`` (tests' faulty steps).
+An operation's files go to the core on ``workers`` threads (all usable cores when not asked): a publish of the
+core's own capture and a download's runs of the parsed manifest in one call each, which tells its progress as
+it goes; other items in batches (:data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes, whichever comes
+first), so progress moves as batches finish. A publish's calls share one
+:class:`~artifactkit._native.StageState`: "is this content new?" is decided across the whole publish, as the
+reference's one ``seen`` set does, and against the plan's own listing of ``blobs/`` where it took one. What the
+core does not do is done here by the reference's own functions, in this process: a transaction that keeps small
+files in memory (a bucket's), a backend without a blobs directory, blobs reached through another seam's
+``opener`` (tests' faulty steps).
 
 This module must not import :mod:`~artifactkit.store.engines` (which names it): that would be a cycle.
 Importing it fails with ``ImportError`` where the core is not built (through :mod:`._native_batches`).
@@ -58,12 +60,12 @@ class NativeExecutor:
         seen: set[str] = set()
         # The plan's listing of blobs/ (the same fd's), so the core stats only the names it holds, as has_blob.
         state = _native.StageState(job.has_blob.names if isinstance(job.has_blob, BlobLookup) else None)
-        if in_core and isinstance(items, CapturedReads):  # the core's own capture: its items are made there
-            for start, stop, byte_count in items.batches(BATCH_FILES, BATCH_BYTES):
-                kept = _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (start, stop),
-                                                      threads=self.threads, state=state)
-                job.on_batch(stop - start, byte_count)
-                yield kept
+        if in_core and isinstance(items, CapturedReads):
+            # The core's own capture, its items made there: one call, its progress told as it goes (ten calls of
+            # 1,024 files were 6 % of a publish of many on two threads: each a thread start and a wait for the
+            # batch's slowest file).
+            yield _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (0, len(items)),
+                                                 threads=self.threads, state=state, on_progress=job.on_batch)
             return
         for batch in _batches(items, lambda item: (1, item[1].size)):
             if in_core:

@@ -153,25 +153,6 @@ impl CapturedTree {
     fn read_position(&self, k: usize) -> Option<usize> {
         self.reads.get(k).copied()
     }
-
-    /// The reads in consecutive batches of at most `max_files` files and `max_bytes` bytes (one file at
-    /// least): `(start, stop, bytes)` of each, as `_native_engine._batches` cuts a list of them.
-    fn read_batches(&self, max_files: usize, max_bytes: u64) -> Vec<(usize, usize, u64)> {
-        let mut batches = Vec::new();
-        let (mut start, mut bytes) = (0, 0u64);
-        for (k, &at) in self.reads.iter().enumerate() {
-            let size = self.entries[at].st.size;
-            if k > start && (k - start + 1 > max_files || bytes + size > max_bytes) {
-                batches.push((start, k, bytes));
-                (start, bytes) = (k, 0);
-            }
-            bytes += size;
-        }
-        if start < self.reads.len() {
-            batches.push((start, self.reads.len(), bytes));
-        }
-        batches
-    }
 }
 
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache, kept in the core; `on_progress(entries

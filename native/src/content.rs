@@ -14,6 +14,7 @@ use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
 use crate::pool;
 use crate::syscalls::{self as sys, Errno};
+use crate::tally::Tally;
 
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.
 pub const IN_MEMORY_LIMIT: u64 = 8 << 20;
@@ -278,8 +279,9 @@ impl Claims {
 
 /// `stage_file` for every item: read, hash and (where new) stage in parallel, decide "staged?" in input order (so
 /// which of two equal files is staged never depends on the threads), then drop the copies that lost. `seen` carries
-/// the publish's staged content from call to call; `poll()` is asked on the calling thread while the threads read
-/// (`pool::map_polling`), and a `false` stops them, a big file at its next step.
+/// the publish's staged content from call to call. `poll(tally, end)`, the files read so far, is asked on the
+/// calling thread while the threads read (`pool::map_polling`: now and then as the tally says, and every `POLL`)
+/// and once all are read (`end`); a `false` stops them, a big file at its next step.
 pub fn stage_files(
     root: &[u8],
     txn: RawFd,
@@ -287,9 +289,9 @@ pub fn stage_files(
     items: &[Item],
     threads: usize,
     seen: &mut Seen,
-    poll: &mut dyn FnMut() -> bool,
+    poll: &mut dyn FnMut(&Tally, bool) -> bool,
 ) -> Result<Vec<Staged>, Located> {
-    let claims = Claims::default();
+    let (claims, tally) = (Claims::default(), Tally::default());
     let known = &*seen;
     let at = |i: usize| move |failure| Located { at: i, failure };
     let is_stored = |sha: &str, size: u64| {
@@ -317,8 +319,13 @@ pub fn stage_files(
             };
             Ok((read, stored))
         },
-        poll,
+        &|i| tally.add(items[i].size),
+        || poll(&tally, false),
     )?;
+    // What was read since the threads last woke this thread: the count ends exact.
+    if !poll(&tally, true) {
+        return Err(Located { at: 0, failure: Failure::Stopped });
+    }
     let mut out = Vec::with_capacity(items.len());
     let mut dropped: Vec<(usize, u64)> = Vec::new();
     for (i, (item, (read, stored))) in items.iter().zip(reads).enumerate() {

@@ -30,6 +30,7 @@ mod scan_edge;
 mod scan_split;
 mod stage_edge;
 mod syscalls;
+mod tally;
 mod threads;
 mod tree;
 

@@ -83,33 +83,30 @@ where
     F: Fn(usize, &T) -> Result<R, Located> + Sync,
     P: FnMut(Option<usize>) -> bool,
 {
-    on_threads_asking(items, threads, f, true, report)
+    on_threads_asking(items, threads, f, &|_| true, report)
 }
 
-/// [`map_reporting`] for work with no progress to tell (a publish's stage): the calling thread is woken only by
-/// the [`POLL`] and the threads' ends, and `poll()` answers as `report(None)` does.
-pub fn map_polling<T, R, F, P>(items: &[T], threads: usize, f: F, mut poll: P) -> Result<Vec<R>, Located>
+/// [`map_reporting`] for work whose progress is told now and then (a publish's stage: `tally.rs`): the calling
+/// thread is woken by the items for which `wake(position)` answers `true` (asked on the item's thread once it is
+/// made), by the [`POLL`] and by the threads' ends, and `poll()` answers each time as `report` does.
+pub fn map_polling<T, R, F, W, P>(items: &[T], threads: usize, f: F, wake: &W, mut poll: P) -> Result<Vec<R>, Located>
 where
     T: Sync,
     R: Send,
     F: Fn(usize, &T) -> Result<R, Located> + Sync,
+    W: Fn(usize) -> bool + Sync,
     P: FnMut() -> bool,
 {
-    on_threads_asking(items, threads, f, false, |done| done.is_some() || poll())
+    on_threads_asking(items, threads, f, wake, |_| poll())
 }
 
-/// [`map_reporting`], each item's end sent to the calling thread only where `each_item` (else each thread's end).
-fn on_threads_asking<T, R, F, P>(
-    items: &[T],
-    threads: usize,
-    f: F,
-    each_item: bool,
-    mut ask: P,
-) -> Result<Vec<R>, Located>
+/// [`map_reporting`], an item's end sent to the calling thread only where `wake(position)` (and each thread's end).
+fn on_threads_asking<T, R, F, W, P>(items: &[T], threads: usize, f: F, wake: &W, mut ask: P) -> Result<Vec<R>, Located>
 where
     T: Sync,
     R: Send,
     F: Fn(usize, &T) -> Result<R, Located> + Sync,
+    W: Fn(usize) -> bool + Sync,
     P: FnMut(Option<usize>) -> bool,
 {
     let threads = threads.clamp(1, items.len().max(1));
@@ -120,7 +117,7 @@ where
     // The receiver outlives every worker (the scope), so a send cannot fail.
     let work = |done: mpsc::Sender<Option<usize>>| {
         let part = claim_items(items, &next, &stop, &f, |i| {
-            if each_item {
+            if wake(i) {
                 let _ = done.send(Some(i));
             }
         });

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 
 use crate::captured::CapturedTree;
 use crate::manifest::{Facts, Json, Text};
+use crate::tally::{Tally, Told};
 use crate::{bytes_of, content, failure_to_py, moves};
 
 type Extents = Option<Vec<(u64, u64)>>;
@@ -121,12 +122,15 @@ pub fn stage_files(
             ino,
         })
         .collect();
-    Ok(stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)?.iter().map(tuple_of).collect())
+    Ok(stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, None)?.iter().map(tuple_of).collect())
 }
 
-/// `stage_files` for reads `start..stop` of a captured tree (`CapturedTree.read_batches`), its items made in
-/// the core from the tree's own entries, its reads kept in `state` (`StageState.read`): how many it kept.
+/// `stage_files` for reads `start..stop` of a captured tree, its items made in the core from the tree's own
+/// entries, its reads kept in `state` (`StageState.read`): how many it kept. `on_progress(files, file bytes)`
+/// with what was read since it was last called, on the calling thread, with the GIL, every `tally::EVERY_FILES`
+/// files or `tally::EVERY_BYTES` bytes and once at the end, so one call may take a whole publish.
 #[pyfunction]
+#[pyo3(signature = (root, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress=None))]
 #[allow(clippy::too_many_arguments)] // stage_files' arguments, the tree and its range instead of the items
 pub fn stage_captured(
     py: Python<'_>,
@@ -138,16 +142,18 @@ pub fn stage_captured(
     stop: usize,
     threads: usize,
     mut state: PyRefMut<'_, StageState>,
+    on_progress: Option<Py<PyAny>>,
 ) -> PyResult<usize> {
     let items = tree
         .read_items(start, stop)
         .ok_or_else(|| PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree")))?;
-    let found = stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state)?;
+    let found = stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, on_progress.as_ref())?;
     let kept = found.len();
     state.reads.extend(found);
     Ok(kept)
 }
 
+#[allow(clippy::too_many_arguments)] // stage_captured's, the items made
 fn stage_items(
     py: Python<'_>,
     root: OsString,
@@ -156,22 +162,33 @@ fn stage_items(
     items: &[content::Item],
     threads: usize,
     state: &mut StageState,
+    on_progress: Option<&Py<PyAny>>,
 ) -> PyResult<Vec<content::Staged>> {
     let root = bytes_of(root);
     let seen = &mut state.seen;
+    let mut told = Told::default();
     let mut raised: Option<PyErr> = None;
     let staged = py.detach(|| {
-        // Signals looked for while the threads read (a Ctrl-C in one big file); what a handler raised is raised.
-        let mut poll = || {
-            Python::attach(|py| match py.check_signals() {
-                Ok(()) => true,
-                Err(err) => {
-                    raised = Some(err);
-                    false
+        // What was read since the last call told, then the signals (a Ctrl-C in one big file); what the callback
+        // or a handler raised is raised.
+        let mut tell = |tally: &Tally, end: bool| {
+            Python::attach(|py| {
+                let called = match on_progress {
+                    Some(callback) => {
+                        told.since(tally, end).into_iter().try_for_each(|step| callback.call1(py, step).map(drop))
+                    }
+                    None => Ok(()),
+                };
+                match called.and_then(|()| py.check_signals()) {
+                    Ok(()) => true,
+                    Err(err) => {
+                        raised = Some(err);
+                        false
+                    }
                 }
             })
         };
-        content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen, &mut poll)
+        content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen, &mut tell)
     });
     if let Some(err) = raised {
         return Err(err);

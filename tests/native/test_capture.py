@@ -42,24 +42,6 @@ def test_the_reads_are_the_reference_plans_every_file_but_a_later_name_with_its_
     assert captured.entries.file_count() == len(sizes) + 1  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("files", "byte_count"), [(1, 10**9), (3, 100), (4, 1), (100, 130), (1024, 256 << 20)])
-def test_the_batches_are_the_executors_batches_of_the_same_reads(native: ModuleType, fast_tmp: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch, files: int,
-                                                                  byte_count: int) -> None:
-    from artifactkit.store import _native_engine, _native_scan
-
-    _tree(fast_tmp / "src", [3, 0, 120, 7, 7, 300, 1, 1, 1, 1, 60])
-    captured = _native_scan.capture(str(fast_tmp / "src"), read_links=True, on_progress=lambda _: None)
-    reads, _ = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
-    monkeypatch.setattr(_native_engine, "BATCH_FILES", files)
-    monkeypatch.setattr(_native_engine, "BATCH_BYTES", byte_count)
-    expected, start = [], 0
-    for batch in _native_engine._batches(list(reads), lambda item: (1, item[1].size)):
-        expected.append((start, start + len(batch), sum(entry.size for _, entry, _ in batch)))
-        start += len(batch)
-    assert reads.batches(files, byte_count) == expected
-
-
 def test_a_time_past_the_manifests_range_is_refused_by_the_capture_as_by_the_reference(
         native: ModuleType, tmpfs_strict: Path) -> None:
     from artifactkit.store import _native_scan

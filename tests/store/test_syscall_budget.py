@@ -95,9 +95,9 @@ elif double == "1":
     def stage_twice(src, txn_fd, blobs_fd, items, threads, state):
         stage_files(src, scratch(), blobs_fd, items, threads, _native.StageState())
         return stage_files(src, txn_fd, blobs_fd, items, threads, state)
-    def stage_captured_twice(src, txn_fd, blobs_fd, tree, start, stop, threads, state):
+    def stage_captured_twice(src, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress=None):
         stage_captured(src, scratch(), blobs_fd, tree, start, stop, threads, _native.StageState())
-        return stage_captured(src, txn_fd, blobs_fd, tree, start, stop, threads, state)
+        return stage_captured(src, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress)
     _native.stage_captured = stage_captured_twice
     def create_twice(root_fd, blobs_fd, batch, threads, tree=None, on_progress=None):
         other = scratch()
