@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::content::{self, os_string};
+use crate::content;
 use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::manifest::{Entry as Doc, Json, Text};
@@ -22,6 +22,24 @@ use crate::scan::{self, Entry, Kind};
 use crate::scan_edge::Made;
 use crate::scan_split::SPLIT_MIN;
 use crate::{bytes_of, failure_to_py};
+
+/// A read of a captured tree: its entry's position and the entry.
+pub(crate) struct CapturedRead<'a>(usize, &'a Entry);
+
+impl content::ToRead for CapturedRead<'_> {
+    fn item(&self) -> content::Item<'_> {
+        let CapturedRead(at, e) = *self;
+        content::Item {
+            index: at as u64,
+            path: &e.path,
+            size: e.st.size,
+            mtime_ns: e.st.mtime_ns,
+            ctime_ns: Some(e.st.ctime_ns),
+            dev: e.st.dev,
+            ino: e.st.ino,
+        }
+    }
+}
 
 /// The manifest's range of a time (`manifest.check_representable`): `[-2**63, 2**63)` ns.
 const NS_LIMIT: i128 = 1 << 63;
@@ -36,21 +54,10 @@ pub struct CapturedTree {
 }
 
 impl CapturedTree {
-    /// The read `k` as `content::stage_files` takes it: what `_native_batches.item_to_wire` makes of the entry.
-    pub(crate) fn read_items(&self, start: usize, stop: usize) -> Option<Vec<content::Item>> {
-        let items = self.reads.get(start..stop)?.iter().map(|&at| {
-            let e = &self.entries[at];
-            content::Item {
-                index: at as u64,
-                path: os_string(&e.path),
-                size: e.st.size,
-                mtime_ns: e.st.mtime_ns,
-                ctime_ns: Some(e.st.ctime_ns),
-                dev: e.st.dev,
-                ino: e.st.ino,
-            }
-        });
-        Some(items.collect())
+    /// Reads `start..stop` as `content::stage_files` takes them: each its position and entry, the item made from
+    /// the entry when it is read (what `_native_batches.item_to_wire` makes of it).
+    pub(crate) fn reads_of(&self, start: usize, stop: usize) -> Option<Vec<CapturedRead<'_>>> {
+        Some(self.reads.get(start..stop)?.iter().map(|&at| CapturedRead(at, &self.entries[at])).collect())
     }
 
     /// Entry `at` as `manifest_edge::entry_of` reads its `FileMeta`, and whether its link count is above one;

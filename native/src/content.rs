@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};
 use std::os::fd::{OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
@@ -19,15 +19,29 @@ use crate::tally::Tally;
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.
 pub const IN_MEMORY_LIMIT: u64 = 8 << 20;
 
-/// A file to read: `stage.py`'s wire item.
-pub struct Item {
+/// A file to read: `stage.py`'s wire item, its path borrowed from whoever holds it.
+#[derive(Clone, Copy)]
+pub struct Item<'a> {
     pub index: u64,
-    pub path: OsString,
+    pub path: &'a [u8],
     pub size: u64,
     pub mtime_ns: i128,
     pub ctime_ns: Option<i128>,
     pub dev: u64,
     pub ino: u64,
+}
+
+/// What [`stage_files`] takes a slice of: anything that makes its [`Item`] when a thread comes to read it. A
+/// captured tree's reads are references to its entries (`captured.rs`), so a publish of 100,000 files holds no
+/// second list of them: a list of `Item`s with their own paths was 18 MB of its peak once one call took them all.
+pub trait ToRead: Sync {
+    fn item(&self) -> Item<'_>;
+}
+
+impl ToRead for Item<'_> {
+    fn item(&self) -> Item<'_> {
+        *self
+    }
 }
 
 /// `stage.py::Staged` without `data` (always `None` here: the core stages every new file's bytes).
@@ -113,7 +127,7 @@ pub fn data_extents(fd: RawFd, size: u64) -> Result<Option<Vec<(u64, u64)>>, Err
     Ok(Some(runs))
 }
 
-fn changed(item: &Item, st: &libc::stat) -> bool {
+fn changed(item: &Item<'_>, st: &libc::stat) -> bool {
     (st.st_dev, st.st_ino) != (item.dev, item.ino)
         || u64::try_from(st.st_size).ok() != Some(item.size)
         || StatFacts::of(st).mtime_ns != item.mtime_ns
@@ -121,7 +135,7 @@ fn changed(item: &Item, st: &libc::stat) -> bool {
         || st.st_mode & libc::S_IFMT != libc::S_IFREG
 }
 
-fn check_unchanged(item: &Item, full: &OsString, fd: RawFd, when: u8) -> Result<(), Failure> {
+fn check_unchanged(item: &Item<'_>, full: &OsString, fd: RawFd, when: u8) -> Result<(), Failure> {
     let st = sys::fstat(fd).map_err(|e| Failure::os(e, None))?;
     if changed(item, &st) {
         return Err(Failure::SourceChanged { path: full.clone(), when, found: Box::new(StatFacts::of(&st)) });
@@ -163,13 +177,13 @@ fn stage_cname(index: u64) -> CString {
 /// it is hashed. Writing here rather than after every read of the batch keeps no file's bytes past its own read: a
 /// batch's bytes held at once were the cold first publish's page faults (about 5 µs each on this machine's VMs:
 /// 2.5 ms of CPU for the 2 MiB of `small`), and a second pass of threads to write them was one spawn more.
-fn read_source<D>(root: &[u8], item: &Item, txn: RawFd, stage_copy: D) -> Result<Read, Failure>
+fn read_source<D>(root: &[u8], item: &Item<'_>, txn: RawFd, stage_copy: D) -> Result<Read, Failure>
 where
     D: FnOnce(&str) -> Result<bool, Failure>,
 {
     let mut full_bytes = root.to_vec();
     full_bytes.push(b'/');
-    full_bytes.extend_from_slice(item.path.as_bytes());
+    full_bytes.extend_from_slice(item.path);
     let shown = os_string(&full_bytes);
     let full = cstr(&full_bytes)?;
     let (fd, noatime) = open_source(&full, &shown)?;
@@ -282,11 +296,11 @@ impl Claims {
 /// the publish's staged content from call to call. `poll(tally, end)`, the files read so far, is asked on the
 /// calling thread while the threads read (`pool::map_polling`: now and then as the tally says, and every `POLL`)
 /// and once all are read (`end`); a `false` stops them, a big file at its next step.
-pub fn stage_files(
+pub fn stage_files<T: ToRead>(
     root: &[u8],
     txn: RawFd,
     blobs: RawFd,
-    items: &[Item],
+    items: &[T],
     threads: usize,
     seen: &mut Seen,
     poll: &mut dyn FnMut(&Tally, bool) -> bool,
@@ -304,9 +318,10 @@ pub fn stage_files(
     let reads = pool::map_polling(
         items,
         threads,
-        |i, item| {
+        |i, read| {
+            let item = read.item();
             let mut stored = None;
-            let read = read_source(root, item, txn, |sha| {
+            let read = read_source(root, &item, txn, |sha| {
                 let old = is_stored(sha, item.size)?;
                 stored = Some(old);
                 Ok(!old && claims.claim(sha, i))
@@ -317,33 +332,28 @@ pub fn stage_files(
                 Some(old) => old,
                 None => is_stored(&read.sha256, item.size).map_err(at(i))?,
             };
-            Ok((read, stored))
+            let Read { sha256, noatime, flags, extents, copied } = read;
+            // The output as it will be kept, `staged` decided below in input order: no second list of them made.
+            Ok((Staged { index: item.index, sha256, noatime, flags, extents, staged: false }, stored, copied))
         },
-        &|i| tally.add(items[i].size),
+        &|i| tally.add(items[i].item().size),
         || poll(&tally, false),
     )?;
     // What was read since the threads last woke this thread: the count ends exact.
     if !poll(&tally, true) {
         return Err(Located { at: 0, failure: Failure::Stopped });
     }
-    let mut out = Vec::with_capacity(items.len());
+    let mut reads = reads;
     let mut dropped: Vec<(usize, u64)> = Vec::new();
-    for (i, (item, (read, stored))) in items.iter().zip(reads).enumerate() {
-        let is_new = !stored && !seen.staged.contains(&read.sha256);
-        if is_new {
+    for (i, (read, stored, copied)) in reads.iter_mut().enumerate() {
+        read.staged = !*stored && !seen.staged.contains(&read.sha256);
+        if read.staged {
             seen.staged.insert(read.sha256.clone());
-        } else if read.copied {
-            dropped.push((i, item.index)); // copied while hashing (or claimed out of step), but already stored
+        } else if *copied {
+            dropped.push((i, read.index)); // copied while hashing (or claimed out of step), but already stored
         }
-        out.push(Staged {
-            index: item.index,
-            sha256: read.sha256,
-            noatime: read.noatime,
-            flags: read.flags,
-            extents: read.extents,
-            staged: is_new,
-        });
     }
+    let out: Vec<Staged> = reads.into_iter().map(|(read, _, _)| read).collect(); // in place: same buffer
     pool::map(&dropped, threads, |_, &(i, index)| {
         let name = stage_cname(index);
         sys::unlink_at(txn, &name).map_err(|e| at(i)(os(e, name.as_bytes())))

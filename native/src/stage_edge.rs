@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -111,15 +111,15 @@ pub fn stage_files(
     mut state: PyRefMut<'_, StageState>,
 ) -> PyResult<Vec<StagedTuple>> {
     let items: Vec<content::Item> = items
-        .into_iter()
+        .iter()
         .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| content::Item {
-            index,
-            path,
-            size,
-            mtime_ns,
-            ctime_ns,
-            dev,
-            ino,
+            index: *index,
+            path: path.as_bytes(),
+            size: *size,
+            mtime_ns: *mtime_ns,
+            ctime_ns: *ctime_ns,
+            dev: *dev,
+            ino: *ino,
         })
         .collect();
     Ok(stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, None)?.iter().map(tuple_of).collect())
@@ -145,21 +145,25 @@ pub fn stage_captured(
     on_progress: Option<Py<PyAny>>,
 ) -> PyResult<usize> {
     let items = tree
-        .read_items(start, stop)
+        .reads_of(start, stop)
         .ok_or_else(|| PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree")))?;
     let found = stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, on_progress.as_ref())?;
     let kept = found.len();
-    state.reads.extend(found);
+    if state.reads.is_empty() {
+        state.reads = found; // a publish's one call: its reads kept as they came, not copied
+    } else {
+        state.reads.extend(found);
+    }
     Ok(kept)
 }
 
 #[allow(clippy::too_many_arguments)] // stage_captured's, the items made
-fn stage_items(
+fn stage_items<T: content::ToRead>(
     py: Python<'_>,
     root: OsString,
     txn_fd: i32,
     blobs_fd: i32,
-    items: &[content::Item],
+    items: &[T],
     threads: usize,
     state: &mut StageState,
     on_progress: Option<&Py<PyAny>>,
