@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Final
 
-EXTERNAL: Final = frozenset({"cp_a", "rsync"})
+EXTERNAL: Final = frozenset({"cp_a", "rsync", "calls_publish", "calls_download"})
 AK_OPS: Final = frozenset({"publish", "download", "roundtrip"})
 
 
@@ -35,10 +35,10 @@ def _sha256_tree(root: str) -> None:
                 hashlib.file_digest(handle, "sha256")
 
 
-def _tool(cmd: list[str], rss_file: str | None) -> None:
+def _tool(cmd: list[str], rss_file: str | None, *, quiet: bool = False) -> None:
     # GNU time's own process is tiny and fresh, so the %M it reports is the tool's peak alone.
     prefix = ["/usr/bin/time", "-f", "%M", "-o", rss_file] if rss_file else []
-    subprocess.run([*prefix, *cmd], check=True)
+    subprocess.run([*prefix, *cmd], check=True, stdout=subprocess.DEVNULL if quiet else None)
 
 
 def _operate(task: dict[str, Any], rss_file: str | None) -> str | None:
@@ -58,6 +58,12 @@ def _operate(task: dict[str, Any], rss_file: str | None) -> str | None:
         _tool(["cp", "-a", src, dest], rss_file)
     elif op == "rsync":
         _tool(["rsync", "-a", "--atimes", src + "/", dest + "/"], rss_file)
+    elif op in ("calls_publish", "calls_download"):
+        # kernel_bound.c: the engine's system calls alone, on a thread per CPU (bench_kernel_bound.py says why).
+        mix, work = ("publish", dest) if op == "calls_publish" else ("download", task["calls_seed"])
+        if mix == "publish":
+            os.mkdir(dest)
+        _tool([task["kernel_bound"], mix, src, work, str(task["calls_workers"]), "threads"], rss_file, quiet=True)
     elif op == "copytree":
         shutil.copytree(src, dest, symlinks=True)
     elif op == "sha256":

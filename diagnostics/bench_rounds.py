@@ -28,6 +28,8 @@ AK_OPS: Final = ("publish", "download", "roundtrip")
 PEERS: Final = ("cp_a", "rsync", "copytree")
 LARGE_OPS: Final = ("publish", "download")
 LARGE_PEERS: Final = ("cp_a", "sha256")
+#: kernel_bound.c's publish and download calls alone (no sha256, no Python), a thread per CPU of the peer set.
+CALLS: Final = ("calls_publish", "calls_download")
 
 
 class Setup(NamedTuple):
@@ -56,8 +58,8 @@ def setups(threads: list[int]) -> list[Setup]:
     return [*(Setup(f"native-{t}t", "native", t, t) for t in sorted(set(threads))), Setup("python", "python", 1, 1)]
 
 
-def cells(corpus: str, chosen: list[Setup]) -> list[Cell]:
-    ops, peers = (LARGE_OPS, LARGE_PEERS) if corpus == "large" else (AK_OPS, PEERS)
+def cells(corpus: str, chosen: list[Setup], *, calls: bool = False) -> list[Cell]:
+    ops, peers = (LARGE_OPS, LARGE_PEERS) if corpus == "large" else (AK_OPS, PEERS + (CALLS if calls else ()))
     found = [Cell(s.name, op, s.engine, s.threads, s.cores) for s in chosen for op in ops]
     for cores in sorted({s.cores for s in chosen}):
         found += [Cell(f"peers-{cores}c", op, None, 1, cores) for op in peers]
@@ -88,12 +90,21 @@ def _clean(*paths: str) -> None:
 class Bench:
     """One corpus on the tmpfs ``base``: its tree, its download store, and how a cell is run."""
 
-    def __init__(self, base: str, name: str, shape: tuple[int, int, int], *, source_atime: str) -> None:
+    def __init__(self, base: str, name: str, shape: tuple[int, int, int], *, source_atime: str,
+                 kernel_bound: str | None = None) -> None:
         self.name, self.shape, self.as_given = name, shape, source_atime == "as-given"
         self.src, self.dest = os.path.join(base, f"corpus-{name}"), os.path.join(base, "out")
         self.fresh, self.published = os.path.join(base, "store-fresh"), os.path.join(base, f"store-{name}")
+        # The calls alone: kernel_bound.c's own staging and blobs/ (blobs named by index), made once, untimed.
+        self.kernel_bound = kernel_bound if name != "large" else None
+        self.calls_seed = os.path.join(base, f"calls-seed-{name}")
         build_corpus(self.src, name, *shape)
         self.fresh_download_store()
+        if self.kernel_bound:
+            _clean(self.calls_seed)
+            os.mkdir(self.calls_seed)
+            subprocess.run([self.kernel_bound, "publish", self.src, self.calls_seed, "1", "threads"], check=True,
+                           stdout=subprocess.DEVNULL)
 
     def fresh_download_store(self) -> None:
         """The store the downloads read, published anew (untimed, by the reference): one per round."""
@@ -102,7 +113,7 @@ class Bench:
 
     def run(self, cell: Cell, *, store: str | None = None, strace_out: str | None = None,
             **extra: Any) -> dict[str, Any]:
-        _clean(self.dest, self.fresh)
+        _clean(self.dest, self.fresh, os.path.join(self.calls_seed, "dest"))
         if self.as_given:
             reset_source_atimes(self.src)
         os.sync()  # no run pays to write back another's dirty pages
@@ -110,15 +121,17 @@ class Bench:
         task = {"src": self.src, "dest": self.dest, "store": target, **extra}
         if cell.engine is not None:
             task["workers"] = cell.threads  # the reference: 1 = this process (no process pool, where one exists)
+        if cell.op in CALLS:
+            task.update(kernel_bound=self.kernel_bound, calls_seed=self.calls_seed, calls_workers=cell.cores)
         return run_child(cell, task, strace_out)
 
     def close(self) -> None:
-        _clean(self.dest, self.fresh, self.src, self.published)
+        _clean(self.dest, self.fresh, self.src, self.published, self.calls_seed)
 
 
 def bench_corpus(bench: Bench, chosen: list[Setup], rounds: int, *, profile: Setup | None) -> dict[str, Any]:
     """Every cell of the corpus ``rounds`` times, paired; the summaries, ratios, speed-ups and digests."""
-    todo = cells(bench.name, chosen)
+    todo = cells(bench.name, chosen, calls=bench.kernel_bound is not None)
     # Warm-up, untimed: page cache, relatime's one atime update per source file, the peers' RSS (GNU time).
     # Peers first: their reads move the source's atimes once, before any publish records them.
     warm = {c.key: bench.run(c, measure_rss=shutil.which("time") is not None)
@@ -149,6 +162,10 @@ def bench_corpus(bench: Bench, chosen: list[Setup], rounds: int, *, profile: Set
         result["speedup"] = {op: {"from": low.name, "to": high.name,
                                   **_paired(raw[f"{low.name}/{op}"], raw[f"{high.name}/{op}"])}
                              for op in (LARGE_OPS if bench.name == "large" else AK_OPS)}
+        if bench.kernel_bound:  # the same rounds' calls alone, one thread under low's CPUs -> one per high's CPU
+            one, most = f"peers-{low.cores}c", f"peers-{high.cores}c"
+            result["calls_speedup"] = {op: {"from": one, "to": most, **_paired(raw[f"{one}/{op}"], raw[f"{most}/{op}"])}
+                                       for op in CALLS}
     if profile is not None:
         result["profile"] = {op: bench.run(Cell(profile.name, op, profile.engine, profile.threads, profile.cores),
                                            profile=True)["profile"] for op in ("publish", "download")}

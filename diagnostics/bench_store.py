@@ -34,6 +34,7 @@ from typing import Any, Final
 from bench_acceptance import acceptance
 from bench_corpus import CORPORA, QUICK_CORPORA, SCALE_FILES, SCALE_FILES_QUICK
 from bench_env import command_line, environment, page_reporting, tmpfs_base
+from bench_kernel_bound import compile_bound
 from bench_rounds import Bench, bench_corpus, setups
 from bench_scale import bench_scale
 from bench_syscalls import syscalls
@@ -115,12 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     found: dict[str, Any] | None = None
     scale: dict[str, Any] | None = None
-    with tmpfs_base() as (tmpfs, note):
+    with tmpfs_base() as (tmpfs, note), tempfile.TemporaryDirectory() as build:
         base = tempfile.mkdtemp(prefix="ak-bench-", dir=tmpfs)
+        # The calls alone (kernel_bound.c), peers of every round where a C compiler is: else those cells are left out.
+        kernel_bound, compiler = compile_bound(build) if shutil.which("gcc") else (None, None)
         try:
             for name in args.corpus or list(shapes):
                 say(f"{name}: building, then {rounds} rounds")
-                bench = Bench(base, name, shapes[name], source_atime=args.source_atime)
+                bench = Bench(base, name, shapes[name], source_atime=args.source_atime, kernel_bound=kernel_bound)
                 try:
                     profile = default if name == "many" else None
                     results[name] = bench_corpus(bench, chosen, rounds, profile=profile)
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_1_5_15": {"before": [round(x, 2) for x in load_before],
                            "after": [round(x, 2) for x in os.getloadavg()]},
         "page_reporting": {"before": reporting_before, "after": page_reporting()},
-        "results": results, "syscalls": found, "scale": scale}
+        "results": results, "syscalls": found, "scale": scale, "calls_compiler": compiler}
     doc["acceptance"] = acceptance(doc)  # kept in the evidence too; --table-from re-derives it
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output, "w", encoding="utf-8") as handle:

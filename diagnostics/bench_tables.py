@@ -17,7 +17,8 @@ EVIDENCE: Final = "diagnostics/results/bench-store-issue28.json"
 PLACEHOLDER: Final = (f"_Not run yet: `python3 diagnostics/bench_store.py --output {EVIDENCE}` writes this table "
                       "(`--table-from` that file re-writes it)._")
 LABELS: Final = {**OP_NAMES, "cp_a": "`cp -a`", "rsync": "`rsync -a --atimes`", "copytree": "`shutil.copytree`",
-                 "sha256": "`hashlib.sha256`"}
+                 "sha256": "`hashlib.sha256`", "calls_publish": "a publish's calls alone (`kernel_bound.c`)",
+                 "calls_download": "a download's calls alone (`kernel_bound.c`)"}
 
 
 def _fmt(value: float) -> str:
@@ -89,6 +90,10 @@ def _threads_table(doc: dict[str, Any]) -> str:
                      f"{_fmt(high['files_per_s_per_thread'])} | {_fmt(low.get('threaded_ms', 0))} → "
                      f"{_fmt(high.get('threaded_ms', 0))} | {_fmt(low.get('serial_ms', 0))} → "
                      f"{_fmt(high.get('serial_ms', 0))} |")
+    for op, got in res.get("calls_speedup", {}).items():
+        low, high = res["cells"][f"{got['from']}/{op}"], res["cells"][f"{got['to']}/{op}"]
+        lines.append(f"| {LABELS[op]}: 1 thread → {high['cores']} | {got['paired_median']:.2f}x | "
+                     f"{_fmt(low['cpu_ms'])} → {_fmt(high['cpu_ms'])} ms |  |  |  |")
     model = extrapolate(doc)
     if model:
         counts = list(next(iter(model["ops"].values()))["model_ms"])

@@ -175,6 +175,23 @@ def test_every_table_renders_from_a_run_and_none_from_no_run(bench: dict[str, Mo
     assert set(tables.render_blocks(None).values()) == {tables.PLACEHOLDER}
 
 
+def test_the_calls_alone_are_told_beside_the_cores_speedups_where_a_run_measured_them(
+        bench: dict[str, ModuleType]) -> None:
+    tables = bench["bench_tables"]
+    doc = _doc()
+    assert "calls alone" not in tables.render_blocks(doc)["bench-store-threads"]  # a run without gcc
+    many = doc["results"]["many"]
+    for op, ms in (("calls_publish", 120.0), ("calls_download", 90.0)):
+        many["cells"] |= {f"peers-{c}c/{op}": _cell(f"peers-{c}c", op, None, c, ms / c) for c in (1, 2)}
+    many["calls_speedup"] = {op: {"from": "peers-1c", "to": "peers-2c", **_ratio(value)}
+                             for op, value in (("calls_publish", 1.2), ("calls_download", 1.45))}
+    threads = tables.render_blocks(doc)["bench-store-threads"]
+    assert "| a publish's calls alone (`kernel_bound.c`): 1 thread → 2 | 1.20x | 120 → 60 ms |" in threads
+    assert "| a download's calls alone (`kernel_bound.c`): 1 thread → 2 | 1.45x | 90 → 45 ms |" in threads
+    assert "| many | a publish's calls alone (`kernel_bound.c`) | peer, 2 CPUs |" in (
+        tables.render_blocks(doc)["bench-store-engines"])
+
+
 def test_the_strace_summary_parser_takes_each_call_and_not_the_total(bench: dict[str, ModuleType],
                                                                         tmp_path: Path) -> None:
     out = tmp_path / "strace.txt"
