@@ -3,6 +3,8 @@
  * one process, or on N processes. Built and run by bench_kernel_bound.py, which explains the method.
  *
  *   kernel_bound publish SRC WORK WORKERS threads|processes   SRC's tree -> WORK/staging, syncfs, -> WORK/blobs
+ *   kernel_bound split SRC WORK WORKERS threads|processes     the same, blobs/ split in 256 directories by a
+ *                                                             blob's first byte, each staged in its own
  *   kernel_bound download SRC WORK WORKERS threads|processes  WORK/blobs -> WORK/dest, SRC's shape
  *
  * Prints one JSON line: the milliseconds of each phase. The calls per file are those `strace -f -c` counts for
@@ -34,6 +36,8 @@ static char dirs[MAX_DIRS][MAX_NAME];
 static int first_file[MAX_DIRS + 1]; /* dir d holds files first_file[d] .. first_file[d+1]-1 */
 static char (*names)[MAX_NAME];
 static int staging_fd, blobs_fd, dest_fd;
+/* split: blobs/00 .. blobs/ff, a blob staged in the directory it is renamed in (a layout this store has not) */
+static int split, shard_fd[256];
 static atomic_int next_item;
 
 static void fail(const char *what, const char *name) {
@@ -110,7 +114,7 @@ static void stage_file(int f) {
     ssize_t got = pread(in, buf, st.st_size < (off_t)sizeof buf ? st.st_size : (off_t)sizeof buf, 0);
     fstat(in, &st);
     snprintf(staged, sizeof staged, "blob-%d", f);
-    int out = openat(staging_fd, staged, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    int out = openat(split ? shard_fd[f % 256] : staging_fd, staged, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
     if (out < 0) fail("create", staged);
     if (got > 0 && pwrite(out, buf, got, 0) != got) fail("write", staged);
     close(out);
@@ -121,7 +125,8 @@ static void move_file(int f) {
     char staged[64], blob[80];
     snprintf(staged, sizeof staged, "blob-%d", f);
     snprintf(blob, sizeof blob, "%064d", f);
-    if (renameat(staging_fd, staged, blobs_fd, blob)) fail("rename", staged);
+    int from = split ? shard_fd[f % 256] : staging_fd, to = split ? shard_fd[f % 256] : blobs_fd;
+    if (renameat(from, staged, to, blob)) fail("rename", staged);
 }
 
 /* a download's unit: one directory's files created, written, restored, then read back */
@@ -203,16 +208,23 @@ static int open_dir(const char *name, int create) {
 int main(int argc, char **argv) {
     workers = argc == 6 ? atoi(argv[4]) : 0;
     if (workers < 1 || workers > 64) {
-        fprintf(stderr, "usage: kernel_bound publish|download SRC WORK WORKERS(1-64) threads|processes\n");
+        fprintf(stderr, "usage: kernel_bound publish|split|download SRC WORK WORKERS(1-64) threads|processes\n");
         return 2;
     }
     snprintf(src, sizeof src, "%s", argv[2]);
     snprintf(work, sizeof work, "%s", argv[3]);
     by_processes = strcmp(argv[5], "processes") == 0;
     shape();
-    if (strcmp(argv[1], "publish") == 0) {
+    split = strcmp(argv[1], "split") == 0;
+    if (split || strcmp(argv[1], "publish") == 0) {
         staging_fd = open_dir("staging", 1);
         blobs_fd = open_dir("blobs", 1);
+        for (int i = 0; split && i < 256; i++) {
+            char name[8];
+            snprintf(name, sizeof name, "%02x", i);
+            if (mkdirat(blobs_fd, name, 0700)) fail("mkdir", name);
+            shard_fd[i] = openat(blobs_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
         double scan = run_phase(capture_dir, ndirs);
         double read = run_phase(stage_file, nfiles);
         double start = now_ms();
