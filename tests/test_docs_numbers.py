@@ -96,6 +96,12 @@ def test_the_kernel_bound_table_in_docs_is_the_rendering_of_its_run_and_says_wha
         assert publish[how]["speedup_paired"]["moves_ms"] <= 1.1
     assert 0.25 <= publish["1 thread"]["moves_ms"] / publish["1 thread"]["total_ms"] <= 1 / 3
     assert download["2 threads"]["speedup_paired"]["total_ms"] > publish["2 threads"]["speedup_paired"]["total_ms"]
+    # ... and with blobs/ split by directory, the moves gain from the second thread too, the whole publish about
+    # as much as a download's calls (within 0.15 of it) and far more than with the one blobs/.
+    split = doc["results"]["split"]["2 threads"]["speedup_paired"]
+    assert split["moves_ms"] >= 1.4
+    assert abs(split["total_ms"] - download["2 threads"]["speedup_paired"]["total_ms"]) <= 0.15
+    assert split["total_ms"] >= publish["2 threads"]["speedup_paired"]["total_ms"] + 0.25
 
 
 def test_the_threads_table_says_what_its_prose_says_of_the_calls_alone() -> None:
