@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #define MAX_DIRS 4096
+#define MAX_FILES (1 << 20)
 #define MAX_NAME 256
 
 static char src[1024], work[1024];
@@ -60,10 +61,14 @@ static void shape(void) {
     struct dirent *e;
     if (!top) fail("opendir", src);
     while ((e = readdir(top)))
-        if (e->d_name[0] != '.' && ndirs < MAX_DIRS) snprintf(dirs[ndirs++], MAX_NAME, "%s", e->d_name);
+        if (e->d_name[0] != '.') {
+            if (ndirs == MAX_DIRS) fail("more directories than MAX_DIRS in", src);
+            snprintf(dirs[ndirs++], MAX_NAME, "%s", e->d_name);
+        }
     closedir(top);
     qsort(dirs, ndirs, MAX_NAME, cmp);
-    names = calloc(1 << 20, MAX_NAME);
+    names = calloc(MAX_FILES, MAX_NAME);
+    if (!names) fail("calloc", "names");
     for (int d = 0; d < ndirs; d++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", src, dirs[d]);
@@ -71,7 +76,10 @@ static void shape(void) {
         if (!dir) fail("opendir", path);
         first_file[d] = nfiles;
         while ((e = readdir(dir)))
-            if (e->d_name[0] != '.') snprintf(names[nfiles++], MAX_NAME, "%s", e->d_name);
+            if (e->d_name[0] != '.') {
+                if (nfiles == MAX_FILES) fail("more files than MAX_FILES in", src);
+                snprintf(names[nfiles++], MAX_NAME, "%s", e->d_name);
+            }
         closedir(dir);
         qsort(names[first_file[d]], nfiles - first_file[d], MAX_NAME, cmp);
     }
