@@ -32,8 +32,9 @@ pub struct Item<'a> {
 }
 
 /// What [`stage_files`] takes a slice of: anything that makes its [`Item`] when a thread comes to read it. A
-/// captured tree's reads are references to its entries (`captured.rs`), so a publish of 100,000 files holds no
-/// second list of them: a list of `Item`s with their own paths was 18 MB of its peak once one call took them all.
+/// captured tree's reads are references to its entries (`captured.rs`), so a publish that stages all its reads in
+/// one call makes no second list of them with paths of their own (a transient list the size of the tree; the
+/// publish's peak of memory is later, at the manifest's assembly).
 pub trait ToRead: Sync {
     fn item(&self) -> Item<'_>;
 }
@@ -315,7 +316,7 @@ pub fn stage_files<T: ToRead>(
         has_blob(blobs, known.listed.as_ref(), sha, size)
     };
     // The calling thread waits, asking `poll` (signals) meanwhile: a big file's read stops at its next step.
-    let reads = pool::map_polling(
+    let mut reads = pool::map_polling(
         items,
         threads,
         |i, read| {
@@ -343,7 +344,6 @@ pub fn stage_files<T: ToRead>(
     if !poll(&tally, true) {
         return Err(Located { at: 0, failure: Failure::Stopped });
     }
-    let mut reads = reads;
     let mut dropped: Vec<(usize, u64)> = Vec::new();
     for (i, (read, stored, copied)) in reads.iter_mut().enumerate() {
         read.staged = !*stored && !seen.staged.contains(&read.sha256);
@@ -353,7 +353,7 @@ pub fn stage_files<T: ToRead>(
             dropped.push((i, read.index)); // copied while hashing (or claimed out of step), but already stored
         }
     }
-    let out: Vec<Staged> = reads.into_iter().map(|(read, _, _)| read).collect(); // in place: same buffer
+    let out: Vec<Staged> = reads.into_iter().map(|(read, _, _)| read).collect(); // std collects this in place
     pool::map(&dropped, threads, |_, &(i, index)| {
         let name = stage_cname(index);
         sys::unlink_at(txn, &name).map_err(|e| at(i)(os(e, name.as_bytes())))
