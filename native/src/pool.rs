@@ -3,9 +3,17 @@
 //! order, and the first failure stops every thread at its next claim. std threads only: one batch of
 //! work, no pool kept between calls, so no crate is needed for it. Threads the system refuses are done
 //! without: the items go to those that started, or all to the calling thread (`threads::scoped`).
+//!
+//! Each thread is started by the one before it ([`chain`]), before that one takes an item. Started all by the
+//! calling thread while it still ran, a fresh process's workers were all put on the CPU that was idle then, and
+//! took turns there for 2-3 ms while the caller's CPU, once it waited, idled (`perf record -e
+//! sched:sched_wakeup_new,sched:sched_switch` on this project's 2-CPU guests: `small`'s publish and download each
+//! about 2 ms slower on two threads than on one). A thread started by a running worker goes where that worker is not.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 use crate::error::Located;
@@ -46,8 +54,34 @@ where
     (made, failed)
 }
 
-/// `f(position, item)` for every item on up to `threads` threads; the results in input order, or the
-/// failure at the lowest position among those that happened.
+/// One thread per item of `each` (what that thread is given: its channel's sender, say), each started by the one
+/// before it before it runs `share`; the handle of the first, whose result is every thread's part in order, `None`
+/// for one that panicked (a bug: none is meant to). `None` if the system refused the first thread; a thread
+/// refused further down ends the chain there, and the threads that started share the items.
+fn chain<'scope, 'env, E, S, P>(
+    s: &'scope Scope<'scope, 'env>,
+    mut each: Vec<E>,
+    share: &'scope S,
+) -> Option<ScopedJoinHandle<'scope, Vec<Option<P>>>>
+where
+    E: Send + 'scope,
+    S: Fn(E) -> P + Sync,
+    P: Send + 'scope,
+{
+    let given = each.pop()?;
+    threads::scoped(s, move || {
+        let after = chain(s, each, share);
+        let mine = catch_unwind(AssertUnwindSafe(|| share(given))).ok();
+        let mut parts = vec![mine];
+        if let Some(after) = after {
+            parts.extend(after.join().unwrap_or_else(|_| vec![None]));
+        }
+        parts
+    })
+}
+
+/// `f(position, item)` for every item on up to `threads` threads (the calling one among them); the results in
+/// input order, or the failure at the lowest position among those that happened.
 pub fn map<T, R, F>(items: &[T], threads: usize, f: F) -> Result<Vec<R>, Located>
 where
     T: Sync,
@@ -59,14 +93,16 @@ where
         return items.iter().enumerate().map(|(i, item)| f(i, item)).collect();
     }
     let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
-    let work = || claim_items(items, &next, &stop, &f, |_| {});
+    let work = |()| claim_items(items, &next, &stop, &f, |_| {});
     let parts: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads).filter_map(|_| threads::scoped(s, work)).collect();
-        if handles.is_empty() {
-            return vec![Some(work())]; // no thread would start: every item on this one
+        let others = chain(s, vec![(); threads - 1], &work);
+        // The calling thread takes a share too (nothing to answer meanwhile here); a panic in it is a lost part.
+        let mine = catch_unwind(AssertUnwindSafe(|| work(()))).ok();
+        if mine.is_none() {
+            stop.store(true, Ordering::Relaxed);
         }
-        // A worker that panicked (a bug: none is meant to) becomes a failure here, never a panic in Python.
-        handles.into_iter().map(|h| h.join().ok()).collect()
+        let others = others.map_or_else(Vec::new, |h| h.join().unwrap_or_else(|_| vec![None]));
+        std::iter::once(mine).chain(others).collect()
     });
     gather(parts, items.len())
 }
@@ -124,16 +160,13 @@ where
         let _ = done.send(None); // this thread's end: the caller asks again at once
         part
     };
+    let watched = |done| cancel::watching(Some(cancelled.clone()), || work(done));
     let mut stopped = false;
     let parts: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .filter_map(|_| {
-                let (done, watched) = (done.clone(), Some(cancelled.clone()));
-                threads::scoped(s, move || cancel::watching(watched, || work(done)))
-            })
-            .collect();
+        // Each thread its own sender: once they have all ended, the channel says so.
+        let started = chain(s, (0..threads).map(|_| done.clone()).collect(), &watched);
         // No thread would start: every item on this one, reported once all are done.
-        let inline = handles.is_empty().then(|| work(done.clone()));
+        let inline = started.is_none().then(|| work(done.clone()));
         drop(done);
         loop {
             let asked = match finished.recv_timeout(POLL) {
@@ -147,9 +180,10 @@ where
                 cancelled.store(true, Ordering::Relaxed);
             }
         }
-        match inline {
-            Some(part) => vec![Some(part)],
-            None => handles.into_iter().map(|h| h.join().ok()).collect(),
+        match (inline, started) {
+            (Some(part), _) => vec![Some(part)],
+            (None, Some(first)) => first.join().unwrap_or_else(|_| vec![None]),
+            (None, None) => vec![None],
         }
     });
     if stopped && parts.iter().all(|part| part.as_ref().is_some_and(|(_, failed)| failed.is_none())) {
@@ -188,94 +222,5 @@ fn gather<R>(parts: Vec<Part<R>>, len: usize) -> Result<Vec<R>, Located> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::Failure;
-
-    #[test]
-    fn results_keep_input_order_on_any_number_of_threads() {
-        let items: Vec<usize> = (0..1000).collect();
-        for threads in [1, 2, 7] {
-            let out = map(&items, threads, |_, x| Ok(x * 2)).unwrap();
-            assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
-        }
-    }
-
-    #[test]
-    fn every_item_is_reported_once_on_the_calling_thread_and_a_false_stops_the_rest() {
-        let items: Vec<usize> = (0..500).collect();
-        let caller = std::thread::current().id();
-        for threads in [1, 2, 7] {
-            let mut seen = Vec::new();
-            let out = map_reporting(
-                &items,
-                threads,
-                |_, x| Ok(x + 1),
-                |i| {
-                    assert_eq!(std::thread::current().id(), caller);
-                    seen.extend(i);
-                    true
-                },
-            )
-            .unwrap();
-            seen.sort_unstable();
-            assert_eq!((out[499], seen), (500, items.clone()));
-            // Past the first few, an item waits until the false is reported: the stop must end the rest.
-            let (refused, made) = (AtomicBool::new(false), AtomicUsize::new(0));
-            let mut calls = 0;
-            let stopped = map_reporting(
-                &items,
-                threads,
-                |i, x| {
-                    while i >= 3 + threads && !refused.load(Ordering::Relaxed) {
-                        std::thread::yield_now();
-                    }
-                    made.fetch_add(1, Ordering::Relaxed);
-                    Ok(*x)
-                },
-                |i| {
-                    calls += usize::from(i.is_some());
-                    refused.store(calls >= 3, Ordering::Relaxed);
-                    calls < 3
-                },
-            );
-            assert!(matches!(stopped, Err(Located { at: 0, failure: Failure::Stopped })));
-            assert_eq!(calls, 3, "reported after a false");
-            assert!(made.load(Ordering::Relaxed) <= 3 + 2 * threads, "the workers went on after a false");
-        }
-    }
-
-    #[test]
-    fn a_false_to_a_poll_stops_the_items_in_progress_at_their_next_step() {
-        // Each item runs until its batch is asked to stop (a big file's copy between steps): only the poll can.
-        let items = [(); 3];
-        for threads in [1, 2] {
-            let mut polls = 0;
-            let got = map_reporting(
-                &items,
-                threads,
-                |at, _| loop {
-                    if cancel::check().is_err() {
-                        break Err::<(), _>(Located { at, failure: Failure::os(cancel::STOPPED, None) });
-                    }
-                    std::thread::yield_now();
-                },
-                |asked| {
-                    polls += usize::from(asked.is_none());
-                    asked.is_some()
-                },
-            );
-            assert!(got.is_err() && polls == 1, "{polls} polls");
-            assert!(!cancel::requested(), "the calling thread watches no flag");
-        }
-    }
-
-    #[test]
-    fn the_lowest_failing_position_is_reported() {
-        let items: Vec<usize> = (0..100).collect();
-        let err =
-            map(&items, 1, |i, _| if i >= 10 { Err(Located { at: i, failure: Failure::os(1, None) }) } else { Ok(()) })
-                .unwrap_err();
-        assert_eq!(err.at, 10);
-    }
-}
+#[path = "pool_tests.rs"]
+mod tests;

@@ -1,0 +1,163 @@
+//! `pool.rs`'s tests: order, reporting, stopping, failures, and which items the calling thread takes.
+
+use super::*;
+use crate::error::Failure;
+use std::sync::Mutex;
+
+#[test]
+fn results_keep_input_order_on_any_number_of_threads() {
+    let items: Vec<usize> = (0..1000).collect();
+    for threads in [1, 2, 7] {
+        let out = map(&items, threads, |_, x| Ok(x * 2)).unwrap();
+        assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn every_item_is_reported_once_on_the_calling_thread_and_a_false_stops_the_rest() {
+    let items: Vec<usize> = (0..500).collect();
+    let caller = std::thread::current().id();
+    for threads in [1, 2, 7] {
+        let mut seen = Vec::new();
+        let out = map_reporting(
+            &items,
+            threads,
+            |_, x| Ok(x + 1),
+            |i| {
+                assert_eq!(std::thread::current().id(), caller);
+                seen.extend(i);
+                true
+            },
+        )
+        .unwrap();
+        seen.sort_unstable();
+        assert_eq!((out[499], seen), (500, items.clone()));
+        // Past the first few, an item waits until the false is reported: the stop must end the rest.
+        let (refused, made) = (AtomicBool::new(false), AtomicUsize::new(0));
+        let mut calls = 0;
+        let stopped = map_reporting(
+            &items,
+            threads,
+            |i, x| {
+                while i >= 3 + threads && !refused.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
+                made.fetch_add(1, Ordering::Relaxed);
+                Ok(*x)
+            },
+            |i| {
+                calls += usize::from(i.is_some());
+                refused.store(calls >= 3, Ordering::Relaxed);
+                calls < 3
+            },
+        );
+        assert!(matches!(stopped, Err(Located { at: 0, failure: Failure::Stopped })));
+        assert_eq!(calls, 3, "reported after a false");
+        assert!(made.load(Ordering::Relaxed) <= 3 + 2 * threads, "the workers went on after a false");
+    }
+}
+
+#[test]
+fn a_false_to_a_poll_stops_the_items_in_progress_at_their_next_step() {
+    // Each item runs until its batch is asked to stop (a big file's copy between steps): only the poll can.
+    let items = [(); 3];
+    for threads in [1, 2] {
+        let mut polls = 0;
+        let got = map_reporting(
+            &items,
+            threads,
+            |at, _| loop {
+                if cancel::check().is_err() {
+                    break Err::<(), _>(Located { at, failure: Failure::os(cancel::STOPPED, None) });
+                }
+                std::thread::yield_now();
+            },
+            |asked| {
+                polls += usize::from(asked.is_none());
+                asked.is_some()
+            },
+        );
+        assert!(got.is_err() && polls == 1, "{polls} polls");
+        assert!(!cancel::requested(), "the calling thread watches no flag");
+    }
+}
+
+#[test]
+fn the_lowest_failing_position_is_reported() {
+    let items: Vec<usize> = (0..100).collect();
+    for threads in [1, 2, 7] {
+        let failing =
+            |i, _: &usize| if i >= 10 { Err(Located { at: i, failure: Failure::os(1, None) }) } else { Ok(()) };
+        assert_eq!(map(&items, threads, failing).unwrap_err().at, 10);
+        let reported = map_reporting(&items, threads, failing, |_| true);
+        assert_eq!(reported.unwrap_err().at, 10);
+    }
+}
+
+/// Which thread did each item (`map_reporting`, or `map` where `reporting` is false), and the most items in
+/// progress at once.
+fn record(items: usize, threads: usize, reporting: bool) -> (Vec<std::thread::ThreadId>, usize) {
+    let (by, busy, most) = (Mutex::new(vec![None; items]), AtomicUsize::new(0), AtomicUsize::new(0));
+    let all: Vec<usize> = (0..items).collect();
+    let f = |i, _: &usize| {
+        most.fetch_max(busy.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(1)); // long enough for every thread to start and overlap
+        by.lock().unwrap()[i] = Some(std::thread::current().id());
+        busy.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    };
+    if reporting {
+        map_reporting(&all, threads, f, |_| true).unwrap();
+    } else {
+        map(&all, threads, f).unwrap();
+    }
+    (by.into_inner().unwrap().into_iter().map(Option::unwrap).collect(), most.into_inner())
+}
+
+#[test]
+fn every_thread_of_the_chain_works_and_no_more_than_asked_for() {
+    let caller = std::thread::current().id();
+    for threads in [1, 2, 4] {
+        for reporting in [true, false] {
+            let (by, most) = record(64, threads, reporting);
+            let mut distinct = by.clone();
+            distinct.sort_unstable_by_key(|t| format!("{t:?}"));
+            distinct.dedup();
+            assert_eq!(
+                distinct.len(),
+                threads,
+                "{threads} threads, reporting {reporting}: {} did items",
+                distinct.len()
+            );
+            assert!(most <= threads, "{threads} threads: {most} items at once");
+            // Where it reports, the calling thread only waits; `map` has no one to answer, and takes a share.
+            assert_eq!(by.contains(&caller), !reporting);
+        }
+    }
+}
+
+#[test]
+fn a_panic_on_any_thread_is_a_failure_not_a_panic() {
+    let caller = std::thread::current().id();
+    let on_caller = |_, _: &()| -> Result<(), Located> {
+        std::thread::sleep(Duration::from_millis(1)); // no one thread can take every item first
+        assert_ne!(std::thread::current().id(), caller, "a bug, on purpose");
+        Ok(())
+    };
+    assert!(map(&[(); 8], 2, on_caller).is_err());
+    // The fourth thread to take an item: one started by another worker, not by the calling thread.
+    let started = Mutex::new(Vec::new());
+    let late = |_, _: &()| -> Result<(), Located> {
+        let me = std::thread::current().id();
+        let mut seen = started.lock().unwrap();
+        if !seen.contains(&me) {
+            seen.push(me);
+        }
+        let fourth = seen.len() == 4 && seen[3] == me;
+        drop(seen);
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(!fourth, "a bug, on purpose");
+        Ok(())
+    };
+    assert!(map_reporting(&[(); 64], 4, late, |_| true).is_err());
+}
