@@ -3,6 +3,7 @@
     python3 diagnostics/bench_core_ab.py --base REV [--candidate REV] --output FILE.json
     python3 diagnostics/bench_core_ab.py --base 775c041 --candidate a364e79 \\
         --output diagnostics/results/bench-core-ab-chain.json
+    python3 diagnostics/bench_core_ab.py --table-from diagnostics/results/bench-core-ab-chain.json
 
 ``bench_store.py`` measures one build against the peers; a change to the core is judged against the core
 before it, and two runs of that script an hour apart differ by 10-30 % here. So this builds both revisions
@@ -30,12 +31,18 @@ from typing import Any, Final
 
 from bench_corpus import CORPORA, build_corpus
 from bench_env import child_env, command_line, cpu_set, environment, tmpfs_base
+from docs_tables import rerender, write_table
 
 SCHEMA: Final = "artifactkit.bench-core-ab/1"
 ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD: Final = os.path.join(ROOT, "diagnostics", "bench_child.py")
 #: The figures compared for each side (a core function's are added as the child reports them).
 FIGURES: Final = ("ns", "cpu_ns")
+#: The rows of the docs' table (every figure is in the evidence): the whole, and the two threaded calls.
+SHOWN: Final = {"ns": "round trip (wall)", "cpu_ns": "round trip (CPU)", "core:stage_captured": "in stage_captured",
+                "core:create_files": "in create_files"}
+PAGE: Final = "performance.md"
+BLOCK: Final = "bench-core-ab"
 
 
 def _git(*args: str, cwd: str = ROOT) -> str:
@@ -96,14 +103,14 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"base {doc['base']['commit'][:10]} ({doc['base']['subject']}) / candidate "
-             f"{doc['candidate']['commit'][:10]} ({doc['candidate']['subject']}); {doc['rounds']} paired rounds; "
-             f"command: `{doc['command']}`", "",
+    lines = [f"Base `{doc['base']['commit'][:10]}`, candidate `{doc['candidate']['commit'][:10]}` "
+             f"({doc['candidate']['subject']}); {doc['environment']['cpu']['model']}, "
+             f"{doc['environment']['nproc']} CPUs; {doc['rounds']} paired rounds. Command: `{doc['command']}`", "",
              "| corpus | threads | figure | base ms | candidate ms | base / candidate (paired median) |",
              "|---|---|---|---|---|---|"]
     for cell in doc["cells"]:
-        for name, row in cell["summary"].items():
-            label = {"ns": "round trip (wall)", "cpu_ns": "round trip (CPU)"}.get(name, name.replace("core:", "in "))
+        for name, label in SHOWN.items():
+            row = cell["summary"][name]
             lines.append(f"| {cell['corpus']} | {cell['threads']} | {label} | {row['base_ms']} | "
                          f"{row['candidate_ms']} | {row['base_over_candidate']:.2f}x |")
     return "\n".join(lines)
@@ -111,13 +118,19 @@ def render(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="the revision compared against (git rev)")
+    parser.add_argument("--table-from", metavar="FILE", help="print a kept run's table, write it into the docs")
+    parser.add_argument("--base", help="the revision compared against (git rev)")
     parser.add_argument("--candidate", default="HEAD", help="the revision measured (default HEAD: commit first)")
     parser.add_argument("--corpus", action="append", choices=("small", "many"), help="default: small and many")
     parser.add_argument("--threads", type=int, action="append", help="default: 1 and every core")
     parser.add_argument("--rounds", type=int, default=12, help="paired rounds per cell (default 12)")
-    parser.add_argument("--output", required=True)
+    parser.add_argument("--output")
+    parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/performance.md")
     args = parser.parse_args(argv)
+    if args.table_from:
+        return rerender(args.table_from, render, PAGE, BLOCK)
+    if not (args.base and args.output):
+        raise SystemExit("--base REV and --output FILE are required for a run")
     if shutil.which("cargo") is None:
         raise SystemExit("needs cargo: both revisions' cores are built here")
     started = time.monotonic()
@@ -150,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(doc, handle, indent=1, sort_keys=True)
         handle.write("\n")
     print(render(doc))
+    if not args.no_docs:
+        write_table(PAGE, BLOCK, render(doc))
     return 0
 
 

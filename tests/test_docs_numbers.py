@@ -113,6 +113,21 @@ def test_the_threads_table_says_what_its_prose_says_of_the_calls_alone() -> None
     assert core["download"]["paired_median"] < calls["calls_download"]["paired_median"]
 
 
+def test_the_core_ab_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
+    doc = json.loads((ROOT / "diagnostics" / "results" / "bench-core-ab-chain.json").read_text(encoding="utf-8"))
+    assert doc["schema"] == "artifactkit.bench-core-ab/1" and doc["command"].startswith("python3 diagnostics/")
+    assert _block(ROOT / "docs" / "performance.md", "bench-core-ab") == _diagnostics("bench_core_ab").render(doc)
+    ratio = {(c["corpus"], c["threads"], name): row["base_over_candidate"]
+             for c in doc["cells"] for name, row in c["summary"].items()}
+    # The prose: on two threads small's round trip more than 1.2x faster, its threaded calls 1.4x or more, for the
+    # same CPU time within a tenth; every other cell within a tenth of 1.
+    assert ratio["small", 2, "ns"] > 1.2 and 0.9 <= ratio["small", 2, "cpu_ns"] <= 1.1
+    assert min(ratio["small", 2, "core:stage_captured"], ratio["small", 2, "core:create_files"]) >= 1.4
+    others = [r for (corpus, threads, name), r in ratio.items() if (corpus, threads) != ("small", 2)
+              and name in ("ns", "cpu_ns", "core:stage_captured", "core:create_files")]
+    assert len(others) == 12 and all(0.9 <= r <= 1.1 for r in others)
+
+
 def test_the_readme_states_no_test_count_of_its_own() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert not re.search(r"\d+ (passed|skipped)", readme)
