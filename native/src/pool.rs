@@ -8,7 +8,10 @@
 //! calling thread while it still ran, a fresh process's workers were all put on the CPU that was idle then, and
 //! took turns there for 2-3 ms while the caller's CPU, once it waited, idled (`perf record -e
 //! sched:sched_wakeup_new,sched:sched_switch` on this project's 2-CPU guests: `small`'s publish and download each
-//! about 2 ms slower on two threads than on one). A thread started by a running worker goes where that worker is not.
+//! about 2 ms slower on two threads than on one). The scheduler puts a new thread on the idlest CPU it sees: for a
+//! thread started by a running worker, one other than that worker's. Where the calling thread has nothing to
+//! answer meanwhile ([`map`]) it takes a share itself, beside `threads - 1` started threads; where it reports and
+//! looks for signals, it only waits, so that a Ctrl-C is answered within a [`POLL`] whatever an item does.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -56,12 +59,14 @@ where
 
 /// One thread per item of `each` (what that thread is given: its channel's sender, say), each started by the one
 /// before it before it runs `share`; the handle of the first, whose result is every thread's part in order, `None`
-/// for one that panicked (a bug: none is meant to). `None` if the system refused the first thread; a thread
-/// refused further down ends the chain there, and the threads that started share the items.
+/// for one that panicked (a bug: none is meant to; `stop` is set so the others end at their next claim). `None` if
+/// the system refused the first thread; a thread refused further down ends the chain there, and the threads that
+/// started share the items.
 fn chain<'scope, 'env, E, S, P>(
     s: &'scope Scope<'scope, 'env>,
     mut each: Vec<E>,
     share: &'scope S,
+    stop: &'scope AtomicBool,
 ) -> Option<ScopedJoinHandle<'scope, Vec<Option<P>>>>
 where
     E: Send + 'scope,
@@ -70,8 +75,11 @@ where
 {
     let given = each.pop()?;
     threads::scoped(s, move || {
-        let after = chain(s, each, share);
+        let after = chain(s, each, share, stop);
         let mine = catch_unwind(AssertUnwindSafe(|| share(given))).ok();
+        if mine.is_none() {
+            stop.store(true, Ordering::Relaxed);
+        }
         let mut parts = vec![mine];
         if let Some(after) = after {
             parts.extend(after.join().unwrap_or_else(|_| vec![None]));
@@ -95,7 +103,7 @@ where
     let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let work = |()| claim_items(items, &next, &stop, &f, |_| {});
     let parts: Vec<_> = std::thread::scope(|s| {
-        let others = chain(s, vec![(); threads - 1], &work);
+        let others = chain(s, vec![(); threads - 1], &work, &stop);
         // The calling thread takes a share too (nothing to answer meanwhile here); a panic in it is a lost part.
         let mine = catch_unwind(AssertUnwindSafe(|| work(()))).ok();
         if mine.is_none() {
@@ -164,7 +172,7 @@ where
     let mut stopped = false;
     let parts: Vec<_> = std::thread::scope(|s| {
         // Each thread its own sender: once they have all ended, the channel says so.
-        let started = chain(s, (0..threads).map(|_| done.clone()).collect(), &watched);
+        let started = chain(s, (0..threads).map(|_| done.clone()).collect(), &watched, &stop);
         // No thread would start: every item on this one, reported once all are done.
         let inline = started.is_none().then(|| work(done.clone()));
         drop(done);

@@ -94,14 +94,48 @@ fn the_lowest_failing_position_is_reported() {
     }
 }
 
+/// Holds each thread in the first item it takes until `threads` threads have each entered one (a thread held
+/// inside an item cannot claim another, so every thread must take one), or fails after a deadline; a thread's later
+/// items pass at once. `enter` answers the order this thread first entered in (0 for the first).
+struct Gate {
+    entered: Mutex<Vec<std::thread::ThreadId>>,
+    threads: usize,
+}
+
+impl Gate {
+    fn new(threads: usize) -> Self {
+        Self { entered: Mutex::new(Vec::new()), threads }
+    }
+
+    fn enter(&self) -> usize {
+        let me = std::thread::current().id();
+        let order = {
+            let mut entered = self.entered.lock().unwrap();
+            if let Some(k) = entered.iter().position(|&t| t == me) {
+                return k;
+            }
+            entered.push(me);
+            entered.len() - 1
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while self.entered.lock().unwrap().len() < self.threads {
+            assert!(std::time::Instant::now() < deadline, "fewer than {} threads took an item", self.threads);
+            std::thread::yield_now();
+        }
+        order
+    }
+}
+
 /// Which thread did each item (`map_reporting`, or `map` where `reporting` is false), and the most items in
 /// progress at once.
 fn record(items: usize, threads: usize, reporting: bool) -> (Vec<std::thread::ThreadId>, usize) {
     let (by, busy, most) = (Mutex::new(vec![None; items]), AtomicUsize::new(0), AtomicUsize::new(0));
+    let gate = Gate::new(threads);
     let all: Vec<usize> = (0..items).collect();
     let f = |i, _: &usize| {
         most.fetch_max(busy.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(1)); // long enough for every thread to start and overlap
+        gate.enter();
+        std::thread::sleep(Duration::from_millis(1)); // time for a thread too many to start and take items too
         by.lock().unwrap()[i] = Some(std::thread::current().id());
         busy.fetch_sub(1, Ordering::SeqCst);
         Ok(())
@@ -123,12 +157,7 @@ fn every_thread_of_the_chain_works_and_no_more_than_asked_for() {
             let mut distinct = by.clone();
             distinct.sort_unstable_by_key(|t| format!("{t:?}"));
             distinct.dedup();
-            assert_eq!(
-                distinct.len(),
-                threads,
-                "{threads} threads, reporting {reporting}: {} did items",
-                distinct.len()
-            );
+            assert_eq!(distinct.len(), threads, "{threads} threads, reporting {reporting}");
             assert!(most <= threads, "{threads} threads: {most} items at once");
             // Where it reports, the calling thread only waits; `map` has no one to answer, and takes a share.
             assert_eq!(by.contains(&caller), !reporting);
@@ -137,27 +166,20 @@ fn every_thread_of_the_chain_works_and_no_more_than_asked_for() {
 }
 
 #[test]
-fn a_panic_on_any_thread_is_a_failure_not_a_panic() {
-    let caller = std::thread::current().id();
-    let on_caller = |_, _: &()| -> Result<(), Located> {
-        std::thread::sleep(Duration::from_millis(1)); // no one thread can take every item first
-        assert_ne!(std::thread::current().id(), caller, "a bug, on purpose");
-        Ok(())
-    };
-    assert!(map(&[(); 8], 2, on_caller).is_err());
-    // The fourth thread to take an item: one started by another worker, not by the calling thread.
-    let started = Mutex::new(Vec::new());
-    let late = |_, _: &()| -> Result<(), Located> {
-        let me = std::thread::current().id();
-        let mut seen = started.lock().unwrap();
-        if !seen.contains(&me) {
-            seen.push(me);
-        }
-        let fourth = seen.len() == 4 && seen[3] == me;
-        drop(seen);
-        std::thread::sleep(Duration::from_millis(1));
-        assert!(!fourth, "a bug, on purpose");
-        Ok(())
-    };
-    assert!(map_reporting(&[(); 64], 4, late, |_| true).is_err());
+fn a_panic_on_any_thread_is_a_failure_that_stops_the_others_not_a_panic() {
+    // Every thread but the first to take an item panics in it (the calling thread or a chained one in `map`;
+    // threads started by workers in `map_reporting`); the first would do every item left, 5 ms each (2 s: time for
+    // a loaded machine's panic hook to print its backtrace first), unless the panics stop it.
+    for reporting in [false, true] {
+        let (gate, made) = (Gate::new(4), AtomicUsize::new(0));
+        let f = |_, _: &()| -> Result<(), Located> {
+            assert_eq!(gate.enter(), 0, "a bug, on purpose");
+            std::thread::sleep(Duration::from_millis(5));
+            made.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        let got = if reporting { map_reporting(&[(); 400], 4, f, |_| true) } else { map(&[(); 400], 4, f) };
+        assert!(got.is_err(), "reporting {reporting}");
+        assert!(made.into_inner() < 397, "reporting {reporting}: the panics did not stop the batch");
+    }
 }
