@@ -183,3 +183,47 @@ fn a_panic_on_any_thread_is_a_failure_that_stops_the_others_not_a_panic() {
         assert!(made.into_inner() < 397, "reporting {reporting}: the panics did not stop the batch");
     }
 }
+
+#[test]
+fn a_thread_refused_anywhere_in_the_chain_leaves_the_items_to_those_that_started() {
+    // The system refuses the start after `allowed` (`threads::budget`: a real refusal, at a chosen point): the
+    // first thread, one in the middle of the chain, or none. Every item is still done once, in order, reported
+    // once, by exactly the threads that started (the calling thread where no thread did, or in `map`).
+    let caller = std::thread::current().id();
+    let items: Vec<usize> = (0..64).collect();
+    for threads in [1, 2, 4] {
+        for allowed in 0..=threads {
+            for reporting in [true, false] {
+                let chained = if reporting { allowed.min(threads) } else { allowed.min(threads - 1) };
+                let with_caller = usize::from(!reporting && threads > 1 || chained == 0);
+                let gate = Gate::new(chained + with_caller);
+                let by = Mutex::new(vec![None; items.len()]);
+                let f = |i, x: &usize| {
+                    gate.enter();
+                    std::thread::sleep(Duration::from_millis(1)); // time for a thread too many to take items too
+                    by.lock().unwrap()[i] = Some(std::thread::current().id());
+                    Ok(x * 3)
+                };
+                let mut reported = 0;
+                let out = crate::threads::budget::allowing(allowed, || {
+                    if reporting {
+                        map_reporting(&items, threads, f, |i| {
+                            reported += usize::from(i.is_some());
+                            true
+                        })
+                    } else {
+                        map(&items, threads, f)
+                    }
+                });
+                let case = format!("{threads} threads, {allowed} starts allowed, reporting {reporting}");
+                assert_eq!(out.unwrap(), items.iter().map(|x| x * 3).collect::<Vec<_>>(), "{case}");
+                assert_eq!(reported, if reporting { items.len() } else { 0 }, "{case}");
+                let mut distinct: Vec<_> = by.into_inner().unwrap().into_iter().map(Option::unwrap).collect();
+                assert_eq!(distinct.contains(&caller), with_caller == 1, "{case}");
+                distinct.sort_unstable_by_key(|t| format!("{t:?}"));
+                distinct.dedup();
+                assert_eq!(distinct.len(), chained + with_caller, "{case}");
+            }
+        }
+    }
+}
