@@ -30,12 +30,12 @@ import time
 from typing import Any, Final
 
 from bench_corpus import CORPORA, build_corpus
-from bench_env import child_env, command_line, cpu_set, environment, tmpfs_base
+from bench_env import child_env, command_line, environment, tmpfs_base
+from bench_rounds import Cell, run_child
 from docs_tables import rerender, write_table
 
 SCHEMA: Final = "artifactkit.bench-core-ab/1"
 ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHILD: Final = os.path.join(ROOT, "diagnostics", "bench_child.py")
 #: The figures compared for each side (a core function's are added as the child reports them).
 FIGURES: Final = ("ns", "cpu_ns")
 #: The rows of the docs' table (every figure is in the evidence): the whole, and the two threaded calls.
@@ -67,25 +67,24 @@ def build(rev: str, into: str) -> dict[str, str]:
     return {"rev": rev, "commit": commit, "subject": _git("log", "-1", "--format=%s", commit)}
 
 
-def run_round(side: str, corpus_src: str, base: str, threads: int) -> dict[str, Any]:
-    work = tempfile.mkdtemp(dir=base)
-    task = {"op": "roundtrip", "src": corpus_src, "dest": os.path.join(work, "dest"),
-            "store": os.path.join(work, "store"), "workers": threads}
-    env = {**child_env("native"), "PYTHONPATH": side}
+def check_imports(side: str) -> None:
+    """A child given ``side`` imports the package there, not an installed one."""
     # Run from the side's directory: `python -c` puts the working directory first on sys.path.
     probe = "import artifactkit, sys; sys.stdout.write(artifactkit.__file__)"
-    where = subprocess.run([sys.executable, "-c", probe], env=env, cwd=side, capture_output=True, text=True,
-                           check=True).stdout
+    where = subprocess.run([sys.executable, "-c", probe], env={**child_env("native"), "PYTHONPATH": side},
+                           cwd=side, capture_output=True, text=True, check=True).stdout
     if not where.startswith(side + os.sep):
         raise SystemExit(f"PYTHONPATH={side} imported artifactkit from {where}: an install shadows it")
-    done = subprocess.run([*cpu_set(threads), sys.executable, CHILD, json.dumps(task)], env=env, cwd=side,
-                          capture_output=True, text=True, check=False)
-    shutil.rmtree(work)
-    if done.returncode != 0:
-        raise RuntimeError(f"{side}: the child failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    got: dict[str, Any] = json.loads(done.stdout)
-    if got["engine"] != "native":
-        raise RuntimeError(f"{side}: the child used the {got['engine']} engine")
+
+
+def run_round(side: str, corpus_src: str, base: str, threads: int) -> dict[str, Any]:
+    work = tempfile.mkdtemp(dir=base)
+    task = {"src": corpus_src, "dest": os.path.join(work, "dest"), "store": os.path.join(work, "store"),
+            "workers": threads}
+    try:
+        got = run_child(Cell(os.path.basename(side), "roundtrip", "native", threads, threads), task, package=side)
+    finally:
+        shutil.rmtree(work)
     figures = {name: got[name] for name in FIGURES}
     figures.update({f"core:{name}": spent["ns"] for name, spent in got.get("core", {}).items()})
     return {"figures": figures, "digest": got["digest"]}
@@ -138,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     with tmpfs_base() as (tmpfs, note), tempfile.TemporaryDirectory() as builds:
         sides = {side: os.path.join(builds, side) for side in ("base", "candidate")}
         built = {side: build(getattr(args, side), path) for side, path in sides.items()}
+        for path in sides.values():
+            check_imports(path)
         for corpus in args.corpus or ["small", "many"]:
             src = os.path.join(tmpfs, f"src-{corpus}")
             build_corpus(src, corpus, *CORPORA[corpus])

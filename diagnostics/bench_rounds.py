@@ -66,13 +66,18 @@ def cells(corpus: str, chosen: list[Setup], *, calls: bool = False) -> list[Cell
     return found
 
 
-def run_child(cell: Cell, task: dict[str, Any], strace_out: str | None = None) -> dict[str, Any]:
-    """One fresh child under the cell's CPU set and engine; its JSON line, checked for the engine asked."""
+def run_child(cell: Cell, task: dict[str, Any], strace_out: str | None = None, *,
+              package: str | None = None) -> dict[str, Any]:
+    """One fresh child under the cell's CPU set and engine; its JSON line, checked for the engine asked.
+    ``package``: a directory holding another ``artifactkit`` to import (``bench_core_ab.py``), run from there
+    so it comes first on ``sys.path``."""
     cmd = [*cpu_set(cell.cores), sys.executable, CHILD, json.dumps({**task, "op": cell.op})]
     if strace_out is not None:
         cmd = ["strace", "-f", "-c", "-U", "calls,name", "-o", strace_out, *cmd]
     env = child_env(cell.engine or "python")
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    if package is not None:
+        env["PYTHONPATH"] = package
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, cwd=package)
     if done.returncode != 0:
         raise RuntimeError(f"{cell.key} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
