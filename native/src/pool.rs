@@ -188,10 +188,9 @@ where
                 cancelled.store(true, Ordering::Relaxed);
             }
         }
-        match (inline, started) {
-            (Some(part), _) => vec![Some(part)],
-            (None, Some(first)) => first.join().unwrap_or_else(|_| vec![None]),
-            (None, None) => vec![None],
+        match started {
+            Some(first) => first.join().unwrap_or_else(|_| vec![None]),
+            None => vec![inline], // done here: no thread started
         }
     });
     if stopped && parts.iter().all(|part| part.as_ref().is_some_and(|(_, failed)| failed.is_none())) {
