@@ -122,7 +122,9 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
                     ["x509", "-req", "-in", str(tmp_path / "csr"), "-CA", str(ca), "-CAkey", str(ca_key),
                      "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(cert)]):
         subprocess.run(["openssl", *command], check=True, capture_output=True)
-    with running_seaweedfs(tempfile.mkdtemp(prefix="artifactkit-weed-tls-"), tls=(str(cert), str(key))) as server:
+    # Its own data directory, removed afterwards (weed's files are not the test's to keep).
+    with tempfile.TemporaryDirectory(prefix="artifactkit-weed-tls-") as data, \
+            running_seaweedfs(data, tls=(str(cert), str(key))) as server:
         yield server, ca
 
 
