@@ -103,8 +103,11 @@ class Opened(Protocol):
         """The version's ref with its manifest digest (from its name, or its pinned metadata), ``None`` if it
         vanished; :class:`IntegrityError` or :class:`ManifestLimitError` if its manifest cannot be read."""
 
-    def manifest_bytes(self, ref: ArtifactRef) -> tuple[bytes, str]:
-        """The manifest's bytes (bounded by the manifest limit) and where they were read, for messages."""
+    def manifest_bytes(self, ref: ArtifactRef, *, check_digest: bool = True) -> tuple[bytes, str]:
+        """The manifest's bytes (bounded by the manifest limit) and where they were read, for messages; they
+        hash to ``ref.digest`` (else :class:`IntegrityError`) unless ``check_digest`` is false, which only a
+        caller passes that checks the digest itself (:func:`~artifactkit.store.manifest_file.verified_manifest`
+        and ``verified_entries``): a download's native parse hashes them on a thread of its own meanwhile."""
 
     def blob_names(self) -> dict[str, int | None]:
         """Every name in the blob directory with its size where the listing gives it for free (else ``None``)."""

@@ -98,8 +98,8 @@ class LocalStore:
         digest = listed.get(version)
         return None if digest is None else ArtifactRef(name, version, digest)
 
-    def manifest_bytes(self, ref: ArtifactRef) -> tuple[bytes, str]:
-        return read_manifest_bytes(self.dirs, ref), self.dirs.layout.manifest_path(ref)
+    def manifest_bytes(self, ref: ArtifactRef, *, check_digest: bool = True) -> tuple[bytes, str]:
+        return read_manifest_bytes(self.dirs, ref, check_digest=check_digest), self.dirs.layout.manifest_path(ref)
 
     def blob_names(self) -> dict[str, int | None]:
         return dict.fromkeys(listdir_fd(self.dirs.blobs))

@@ -41,10 +41,9 @@ def verified_entries(ref: ArtifactRef, body: bytes, where: str) -> Sequence[File
 
 
 def _check_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
-    if digest_of(body) != ref.digest:
-        raise IntegrityError(
-            f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
-            path=where, expected=ref.digest, actual=digest_of(body), failed=IntegrityFailure.CORRUPT)
+    if (actual := digest_of(body)) != ref.digest:
+        raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
+                             path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)
 
 
 def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
@@ -64,10 +63,11 @@ def _parse(body: bytes, *, where: str) -> Manifest:
     return parse_manifest(body, where=where)
 
 
-def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef) -> bytes:
+def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef, *, check_digest: bool = True) -> bytes:
     """The bytes of a version's manifest, a regular file of at most :func:`manifest_size_limit` bytes that
-    hashes to the digest naming it, else :class:`IntegrityError` / :class:`ManifestLimitError` (or the
-    ``OSError`` of a missing one). Reached through the name's directory fd, never by path."""
+    hashes to the digest naming it (``check_digest``: else left to the caller, which checks it), else
+    :class:`IntegrityError` / :class:`ManifestLimitError` (or the ``OSError`` of a missing one). Reached through
+    the name's directory fd, never by path."""
     path = dirs.layout.manifest_path(ref)
     name_fd = dirs.name_dir(ref.name)
     if name_fd is None:
@@ -97,8 +97,6 @@ def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef) -> bytes:
                 f"manifest of {ref} has {st.st_size} bytes, more than the limit of {limit}; raise "
                 "ARTIFACTKIT_MAX_MANIFEST_BYTES if it is genuine", path=path, limit=limit, actual=st.st_size,
                 setting="ARTIFACTKIT_MAX_MANIFEST_BYTES")
-    if digest_of(body) != ref.digest:
-        raise IntegrityError(
-            f"manifest of {ref} is corrupt: its bytes hash to {digest_of(body)}, not {ref.digest}",
-            path=path, expected=ref.digest, actual=digest_of(body), failed=IntegrityFailure.CORRUPT)
+    if check_digest:
+        _check_digest(ref, body, path)
     return body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -11,8 +12,13 @@ import pytest
 import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
+from artifactkit.errors import IntegrityFailure
+from artifactkit.store import manifest_file
+from artifactkit.store.manifest import digest_of
+from artifactkit.store.s3 import backend as s3_backend
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.testing.crash import snapshot
+from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.stores import is_bucket, plant_staging, raw_manifest
 
@@ -52,12 +58,35 @@ def test_a_forged_manifest_path_is_refused_before_anything_is_written(
     outside_untouched(tmp, before)
 
 
-def test_a_manifest_edited_in_place_fails_its_digest(published: tuple[Store, Path]) -> None:
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_manifest_edited_in_place_fails_its_digest(published: tuple[Store, Path], engine: str) -> None:
     store, tmp = published
+    ref = store.list()[-1]
     forge(store, lambda doc: doc["entries"][1].update(path="../x"), rename=False)
-    with pytest.raises(IntegrityError, match="corrupt"):
+    with running_on(engine), pytest.raises(IntegrityError, match="is corrupt: its bytes hash to") as caught:
         store.download("demo", tmp / "work" / "dest")
+    assert (caught.value.failed, caught.value.expected) == (IntegrityFailure.CORRUPT, ref.digest)
+    assert caught.value.actual == hashlib.sha256(raw_manifest(store, ref)).hexdigest()
     assert os.listdir(tmp / "work") == []
+
+
+@pytest.mark.parametrize(("engine", "hashed_in_python"), [("python", 1), ("native", 0)])
+def test_a_download_hashes_its_manifest_once(published: tuple[Store, Path], monkeypatch: pytest.MonkeyPatch,
+                                             engine: str, hashed_in_python: int) -> None:
+    """The backend's read leaves the digest to the parse that follows, which checks it (the test above): on the
+    native engine the core hashes the bytes on a thread of its own while it parses them, so Python hashes none."""
+    store, tmp = published
+    hashed: list[int] = []
+
+    def counted(body: bytes) -> str:
+        hashed.append(len(body))
+        return digest_of(body)
+
+    for module in (manifest_file, s3_backend):
+        monkeypatch.setattr(module, "digest_of", counted)
+    with running_on(engine):
+        store.download("demo", tmp / "work" / "dest")
+    assert len(hashed) == hashed_in_python
 
 
 def test_a_symlink_planted_in_the_staging_directory_mid_download_is_refused(
