@@ -27,6 +27,7 @@ from artifactkit import _native
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store._native_lazy import MadeOnDemand
+from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import Layout, Prepared
 from artifactkit.store.executor import CreateItem, EntryRun
 from artifactkit.store.paths import parent_of
@@ -56,8 +57,9 @@ class CoreTree(MadeOnDemand, Prepared):
     def __len__(self) -> int:
         return len(self.tree)
 
-    def blobs(self) -> dict[str, int]:
-        return self.tree.needed()
+    def blobs(self) -> BlobsNeeded:
+        count, size = self.tree.needed_totals()
+        return BlobsNeeded(count, size, self.tree.needed)
 
     def layout(self, owners: Owners) -> Layout | None:
         dirs_at, others_at, made, reps_at = self.tree.layout()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
-    from artifactkit.store.blobs import BlobSource
+    from artifactkit.store.blobs import BlobsNeeded, BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
     from artifactkit.store.progress import Reporter
     from artifactkit.store.stage import Staged
@@ -146,8 +146,8 @@ class Opened(Protocol):
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         """Remove what :meth:`blob_garbage` found, checking ``guard`` before each batch of deletes."""
 
-    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> AbstractContextManager[BlobSource]:
-        """Where a download to ``dest`` reads the blobs ``needed`` (digest -> size): the store's own directory,
+    def blob_source(self, needed: BlobsNeeded, dest: str, progress: Reporter) -> AbstractContextManager[BlobSource]:
+        """Where a download to ``dest`` reads the blobs ``needed``: the store's own directory,
         or a private directory beside ``dest`` the blobs were fetched into and checked in (``progress`` told
         of each as it lands)."""
 

@@ -1,4 +1,5 @@
-"""Where a download reads its blobs from: :class:`BlobSource` (a backend's answer, the restore's input)."""
+"""The blobs a download reads (:class:`BlobsNeeded`, a backend's question) and where it reads them from
+(:class:`BlobSource`, its answer, the restore's input)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,23 @@ class BlobSource:
                 raise not_regular(sha, where=where, path=path) from err
             return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
                 if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
+
+
+@attrs.frozen
+class BlobsNeeded:
+    """The blobs a download reads: how many and their bytes, which a local store (it holds them all) and the
+    progress report only count, and ``{sha256: size}`` made by :meth:`digests` for a backend that fetches them:
+    of 10,000 files, that mapping was 1-2 ms of a download's serial time that a local store never used."""
+
+    count: int
+    size: int
+    #: Makes the mapping (called by :meth:`digests`): the core's parse makes it from its own entries.
+    make: Callable[[], dict[str, int]]
+
+    @classmethod
+    def of(cls, digests: dict[str, int]) -> BlobsNeeded:
+        return cls(len(digests), sum(digests.values()), lambda: digests)
+
+    def digests(self) -> dict[str, int]:
+        """``{sha256: size}`` of every blob (a digest a hostile manifest names with two sizes: its last)."""
+        return self.make()

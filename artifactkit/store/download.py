@@ -22,7 +22,7 @@ from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
-from artifactkit.store.blobs import BlobSource
+from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import (
     IN_MEMORY_LIMIT,
     check_blob_fd,
@@ -115,15 +115,16 @@ class Prepared(Sequence[FileMeta], abc.ABC):
         ``None`` otherwise (then every entry is planned here, and the plan's error or warning names them all)."""
 
     @abc.abstractmethod
-    def blobs(self) -> dict[str, int]:
+    def blobs(self) -> BlobsNeeded:
         """As :func:`blobs_needed`."""
 
 
-def blobs_needed(entries: Sequence[FileMeta]) -> dict[str, int]:
-    """``{sha256: size}`` of every regular file: the blobs a download of ``entries`` reads."""
+def blobs_needed(entries: Sequence[FileMeta]) -> BlobsNeeded:
+    """The blobs a download of ``entries`` reads: ``{sha256: size}`` of every regular file."""
     if isinstance(entries, Prepared):
         return entries.blobs()
-    return {entry.sha256: entry.size for entry in entries if entry.kind == "file" and entry.sha256 is not None}
+    return BlobsNeeded.of({entry.sha256: entry.size for entry in entries
+                           if entry.kind == "file" and entry.sha256 is not None})
 
 
 #: The tree's name inside a download's private directory; only what this process made is ever inside.

@@ -20,7 +20,7 @@ from artifactkit._syscalls import syncfs
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.backend import Garbage, Guard, Mover
 from artifactkit.store.blob_moves import Moving
-from artifactkit.store.blobs import BlobSource
+from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
@@ -171,9 +171,9 @@ class LocalStore:
             os.fsync(self.dirs.blobs)
 
     @contextlib.contextmanager
-    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> Iterator[BlobSource]:
+    def blob_source(self, needed: BlobsNeeded, dest: str, progress: Reporter) -> Iterator[BlobSource]:
         # Blobs are read through the checked fd of blobs/, never by its path.
-        progress.advance(len(needed), sum(needed.values()))  # nothing to fetch: they are all here
+        progress.advance(needed.count, needed.size)  # nothing to fetch: they are all here
         yield BlobSource(self.dirs.layout.blobs_dir, dir_fd=self.dirs.blobs)
 
 

@@ -149,7 +149,7 @@ class Store:
             entries = verified_entries(ref, body, where)
             needed = blobs_needed(entries)
             reporter = Reporter(progress)
-            reporter.phase("fetch", entries_total=len(needed), bytes_total=sum(needed.values()))
+            reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
             with opened.blob_source(needed, target, reporter) as blobs:
                 restore_tree(entries, target, blob_path=blobs, shape_checked=True, owners=owners,
                              executor=executor, progress=reporter)

@@ -3,6 +3,7 @@
 //! only where Python asks for them: the directories, what it makes itself, the plan's representatives, a
 //! failure's entry). The create and every check are `restore`'s; the layout is `tree`'s.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
@@ -160,6 +161,18 @@ impl ParsedTree {
     /// The regular files' bytes among entries `start..stop` of made group `group`.
     fn run_bytes(&self, group: usize, start: usize, stop: usize) -> PyResult<u64> {
         self.tree.run_bytes(group, start, stop).ok_or_else(bad_run)
+    }
+
+    /// `(count, bytes)` of `needed()`'s mapping without making it (the last size of a digest named twice, as
+    /// in a dict; the bytes in a `u128`: a hostile manifest's sizes may sum past `u64`).
+    fn needed_totals(&self) -> (usize, u128) {
+        let mut sizes: HashMap<&str, u64> = HashMap::new();
+        for entry in self.tree.entries.iter().filter(|e| e.kind == Kind::File) {
+            if let Some(sha) = &entry.sha256 {
+                sizes.insert(sha.as_ref(), entry.size);
+            }
+        }
+        (sizes.len(), sizes.values().map(|&size| u128::from(size)).sum())
     }
 
     /// `{sha256: size}` of every regular file: the blobs the download needs.

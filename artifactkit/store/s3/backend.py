@@ -21,7 +21,7 @@ from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure
 from artifactkit.store.backend import Garbage, Guard
-from artifactkit.store.blobs import BlobSource
+from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import CHUNK
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import digest_of
@@ -212,6 +212,6 @@ class BucketStore:
         guard.check()
 
     @contextlib.contextmanager
-    def blob_source(self, needed: dict[str, int], dest: str, progress: Reporter) -> Iterator[BlobSource]:
-        with fetched_blobs(self.bucket, needed, dest, progress) as source:
+    def blob_source(self, needed: BlobsNeeded, dest: str, progress: Reporter) -> Iterator[BlobSource]:
+        with fetched_blobs(self.bucket, needed.digests(), dest, progress) as source:
             yield source

@@ -150,10 +150,10 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     work.mkdir()
     canary.mkdir()
     outcomes: dict[str, int] = {}
-    from artifactkit.store.download import restore_tree
+    from artifactkit.store.download import blobs_needed, restore_tree
     from artifactkit.store.progress import Reporter
 
-    needed = {entry.sha256: entry.size for entry in manifest.files() if entry.sha256 is not None}
+    needed = blobs_needed(manifest.entries)
     started = time.monotonic()
     with _attacker(work, canary) as swaps, store.backend.open() as opened:
         for run in range(RACE_RUNS):

@@ -1,0 +1,74 @@
+"""The blobs a download reads (:class:`~artifactkit.store.download.BlobsNeeded`) from the core's parse of a
+manifest against the reference's of the same bytes: the same count, bytes and ``{sha256: size}`` — a digest
+named twice with two sizes (a hostile manifest: the last size counts, as in a dict) included — and a local
+store's download, which only counts them, makes no mapping of them."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import ModuleType
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from artifactkit import Store
+from artifactkit.conformance.corpus import materialize
+from artifactkit.store import _native_tree
+from artifactkit.store.blobs import BlobsNeeded
+from artifactkit.store.download import blobs_needed
+from artifactkit.store.manifest import parse_manifest
+from tests.support.engines import running_on
+from tests.support.hostile_manifest import body, doc, file_entry
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _core(native: ModuleType) -> None:
+    """Every test here needs the core (a skip where it is not built, a failure in CI)."""
+
+
+_DIGESTS = [hashlib.sha256(bytes([n])).hexdigest() for n in range(3)]
+_files = st.lists(st.tuples(st.sampled_from(_DIGESTS), st.sampled_from([0, 1, 7, 2**40])), max_size=8)
+
+
+@given(_files, st.booleans())
+def test_the_cores_blobs_are_the_references(files: list[tuple[str, int]], with_link: bool) -> None:
+    entries = [file_entry(path=f"f{at}", sha256=sha, size=size) for at, (sha, size) in enumerate(files)]
+    if with_link:  # a symlink names no blob
+        entries.append({"path": "ln", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "atime_ns": 0,
+                        "target": "f0"})
+    data = body(doc(*entries)) if entries else body({**doc(), "entries": doc()["entries"][:1]})
+    core = _native_tree.parse(data, hashlib.sha256(data).hexdigest())
+    assert core is not None, "the core parses every manifest here"
+    reference = blobs_needed(parse_manifest(data, where="m").entries)
+    mapping = dict(files)  # the last size of each digest
+    assert reference.digests() == mapping
+    assert (reference.count, reference.size) == (len(mapping), sum(mapping.values()))
+    needed = blobs_needed(core)
+    assert (needed.count, needed.size, needed.digests()) == (reference.count, reference.size, mapping)
+
+
+def test_a_local_download_counts_its_blobs_without_a_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize("basic", tmp_path / "src")
+    store = Store(tmp_path / "store")
+    store.publish(tmp_path / "src", "demo")
+    made: list[int] = []
+    original = _native_tree.CoreTree.blobs
+
+    def counted(self: _native_tree.CoreTree) -> BlobsNeeded:
+        needed = original(self)
+        return attrs.evolve(needed, make=lambda: made.append(1) or needed.make())
+
+    monkeypatch.setattr(_native_tree.CoreTree, "blobs", counted)
+    with running_on("native"):
+        store.download("demo", tmp_path / "dest")
+    assert made == [], "a local store only counts the blobs"
+    assert counted(_native_tree.parse(*_manifest(store))).digests(), "the count above could see a mapping made"
+    assert made == [1]
+
+
+def _manifest(store: Store) -> tuple[bytes, str]:
+    ref = store.list()[-1]
+    return store.manifest(ref).to_bytes(), ref.digest
