@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import attrs
 import pytest
@@ -16,17 +17,22 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store import _native_tree
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import blobs_needed
 from artifactkit.store.manifest import parse_manifest
 from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 
+if TYPE_CHECKING:
+    from artifactkit.store._native_tree import CoreTree
 
-@pytest.fixture(autouse=True, scope="module")
-def _core(native: ModuleType) -> None:
-    """Every test here needs the core (a skip where it is not built, a failure in CI)."""
+
+@pytest.fixture(scope="module")
+def native_tree(native: ModuleType) -> ModuleType:
+    """``_native_tree``, which imports only where the core is built (a skip elsewhere, a failure in CI)."""
+    from artifactkit.store import _native_tree
+
+    return _native_tree
 
 
 _DIGESTS = [hashlib.sha256(bytes([n])).hexdigest() for n in range(3)]
@@ -34,13 +40,14 @@ _files = st.lists(st.tuples(st.sampled_from(_DIGESTS), st.sampled_from([0, 1, 7,
 
 
 @given(_files, st.booleans())
-def test_the_cores_blobs_are_the_references(files: list[tuple[str, int]], with_link: bool) -> None:
+def test_the_cores_blobs_are_the_references(native_tree: ModuleType, files: list[tuple[str, int]],
+                                            with_link: bool) -> None:
     entries = [file_entry(path=f"f{at}", sha256=sha, size=size) for at, (sha, size) in enumerate(files)]
     if with_link:  # a symlink names no blob
         entries.append({"path": "ln", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "atime_ns": 0,
                         "target": "f0"})
     data = body(doc(*entries)) if entries else body({**doc(), "entries": doc()["entries"][:1]})
-    core = _native_tree.parse(data, hashlib.sha256(data).hexdigest())
+    core = native_tree.parse(data, hashlib.sha256(data).hexdigest())
     assert core is not None, "the core parses every manifest here"
     reference = blobs_needed(parse_manifest(data, where="m").entries)
     mapping = dict(files)  # the last size of each digest
@@ -50,22 +57,23 @@ def test_the_cores_blobs_are_the_references(files: list[tuple[str, int]], with_l
     assert (needed.count, needed.size, needed.digests()) == (reference.count, reference.size, mapping)
 
 
-def test_a_local_download_counts_its_blobs_without_a_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_download_counts_its_blobs_without_a_mapping(native_tree: ModuleType, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     materialize("basic", tmp_path / "src")
     store = Store(tmp_path / "store")
     store.publish(tmp_path / "src", "demo")
     made: list[int] = []
-    original = _native_tree.CoreTree.blobs
+    original = native_tree.CoreTree.blobs
 
-    def counted(self: _native_tree.CoreTree) -> BlobsNeeded:
+    def counted(self: CoreTree) -> BlobsNeeded:
         needed = original(self)
         return attrs.evolve(needed, make=lambda: made.append(1) or needed.make())
 
-    monkeypatch.setattr(_native_tree.CoreTree, "blobs", counted)
+    monkeypatch.setattr(native_tree.CoreTree, "blobs", counted)
     with running_on("native"):
         store.download("demo", tmp_path / "dest")
     assert made == [], "a local store only counts the blobs"
-    assert counted(_native_tree.parse(*_manifest(store))).digests(), "the count above could see a mapping made"
+    assert counted(native_tree.parse(*_manifest(store))).digests(), "the count above could see a mapping made"
     assert made == [1]
 
 
