@@ -1,4 +1,4 @@
-"""The blobs a download reads (:class:`~artifactkit.store.download.BlobsNeeded`) from the core's parse of a
+"""The blobs a download reads (:class:`~artifactkit.store.blobs.BlobsNeeded`) from the core's parse of a
 manifest against the reference's of the same bytes: the same count, bytes and ``{sha256: size}`` — a digest
 named twice with two sizes (a hostile manifest: the last size counts, as in a dict) included — and a local
 store's download, which only counts them, makes no mapping of them."""
@@ -62,16 +62,19 @@ def test_a_local_download_counts_its_blobs_without_a_mapping(native_tree: Module
     materialize("basic", tmp_path / "src")
     store = Store(tmp_path / "store")
     store.publish(tmp_path / "src", "demo")
+    asked: list[int] = []
     made: list[int] = []
     original = native_tree.CoreTree.blobs
 
     def counted(self: CoreTree) -> BlobsNeeded:
+        asked.append(1)
         needed = original(self)
         return attrs.evolve(needed, make=lambda: made.append(1) or needed.make())
 
     monkeypatch.setattr(native_tree.CoreTree, "blobs", counted)
     with running_on("native"):
         store.download("demo", tmp_path / "dest")
+    assert asked == [1], "the download took the core's parse (not the reference's, which a decline leaves it)"
     assert made == [], "a local store only counts the blobs"
     assert counted(native_tree.parse(*_manifest(store))).digests(), "the count above could see a mapping made"
     assert made == [1]

@@ -13,13 +13,12 @@ version 3 with different trees must collide on one key, or both would "win".
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnsafePathError
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import manifest_size_limit
+from artifactkit.store.manifest import digest_of, manifest_size_limit
 from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
 from artifactkit.store.s3.objects import Bucket
 
@@ -82,7 +81,7 @@ def fetch_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef,
             f"manifest of {name}@{version} at {where} is {length} bytes, over the limit of {limit}; "
             f"set {MANIFEST_BYTES_SETTING} to read it", path=where, limit=limit, actual=length,
             setting=MANIFEST_BYTES_SETTING)
-    actual = hashlib.sha256(body).hexdigest()
+    actual = digest_of(body)  # the ref's digest: a bucket's object is named by version, not by its hash
     pinned = metadata.get("sha256", actual)
     if pinned != actual:
         raise IntegrityError(
