@@ -19,7 +19,7 @@ from artifactkit.store.store_dirs import StoreDirs
 def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
     """The manifest of ``ref`` from its bytes, read by any backend from ``where``: they must hash to the digest
     that names the version, parse as a manifest and name this artifact."""
-    _check_digest(ref, body, where)
+    check_manifest_digest(ref, body, where)
     manifest = _parse(body, where=f"manifest of {ref}")
     _check_name(ref, manifest.name, where)
     return manifest
@@ -40,7 +40,8 @@ def verified_entries(ref: ArtifactRef, body: bytes, where: str) -> Sequence[File
     return tree
 
 
-def _check_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
+def check_manifest_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
+    """:class:`IntegrityError` (``CORRUPT``) unless ``body`` hashes to ``ref.digest``: read at ``where``."""
     if (actual := digest_of(body)) != ref.digest:
         raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
                              path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)
@@ -98,5 +99,5 @@ def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef, *, check_digest: bool
                 "ARTIFACTKIT_MAX_MANIFEST_BYTES if it is genuine", path=path, limit=limit, actual=st.st_size,
                 setting="ARTIFACTKIT_MAX_MANIFEST_BYTES")
     if check_digest:
-        _check_digest(ref, body, path)
+        check_manifest_digest(ref, body, path)
     return body

@@ -15,7 +15,6 @@ from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure
 from artifactkit.store import manifest_file
 from artifactkit.store.manifest import digest_of
-from artifactkit.store.s3 import backend as s3_backend
 from artifactkit.store.s3 import layout as s3_layout
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.testing.crash import snapshot
@@ -86,7 +85,7 @@ def test_a_download_hashes_its_manifest_once(published: tuple[Store, Path], monk
         hashed.append(len(body))
         return digest_of(body)
 
-    for module in (manifest_file, s3_backend, s3_layout):
+    for module in (manifest_file, s3_layout):
         monkeypatch.setattr(module, "digest_of", counted)
     with running_on(engine):
         store.download("demo", tmp / "work" / "dest")
