@@ -4,6 +4,8 @@
     python3 diagnostics/bench_core_ab.py --base 775c041 --candidate a364e79 \\
         --output diagnostics/results/bench-core-ab-chain.json
     python3 diagnostics/bench_core_ab.py --table-from diagnostics/results/bench-core-ab-chain.json
+    python3 diagnostics/bench_core_ab.py --table-from diagnostics/results/bench-core-ab-sharded-blobs.json \\
+        --moves --block bench-core-ab-sharded-blobs
 
 ``bench_store.py`` measures one build against the peers; a change to the core is judged against the core
 before it, and two runs of that script an hour apart differ by 10-30 % here. So this builds both revisions
@@ -41,6 +43,8 @@ FIGURES: Final = ("ns", "cpu_ns")
 #: The rows of the docs' table (every figure is in the evidence): the whole, and the two threaded calls.
 SHOWN: Final = {"ns": "round trip (wall)", "cpu_ns": "round trip (CPU)", "core:stage_captured": "in stage_captured",
                 "core:create_files": "in create_files"}
+#: The moves' row, for a change to them: a core function's time summed over the threads calling it.
+MOVES: Final = {"core:rename_staged": "in rename_staged (summed over its threads)"}
 PAGE: Final = "performance.md"
 BLOCK: Final = "bench-core-ab"
 
@@ -101,14 +105,16 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def render(doc: dict[str, Any]) -> str:
+def render(doc: dict[str, Any], *, moves: bool = False) -> str:
+    """The docs' table of a run; ``moves``: with the time in ``rename_staged`` (a publish's moves into ``blobs/``)."""
+    shown = {**SHOWN, **MOVES} if moves else SHOWN
     lines = [f"Base `{doc['base']['commit'][:10]}`, candidate `{doc['candidate']['commit'][:10]}` "
              f"({doc['candidate']['subject']}); {doc['environment']['cpu']['model']}, "
              f"{doc['environment']['nproc']} CPUs; {doc['rounds']} paired rounds. Command: `{doc['command']}`", "",
              "| corpus | threads | figure | base ms | candidate ms | base / candidate (paired median) |",
              "|---|---|---|---|---|---|"]
     for cell in doc["cells"]:
-        for name, label in SHOWN.items():
+        for name, label in shown.items():
             row = cell["summary"][name]
             lines.append(f"| {cell['corpus']} | {cell['threads']} | {label} | {row['base_ms']} | "
                          f"{row['candidate_ms']} | {row['base_over_candidate']:.2f}x |")
@@ -125,9 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=12, help="paired rounds per cell (default 12)")
     parser.add_argument("--output")
     parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/performance.md")
+    parser.add_argument("--block", default=BLOCK, help=f"the docs' block the table goes in (default {BLOCK})")
+    parser.add_argument("--moves", action="store_true", help="show the time in rename_staged too")
     args = parser.parse_args(argv)
     if args.table_from:
-        return rerender(args.table_from, render, PAGE, BLOCK)
+        return rerender(args.table_from, lambda doc: render(doc, moves=args.moves), PAGE, args.block)
     if not (args.base and args.output):
         raise SystemExit("--base REV and --output FILE are required for a run")
     if shutil.which("cargo") is None:
@@ -163,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.output, "w", encoding="utf-8") as handle:
         json.dump(doc, handle, indent=1, sort_keys=True)
         handle.write("\n")
-    print(render(doc))
+    print(render(doc, moves=args.moves))
     if not args.no_docs:
-        write_table(PAGE, BLOCK, render(doc))
+        write_table(PAGE, args.block, render(doc, moves=args.moves))
     return 0
 
 

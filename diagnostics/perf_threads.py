@@ -1,6 +1,7 @@
 """Where the CPU a second thread adds to a round trip of ``many`` goes: ``perf`` samples at 1 and 2 threads.
 
-    python3 diagnostics/perf_threads.py [--rounds 15] [--output FILE.json]     (root: perf and a tmpfs)
+    python3 diagnostics/perf_threads.py [--rounds 15] [--output FILE.json] [--no-docs]   (root: perf, a tmpfs)
+    python3 diagnostics/perf_threads.py --table-from diagnostics/results/perf-threads-issue28.json
 
 A 2-thread round trip of ``many`` spends more CPU than a 1-thread one (``bench_store.py``'s engines table: about
 a third more), and on two cores that bounds its speed-up: 2 x CPU(1 thread) / CPU(2 threads), whatever overlaps.
@@ -29,10 +30,13 @@ from typing import Any, Final
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_corpus import CORPORA, build_corpus  # this directory's benchmark helpers
 from bench_env import child_env, command_line, cpu_set, environment, tmpfs_base
+from docs_tables import rerender, write_table
 
 SCHEMA: Final = "artifactkit.perf-threads/1"
 HZ: Final = 4000
 SHOWN: Final = 25
+PAGE: Final = "performance.md"
+BLOCK: Final = "perf-threads"
 #: The child: ``rounds`` publishes and downloads, each into a fresh store and destination; its medians to stderr.
 #: perf samples only between its "enable" and "disable" (``perf record -D -1 --control``): the imports and the
 #: removal of each round's store and destination are not sampled.
@@ -103,7 +107,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--output")
+    parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/performance.md")
+    parser.add_argument("--table-from", metavar="FILE", help="print a kept run's table, write it into the docs")
     args = parser.parse_args()
+    if args.table_from:
+        raise SystemExit(rerender(args.table_from, table, PAGE, BLOCK))
     if shutil.which("perf") is None or os.geteuid() != 0:
         raise SystemExit("needs root and perf (Debian: linux-perf)")
     runs: dict[int, dict[str, Any]] = {}
@@ -128,7 +136,9 @@ def main() -> None:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
-    print(_table(report))
+    print(table(report))
+    if not args.no_docs:
+        write_table(PAGE, BLOCK, table(report))
 
 
 def _by_syscall(one: collections.Counter[tuple[str, str]],
@@ -142,7 +152,8 @@ def _by_syscall(one: collections.Counter[tuple[str, str]],
     return [{"syscall": call, "samples_1t": a, "samples_2t": b, "grown": b - a} for call, (a, b) in rows]
 
 
-def _table(report: dict[str, Any]) -> str:
+def table(report: dict[str, Any]) -> str:
+    """The docs' table of a run (``docs/performance.md``, block ``perf-threads``)."""
     ms = 1000 / report["hz"] / report["rounds"]  # one sample's CPU per round trip
     t1, t2 = report["threads"]["1"], report["threads"]["2"]
     lines = [f"Command: `{report['command']}`; {report['rounds']} round trips each, {report['hz']} Hz.", "",
@@ -154,7 +165,7 @@ def _table(report: dict[str, Any]) -> str:
               f"| {row['grown'] * ms:+.2f} |" for row in report["by_syscall"][:12]]
     lines += ["", "| system call | symbol | 1 thread ms | 2 threads ms | grown ms |", "|---|---|---|---|---|"]
     lines += [f"| {row['syscall']} | `{row['symbol']}` | {row['samples_1t'] * ms:.2f} | {row['samples_2t'] * ms:.2f} "
-              f"| {row['grown'] * ms:+.2f} |" for row in report["grown_most"]]
+              f"| {row['grown'] * ms:+.2f} |" for row in report["grown_most"][:15]]
     return "\n".join(lines)
 
 
