@@ -41,8 +41,8 @@ HZ: Final = 4000
 SHOWN: Final = 25
 SHOWN_SYMBOLS: Final = 15
 SHOWN_CALLS: Final = 12
-#: Rounds per child process: the thread counts' children alternate (1, 2, then 2, 1, ...), so an hour's drift
-#: falls on both (a fresh process's first round is as a user's: its imports are off the clock).
+#: Rounds per child process: the thread counts' children alternate (1, 2, then 2, 1, ...), so a drift in the
+#: machine's speed falls on both, as it would not with each thread count's rounds in one block.
 ROUNDS_PER_CHILD: Final = 3
 PAGE: Final = "performance.md"
 BLOCK: Final = "perf-threads"
@@ -83,6 +83,8 @@ with open(control, "w") as ctl, open(ack) as answer:
 print(json.dumps(done))
 """
 _SYSCALL: Final = re.compile(r"__(?:x64|do|se)_sys_(?:new)?(\w+)")
+
+
 def _attribute(script_text: str) -> collections.Counter[tuple[str, str]]:
     """(system call, else where the sample was taken; leaf symbol) -> samples, from ``perf script``'s stacks
     (leaf first; samples apart by blank lines)."""
