@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,17 @@ def test_bindfs_unmounts_after_a_failed_copy_and_reports_the_copy_not_the_unmoun
     with open("/proc/self/mounts", encoding="utf-8") as mounts:
         assert str(tmp_path) not in mounts.read()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cp", "src"]  # scratch dir and mount point gone
+
+
+@pytest.mark.parametrize("name", sorted(set(adapters.ADAPTERS) - {"zipfile", "tarfile", "mlflow"}))
+def test_an_adapters_version_is_tool_missing_when_only_its_version_helper_is_on_path(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pax's version comes from dpkg-query, which a machine has without pax: that found tool must not make the
+    # adapter look installed (its pinned-verdict test then failed instead of skipping on a fresh machine).
+    for helper in ("dpkg-query", "sh", "cat"):
+        if found := shutil.which(helper):
+            (tmp_path / helper).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))  # nothing found beside this Python either
+    with pytest.raises(ToolMissingError):
+        adapters.version(name)

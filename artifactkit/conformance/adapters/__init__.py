@@ -70,7 +70,8 @@ def version(name: str) -> str:
         done = subprocess.run([module.python(), "-c", "import mlflow; print(mlflow.__version__)"],
                               capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
         return f"mlflow {done.stdout.strip()}"
-    return _tool.version(module.VERSION, module.PACKAGE, line_starts=getattr(module, "VERSION_LINE", ""))
+    return _tool.version(module.VERSION, module.PACKAGE, line_starts=getattr(module, "VERSION_LINE", ""),
+                         tool=getattr(module, "TOOL", ""))
 
 
 def runner(name: str, log: list[str] | None = None) -> functools.partial[None]:

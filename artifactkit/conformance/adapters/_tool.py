@@ -97,8 +97,14 @@ def steps(src: str, dst: str, name: str, log: list[str] | None = None) -> Iterat
         yield Steps(os.path.abspath(src), os.path.abspath(dst), tmp, log if log is not None else [])
 
 
-def version(argv: Sequence[str], package: str, *, line_starts: str = "") -> str:
-    """The first line of a tool's version output (or the first starting with ``line_starts``)."""
+def version(argv: Sequence[str], package: str, *, line_starts: str = "", tool: str = "") -> str:
+    """The first line of a tool's version output (or the first starting with ``line_starts``).
+
+    ``tool``: the adapter's own executable, when ``argv`` asks another program (``dpkg-query`` for pax): it
+    must be found as the adapter finds it, or a machine without it would look as if it had it.
+    """
+    if tool:
+        find(tool, package)
     exe = find(argv[0], package)
     done = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
     lines = [ln.strip() for ln in (done.stdout + done.stderr).splitlines() if ln.strip().startswith(line_starts)]

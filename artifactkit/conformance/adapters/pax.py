@@ -22,11 +22,12 @@ import os
 from artifactkit.conformance.adapters._tool import find, steps
 
 PACKAGE = "Debian's pax (apt-get install pax)"
+TOOL = "pax"
 
 
 def pax(src: str, dst: str, *, log: list[str] | None = None) -> None:
     """``pax -w`` a ustar archive, ``pax -r -pe`` it back."""
-    exe = find("pax", PACKAGE)
+    exe = find(TOOL, PACKAGE)
     with steps(src, dst, "pax", log) as run:
         archive = f"{run.tmp}/a.tar"
         run.run([exe, "-w", "-x", "ustar", "-t", "-f", archive, "."], cwd=run.src)
@@ -34,4 +35,5 @@ def pax(src: str, dst: str, *, log: list[str] | None = None) -> None:
         run.run([exe, "-r", "-pe", "-f", archive], cwd=run.dst)
 
 
+# pax has no version option: Debian's package database says which one this is (found only where pax is).
 VERSION = ("dpkg-query", "-W", "-f=pax ${Version}\\n", "pax")
