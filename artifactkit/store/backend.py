@@ -2,7 +2,8 @@
 
 A backend holds only what differs between a directory and a bucket (restic's ``backend.Backend``,
 borgstore's ``BackendBase``): listing versions, reading a manifest's bytes, claiming a version, the blobs
-(has / stage / fetch / hash / delete), the publish and gc guards and the durability barrier. Everything
+(has / stage / fetch / hash / delete), the publish and gc guards, a download's hold on its version and forget's
+guard, and the durability barrier. Everything
 written once above it — resolve, list, manifest, verify's mark, gc's sweep, the publish stages and the
 version-claim loop — lives in the store's own modules and never asks which backend it has.
 

@@ -51,9 +51,7 @@ def collect_garbage(opened: Opened, *, grace_s: float | None = None, dry_run: bo
     manifest stops the blob sweep: nobody can say which blobs it needs. ``dry_run``: the same answer,
     nothing removed.
     """
-    grace = opened.default_grace_s if grace_s is None else grace_s
-    if grace < 0:
-        raise ValueError(f"gc's grace must be 0 or more seconds, not {grace}")
+    grace = opened.default_grace_s if grace_s is None else grace_s  # one below 0 keeps nothing, as 0
     with opened.collecting() as guard:
         staging, young_staging = _split(opened.staging_garbage(), grace)
         if not dry_run:

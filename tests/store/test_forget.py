@@ -171,3 +171,29 @@ def test_forget_refuses_a_version_a_running_download_holds_and_removes_nothing(
     # Once the download is over, nothing holds it.
     assert store.forget("demo", versions=[1]) == [held]
     assert store.gc(grace_s=0).freed_bytes >= 64 << 10
+
+
+def test_without_the_download_hold_the_same_forget_and_gc_pull_the_blobs_from_under_the_download(
+        fast_tmp: Path, any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hold's own control: a download that holds nothing loses its version and its blobs mid-way.
+    from contextlib import nullcontext
+
+    from artifactkit.errors import IntegrityError
+    from artifactkit.store.local_backend import LocalStore
+    from artifactkit.store.s3.backend import BucketStore
+
+    for opened in (LocalStore, BucketStore):
+        monkeypatch.setattr(opened, "holding", lambda self, name, version: nullcontext())
+    store = any_store
+    held = store.publish(_tree(fast_tmp / "v1", "v1", big=64 << 10), "demo")
+    store.publish(_tree(fast_tmp / "v2", "v2"), "demo")
+    swept: list[int] = []
+
+    def midway(progress: Progress) -> None:
+        if progress.phase == "fetch" and not swept:
+            other = Store(store.root)
+            other.forget("demo", versions=[1])
+            swept.append(len(other.gc(grace_s=0).removed_blobs))
+    with pytest.raises((IntegrityError, FileNotFoundError)):
+        store.download(held, fast_tmp / "out", progress=midway)
+    assert swept and swept[0] >= 1 and not (fast_tmp / "out").exists()
