@@ -37,7 +37,7 @@ from artifactkit.store.s3.leases import (
     live_publishers,
     publish_lease,
 )
-from artifactkit.store.s3.objects import Bucket, ObjectInfo, Upload
+from artifactkit.store.s3.objects import Bucket, Upload
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import CacheSite
@@ -98,7 +98,7 @@ class BucketStore:
         self._bodies: dict[ArtifactRef, bytes] = {}  # what ref() read, for the manifest_bytes() that follows
         self._now: datetime | None = None  # the server's time, once per operation: what ages are measured from
         self._uploads: dict[str, Upload] = {}  # staging_garbage's listing, by the name it reported
-        self._blobs: list[ObjectInfo] | None = None  # blob_names' listing, which verify's blob_garbage reuses
+        self._written: dict[str, datetime] | None = None  # blob_names' listing's times, for verify's blob_garbage
 
     def versions(self, name: str | None = None) -> list[tuple[str, int]]:
         return listed_versions(self.bucket, name)
@@ -128,8 +128,12 @@ class BucketStore:
 
     def blob_names(self) -> dict[str, int | None]:
         # The listing gives every object's length for free: a wrong size is found without a GET.
-        self._blobs = list(self.bucket.objects_under("blobs/"))
-        return {info.key.removeprefix("blobs/"): info.size for info in self._blobs}
+        sizes: dict[str, int | None] = {}
+        self._written = {}
+        for info in self.bucket.objects_under("blobs/"):
+            sizes[info.key.removeprefix("blobs/")] = info.size
+            self._written[info.key.removeprefix("blobs/")] = info.last_modified
+        return sizes
 
     def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
         size = known_size
@@ -201,9 +205,12 @@ class BucketStore:
         return [Garbage(name, 0, self._age_s(upload.initiated)) for name, upload in self._uploads.items()]
 
     def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
-        listed, self._blobs = self._blobs if self._blobs is not None else self.bucket.objects_under("blobs/"), None
+        # verify listed blobs/ a moment ago (blob_names): its listing answers, and sizes are not needed there.
+        written, self._written = self._written, None
+        if written is not None and not measure:
+            return [Garbage(name, 0, self._age_s(when)) for name, when in written.items() if name not in needed]
         return [Garbage(info.key.removeprefix("blobs/"), info.size, self._age_s(info.last_modified))
-                for info in listed if info.key.removeprefix("blobs/") not in needed]
+                for info in self.bucket.objects_under("blobs/") if info.key.removeprefix("blobs/") not in needed]
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         for item in staging:
