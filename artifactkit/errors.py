@@ -139,6 +139,10 @@ class UnreadableManifestWarning(UserWarning):
     message names its key and why; ``verify`` reports it too."""
 
 
+class VersionInUseError(ArtifactkitError):
+    """``forget`` removed nothing: a running download holds one of the versions (``versions`` names them)."""
+
+
 class RemoteStoreError(ArtifactkitError):
     """A request to an object store failed; ``url`` and the server's ``code`` say where and why."""
 

@@ -14,7 +14,8 @@ PACKAGE = ROOT / "artifactkit"
 #: Behaviour every backend shares, and the one function of the package that does it.
 WRITTEN_ONCE = {"_resolve_in": "resolve a name to a version", "mark": "verify's and gc's read of every manifest",
                 "claim_version": "the version-claim loop", "collect_garbage": "gc's sweep",
-                "verify_store": "verify", "publish_tree": "publish's stages"}
+                "verify_store": "verify", "publish_tree": "publish's stages",
+                "forget_versions": "forget's choice of versions"}
 
 
 def _trees(root: Path) -> list[tuple[Path, ast.Module]]:

@@ -1,9 +1,10 @@
-"""``publish``, ``download``, ``verify``, ``gc`` and ``ls``: thin shells over :class:`Store`."""
+"""``publish``, ``download``, ``verify``, ``gc``, ``forget`` and ``ls``: thin shells over :class:`Store`."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,12 @@ from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_
 from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
 from artifactkit.errors import ArtifactkitError, ReownedWarning
+from artifactkit.store.layout import parse_ref
 from artifactkit.store.store import Store
+
+#: ``--grace``: whole seconds, minutes, hours or days (``0``, ``90s``, ``10m``, ``1h``, ``2d``; a bare number is s).
+_DURATION = re.compile(r"([0-9]+)([smhd]?)", re.ASCII)
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
@@ -32,6 +38,24 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def _duration(text: str) -> float:
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is no duration: give 0, or whole seconds, minutes, hours or days "
+                                         "(90s, 10m, 1h, 2d)")
+    return float(int(match[1]) * _UNIT_S[match[2]])
+
+
+def duration_text(seconds: float) -> str:
+    """``3600`` -> ``1h``, ``5400`` -> ``1h30m``, ``42`` -> ``42s``: a grace or a wait, as ``--grace`` takes it."""
+    left, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts) or "0"
 
 
 def _workers_option(parser: argparse.ArgumentParser, what: str) -> None:
@@ -81,7 +105,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "references and every staging leftover of an interrupted publish, and report the bytes freed "
                 "(blocks allocated to what was removed). An unreadable manifest stops the sweep (exit 1).")
     p.add_argument("--dry-run", action="store_true", help="report what would be removed and freed; remove nothing")
+    p.add_argument("--grace", type=_duration, default=None, metavar="DURATION",
+                   help="keep leftovers younger than this (0, 90s, 10m, 1h, 2d), reported as kept; default: 0 for "
+                        "a local store (its lock proves no publisher runs), 1h for a bucket (a publisher stalled "
+                        "past its lease); 0 removes every leftover no running operation holds")
     p.set_defaults(func=_store_command(_gc))
+
+    p = _parser(subparsers, "forget", "remove versions from the store's list; gc then frees what only they used",
+                "Remove each NAME@VERSION, or with --keep-last N all but the newest N versions of each NAME, from "
+                "the store's list: each in one removal of its manifest, all or none. A missing name or version, "
+                "or a version a running download holds, removes nothing (exit 2). A name's forgotten newest "
+                "version number is never given to a later publish. Run gc afterwards to free the space.")
+    p.add_argument("refs", nargs="+", metavar="NAME[@VERSION]",
+                   help="NAME@VERSION to forget that version; NAME (with --keep-last) for all but its newest")
+    p.add_argument("--keep-last", type=_positive, default=None, metavar="N",
+                   help="forget all but the newest N versions of each NAME (N >= 1: forgetting every version "
+                        "takes naming each)")
+    p.add_argument("--dry-run", action="store_true", help="say which versions would go; remove nothing")
+    p.set_defaults(func=_store_command(_forget))
 
     p = _parser(subparsers, "ls", "list published versions",
                 "List every visible version: name, version and manifest sha256 (no manifest is read).")
@@ -151,8 +192,13 @@ def _verify(a: argparse.Namespace) -> Result:
             for kind, items in (("corrupt", report.corrupt), ("missing", report.missing),
                                 ("unreadable", report.unreadable), ("orphaned", report.orphaned),
                                 ("in progress", report.in_progress))]
+    rows.append(("kept", str(len(report.kept)), "; ".join(report.kept[:3]) + (" ..." if len(report.kept) > 3 else "")))
     leftovers = f"ok, with leftovers: `artifactkit gc --store {a.store}` removes them"
     verdict = "clean" if report.clean else (leftovers if report.ok else "NOT OK")
+    if report.kept and report.ok:
+        verdict += (f"; {len(report.kept)} leftover(s) younger than gc's grace of {duration_text(report.grace_s)} "
+                    f"are kept for now (`artifactkit gc --store {a.store} --grace 0` removes them once no "
+                    "operation holds them)")
     return success({"schema": "artifactkit.verify/1", "clean": report.clean, **attrs.asdict(report)},
                    f"{table(rows, ('finding', 'count', 'items'))}\n\n"
                    f"{report.versions} version(s), {report.blobs_checked} blob(s) hashed: {verdict}",
@@ -161,17 +207,46 @@ def _verify(a: argparse.Namespace) -> Result:
 
 def _gc(a: argparse.Namespace) -> Result:
     with store_activity("gc", json_output=a.json) as progress:
-        report = Store(a.store).gc(dry_run=a.dry_run, progress=progress)
+        report = Store(a.store).gc(grace_s=a.grace, dry_run=a.dry_run, progress=progress)
     blobs, staging = len(report.removed_blobs), len(report.removed_staging)
+    kept_blobs, kept_staging = len(report.kept_blobs), len(report.kept_staging)
     if not (blobs or staging):
-        text = f"{'would remove' if a.dry_run else 'removed'} nothing: no leftovers in {a.store}"
+        text = f"{'would remove' if a.dry_run else 'removed'} nothing" + ("" if kept_blobs or kept_staging
+                                                                         else f": no leftovers in {a.store}")
     elif a.dry_run:
         text = (f"would remove {blobs} blob(s) and {staging} staging leftover(s), "
                 f"freeing {human_bytes(report.freed_bytes)} (dry run: nothing removed)")
     else:
         text = (f"removed {blobs} blob(s) and {staging} staging leftover(s), "
                 f"freed {human_bytes(report.freed_bytes)}")
+    if kept_blobs or kept_staging:
+        text += (f"; kept {kept_blobs} blob(s) and {kept_staging} staging leftover(s) "
+                 f"({human_bytes(report.kept_bytes)}) younger than the grace of {duration_text(report.grace_s)}: "
+                 f"all are old enough in {duration_text(report.kept_wait_s)}, or `--grace 0` removes them now "
+                 "(what a running operation holds is never removed)")
     return success({"schema": "artifactkit.gc/1", **attrs.asdict(report)}, text)
+
+
+def _forget(a: argparse.Namespace) -> Result:
+    wanted: dict[str, list[int] | None] = {}
+    for text in a.refs:
+        name, version = parse_ref(text)
+        versions = wanted.setdefault(name, None if version is None else [])
+        if (version is None) != (versions is None):
+            raise ValueError(f"{name!r} is named both bare and with a version: give one or the other")
+        if versions is not None and version is not None:
+            versions.append(version)
+    refs = Store(a.store).forget_many(wanted, keep_last=a.keep_last, dry_run=a.dry_run)
+    named = ", ".join(map(str, refs))
+    if not refs:
+        text = "forgot nothing: every named artifact has no more than --keep-last versions"
+    elif a.dry_run:
+        text = f"would forget {len(refs)} version(s): {named} (dry run: nothing removed)"
+    else:
+        text = (f"forgot {len(refs)} version(s): {named}; `artifactkit gc --store {a.store}` frees what only "
+                "they used")
+    return success({"schema": "artifactkit.forget/1", "dry_run": a.dry_run, "keep_last": a.keep_last,
+                    "forgotten": [_ref_doc(ref) for ref in refs]}, text)
 
 
 def _ls(a: argparse.Namespace) -> Result:

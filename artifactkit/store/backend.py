@@ -2,7 +2,8 @@
 
 A backend holds only what differs between a directory and a bucket (restic's ``backend.Backend``,
 borgstore's ``BackendBase``): listing versions, reading a manifest's bytes, claiming a version, the blobs
-(has / stage / fetch / hash / delete), the publish and gc guards and the durability barrier. Everything
+(has / stage / fetch / hash / delete), the publish and gc guards, a download's hold on its version and forget's
+guard, and the durability barrier. Everything
 written once above it — resolve, list, manifest, verify's mark, gc's sweep, the publish stages and the
 version-claim loop — lives in the store's own modules and never asks which backend it has.
 
@@ -29,11 +30,27 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class Garbage:
-    """One thing ``gc`` may remove: its name as reported (a blob's digest, a staging entry's name) and the
-    bytes its removal gives back."""
+    """One thing ``gc`` may remove: its name as reported (a blob's digest, a staging entry's name), the bytes its
+    removal gives back, and its age (local: since its ctime; bucket: since it was written or its upload began,
+    by the server's clock), which ``gc``'s grace compares."""
 
     name: str
     freed_bytes: int
+    age_s: float = 0.0
+
+    def young(self, grace_s: float) -> bool:
+        """Whether a grace of ``grace_s`` keeps it. A grace of 0 keeps nothing, not even what was written this
+        second (a bucket's clock has 1 s resolution: "older than now" would keep that)."""
+        return grace_s > 0 and self.age_s < grace_s
+
+
+class Forgetter(Protocol):
+    """What :meth:`Opened.forgetting` yields: the removal of versions, under the guard it holds."""
+
+    def remove(self, refs: Sequence[ArtifactRef]) -> None:
+        """Remove every version of ``refs`` from the list, each by one unlink or DELETE of its manifest — or none
+        of them: :class:`~artifactkit.errors.VersionInUseError` if a running download holds one. A name whose
+        newest version goes keeps a marker of its number, so no later publish gets that number again."""
 
 
 class Guard(Protocol):
@@ -95,6 +112,11 @@ class Opened(Protocol):
     where: str
     #: How many manifests or blobs are worth reading at once (1: a local disk; a bucket: its requests).
     concurrency: int
+    #: The grace ``gc`` gives a leftover when none is asked for, and ``verify`` names: 0 for a local store (its
+    #: lock proves no publisher runs), the lease policy's ``grace_s`` for a bucket (docs/s3.md).
+    default_grace_s: float
+    #: Where :meth:`staging_garbage`'s names live, as reports name them (``staging``; a bucket's ``uploads``).
+    staging_dir: str
 
     def versions(self, name: str | None = None) -> list[tuple[str, int]]:
         """``(name, version)`` of every visible version (of ``name`` only, if given), sorted; nothing read."""
@@ -117,9 +139,6 @@ class Opened(Protocol):
         (else ``None``: a wrong size is reported, never hashed). :class:`IntegrityError` (``MISSING``) if it is
         absent, (``CORRUPT``) if it is no regular object. ``known_size``: from :meth:`blob_names`."""
 
-    def leftovers(self) -> list[str]:
-        """What a publish in flight or a killed one leaves besides blobs (``staging/<txn>``), as reported."""
-
     def quiescent(self) -> AbstractContextManager[Callable[[], bool]]:
         """Held while verify lists the store; what it yields, called at the end of the listing, says whether no
         publisher was active meanwhile (leftovers are then orphaned, not in progress)."""
@@ -133,18 +152,28 @@ class Opened(Protocol):
     def collecting(self) -> AbstractContextManager[Guard]:
         """The gc guard: no publisher runs (or commits) while it is held."""
 
-    def staging_garbage(self) -> list[Garbage]:
-        """Abandoned staging gc may remove now (a killed publish's directory; a bucket's multipart uploads older
-        than its grace period), with the bytes each frees."""
+    def staging_garbage(self, *, measure: bool = True) -> list[Garbage]:
+        """Every staging leftover (a killed publish's directory; a bucket's unfinished multipart uploads) with its
+        age and, if ``measure``, the bytes it frees (verify, which frees nothing, does not walk them)."""
 
-    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
-        """Blobs no version needs that gc may remove now (a bucket: only those older than its grace period)."""
+    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
+        """Every blob no version in ``needed`` references, with its age and (``measure``) the bytes it frees."""
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         """Remove what :meth:`staging_garbage` found."""
 
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         """Remove what :meth:`blob_garbage` found, checking ``guard`` before each batch of deletes."""
+
+    def holding(self, name: str, version: int) -> AbstractContextManager[None]:
+        """Hold ``name@version`` for the block, so no ``forget`` removes it meanwhile (a download holds it from
+        before it reads the manifest until its last blob is read): local, a shared ``flock`` on the manifest file;
+        bucket, a lease ``locks/download/<name>/<version>/<token>``. :class:`LookupError` if it is gone."""
+
+    def forgetting(self, names: Collection[str]) -> AbstractContextManager[Forgetter]:
+        """The guard a ``forget`` of versions of ``names`` holds while it lists and removes them: local, those
+        names' locks (a publisher's claim takes them too); bucket, the gc lease (publishers wait) and
+        ``locks/forget`` (downloads wait to take their leases)."""
 
     def blob_source(self, needed: BlobsNeeded, dest: str, progress: Reporter) -> AbstractContextManager[BlobSource]:
         """Where a download to ``dest`` reads the blobs ``needed``: the store's own directory,

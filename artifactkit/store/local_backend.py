@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Final
 
@@ -23,6 +24,7 @@ from artifactkit.store.blob_moves import Moving
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
+from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.progress import Reporter
@@ -77,6 +79,9 @@ class LocalStore:
     """A local store opened for one operation: everything through :attr:`dirs`' checked fds."""
 
     concurrency = 1
+    #: Under gc's exclusive lock no publisher runs: every leftover is abandoned, however young.
+    default_grace_s = 0.0
+    staging_dir = "staging"
 
     def __init__(self, dirs: StoreDirs, txn_class: type[LocalTxn]) -> None:
         self.dirs = dirs
@@ -113,9 +118,6 @@ class LocalStore:
         finally:
             os.close(fd)
 
-    def leftovers(self) -> list[str]:
-        return [f"staging/{name}" for name in listdir_fd(self.dirs.staging)]
-
     @contextlib.contextmanager
     def quiescent(self) -> Iterator[Callable[[], bool]]:
         # Held exclusively (only if free) for the whole listing: no publisher can have started meanwhile.
@@ -150,15 +152,23 @@ class LocalStore:
         with store_lock(self.dirs.locks, exclusive=True, where=self.dirs.layout.locks_dir):
             yield _Held()
 
-    def staging_garbage(self) -> list[Garbage]:
-        where = self.dirs.layout.staging_dir
-        return [Garbage(name, _allocated(self.dirs.staging, name, os.lstat(name, dir_fd=self.dirs.staging), where))
-                for name in listdir_fd(self.dirs.staging)]
+    def staging_garbage(self, *, measure: bool = True) -> list[Garbage]:
+        return _garbage(self.dirs.staging, self.dirs.layout.staging_dir, (), measure=measure)
 
-    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
-        where = self.dirs.layout.blobs_dir
-        return [Garbage(name, _allocated(self.dirs.blobs, name, os.lstat(name, dir_fd=self.dirs.blobs), where))
-                for name in listdir_fd(self.dirs.blobs) if name not in needed]
+    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
+        return _garbage(self.dirs.blobs, self.dirs.layout.blobs_dir, needed, measure=measure)
+
+    @contextlib.contextmanager
+    def holding(self, name: str, version: int) -> Iterator[None]:
+        ref = self.ref(name, version)
+        if ref is None:
+            raise LookupError(f"{name!r} version {version} vanished from {self.where}")
+        with held(self.dirs, ref):
+            yield
+
+    def forgetting(self, names: Collection[str]) -> contextlib.AbstractContextManager[LocalForgetter]:
+        self._listed.clear()  # refs are read again under the name locks
+        return forgetting(self.dirs, names)
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         for item in staging:  # a stray file or link in staging/ is a leftover too
@@ -260,7 +270,7 @@ class LocalTxn:
         fsync_fd_dir(dir_fd)
 
     def latest(self, name: str) -> int:
-        return max((version for version, _ in self.dirs.versions(name)), default=0)
+        return highest_taken(self.dirs, name)
 
     def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
         """Rename the flushed manifest into place as ``version`` under the name's lock, through the checked fd
@@ -273,7 +283,7 @@ class LocalTxn:
                 raise UnsafeStoreError(f"{where} is not a directory: artifactkit cannot add a version of {name!r} "
                                        "there and changed nothing", path=where, why="not a directory")
             try:
-                if any(found >= version for found, _ in dirs.versions(name)):
+                if highest_taken(dirs, name) >= version:  # a version, or a forgotten newest one's marker
                     return False
                 commit_name(self.stage_fd, _MANIFEST, name_fd, f"{version}.{digest}.json")
                 self.sync_dir(name_fd)
@@ -320,6 +330,20 @@ def _remove(parent_fd: int, name: str, where: str) -> None:
             raise _too_deep(where, name) from None
     else:
         os.unlink(name, dir_fd=parent_fd)
+
+
+def _garbage(dir_fd: int, where: str, needed: Collection[str], *, measure: bool) -> list[Garbage]:
+    """The names in ``dir_fd`` not in ``needed``, each with its age (from its ctime, which no ``utime`` sets) and,
+    if ``measure``, the bytes its removal frees."""
+    now = time.time()
+    found = []
+    for name in listdir_fd(dir_fd):
+        if name in needed:
+            continue
+        st = os.lstat(name, dir_fd=dir_fd)
+        found.append(Garbage(name, _allocated(dir_fd, name, st, where) if measure else 0,
+                             max(0.0, now - st.st_ctime)))
+    return found
 
 
 def _allocated(parent_fd: int, name: str, st: os.stat_result, where: str) -> int:

@@ -6,7 +6,11 @@ other just like two processes do (POSIX ``fcntl`` record locks would not, within
 ==========================  ==================================================================
 ``locks/turnstile.lock``    passed by everyone, held by gc while it waits (no starvation)
 ``locks/store.lock``        shared by publishers, exclusive for gc; verify takes it only if free
-``locks/names/<name>.lock`` exclusive while a publisher picks and commits its version number
+``locks/names/<name>.lock`` exclusive while a publisher picks and commits its version number,
+                            and while ``forget`` removes versions of ``name`` (sorted by name)
+a version's manifest file   shared by each download of it, from before its manifest is read to
+                            its last blob; ``forget`` takes it exclusively, never waiting, before
+                            its unlink (held: nothing removed) — ``store/local_forget.py``
 a download's staging dir    exclusive from just after its mkdir to the final rename; an
                             unlocked one belongs to a killed download and may be swept
 ==========================  ==================================================================

@@ -13,6 +13,7 @@ import errno
 import importlib
 import os
 import warnings
+from collections.abc import Collection
 from contextlib import AbstractContextManager, closing
 from typing import Any, Final
 
@@ -20,6 +21,7 @@ from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableMan
 from artifactkit.store.backend import Backend, Opened
 from artifactkit.store.download import blobs_needed, restore_tree
 from artifactkit.store.engines import executor_for
+from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
 from artifactkit.store.manifest import Manifest
@@ -49,6 +51,9 @@ def backend_for(root: str | os.PathLike[str], **options: Any) -> Backend:
     module, _, name = BACKENDS[scheme].partition(":")
     backend: Backend = getattr(importlib.import_module(module), name)(text, **options)
     return backend
+
+#: What ``forget`` returns (named here: inside :class:`Store`, ``list`` is its method).
+Refs = list[ArtifactRef]
 
 
 class Store:
@@ -141,18 +146,21 @@ class Store:
         """
         target = os.path.abspath(os.fspath(dest))
         with self._open() as opened, closing(executor_for(workers, "download")) as executor:
-            ref = _resolve_in(opened, name_or_ref, version)
+            name, number = _chosen(opened, name_or_ref, version)
             if os.path.lexists(target):
                 raise FileExistsError(errno.EEXIST, "download destination already exists", target)
-            # The digest is verified_entries' to check: the core hashes the bytes while it parses them.
-            body, where = opened.manifest_bytes(ref, check_digest=False)
-            entries = verified_entries(ref, body, where)
-            needed = blobs_needed(entries)
-            reporter = Reporter(progress)
-            reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
-            with opened.blob_source(needed, target, reporter) as blobs:
-                restore_tree(entries, target, blob_path=blobs, shape_checked=True, owners=owners,
-                             executor=executor, progress=reporter)
+            # Held from before the manifest is read until the last blob is: no forget removes it meanwhile.
+            with opened.holding(name, number):
+                ref = name_or_ref if isinstance(name_or_ref, ArtifactRef) else _ref_in(opened, name, number)
+                # The digest is verified_entries' to check: the core hashes the bytes while it parses them.
+                body, where = opened.manifest_bytes(ref, check_digest=False)
+                entries = verified_entries(ref, body, where)
+                needed = blobs_needed(entries)
+                reporter = Reporter(progress)
+                reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
+                with opened.blob_source(needed, target, reporter) as blobs:
+                    restore_tree(entries, target, blob_path=blobs, shape_checked=True, owners=owners,
+                                 executor=executor, progress=reporter)
         return ref
 
     def verify(self, *, progress: ProgressCallback | None = None) -> VerifyReport:
@@ -160,27 +168,62 @@ class Store:
         with self._open() as opened:
             return verify_store(opened, Reporter(progress))
 
-    def gc(self, *, dry_run: bool = False, progress: ProgressCallback | None = None) -> GcReport:
+    def gc(self, *, grace_s: float | None = None, dry_run: bool = False,
+           progress: ProgressCallback | None = None) -> GcReport:
         """Remove unreferenced blobs and abandoned staging, excluding every publisher meanwhile; ``dry_run``:
-        report what would go (and the bytes it would free) and remove nothing."""
+        report what would go (and the bytes it would free) and remove nothing.
+
+        ``grace_s``: leftovers younger than this are kept, and reported as kept (``None``: the store's default,
+        0 for a local store, whose lock proves no publisher runs; a bucket's lease policy's hour, the defence of
+        a publisher stalled past its lease). 0 removes every leftover no running operation holds.
+        """
         # writes: only the layout dirs an older store lacks; a mistyped path is NotAStoreError, never grown.
         with self._open(writes=True) as opened:
-            return collect_garbage(opened, dry_run=dry_run, progress=Reporter(progress))
+            return collect_garbage(opened, grace_s=grace_s, dry_run=dry_run, progress=Reporter(progress))
+
+    def forget(self, name: str, versions: Collection[int] | None = None, keep_last: int | None = None, *,
+               dry_run: bool = False) -> Refs:
+        """Remove versions of ``name`` from the store's list: ``versions``, or all but the newest ``keep_last``
+        (at least 1); the removed refs, sorted. ``gc`` then frees what only they used.
+
+        Each version goes in one unlink or DELETE of its manifest. A missing name or version is
+        :class:`LookupError`, a version a running download holds :class:`VersionInUseError`; either way nothing
+        is removed. A name's forgotten newest number is never given to a later publish. ``dry_run``: the refs
+        that would go, nothing removed.
+        """
+        return self.forget_many({name: versions}, keep_last=keep_last, dry_run=dry_run)
+
+    def forget_many(self, wanted: Wanted, *, keep_last: int | None = None,
+                    dry_run: bool = False) -> Refs:
+        """:meth:`forget` of several names at once, all or none: ``{name: versions, or None for keep_last}``."""
+        with self._open(writes=True) as opened:
+            return forget_versions(opened, wanted, keep_last=keep_last, dry_run=dry_run)
 
 
 def _resolve_in(opened: Opened, name_or_ref: str | ArtifactRef, version: int | None) -> ArtifactRef:
     """The look-up of :meth:`Store.resolve` in a store already opened (manifest and download open it once)."""
     if isinstance(name_or_ref, ArtifactRef):
         return name_or_ref
+    return _ref_in(opened, *_chosen(opened, name_or_ref, version))
+
+
+def _chosen(opened: Opened, name_or_ref: str | ArtifactRef, version: int | None) -> tuple[str, int]:
+    """The name and version a look-up means, from the listing alone (no manifest read)."""
+    if isinstance(name_or_ref, ArtifactRef):
+        return name_or_ref.name, name_or_ref.version
     name, version = parse_ref(name_or_ref, version)
     versions = [found for _, found in opened.versions(name)]
     if not versions:
         raise LookupError(f"no artifact named {name!r} in {opened.where}")
     if version is not None and version not in versions:
         raise LookupError(f"{name!r} has no version {version} (latest is {versions[-1]})")
-    ref = opened.ref(name, versions[-1] if version is None else version)
+    return name, versions[-1] if version is None else version
+
+
+def _ref_in(opened: Opened, name: str, version: int) -> ArtifactRef:
+    ref = opened.ref(name, version)
     if ref is None:
-        raise LookupError(f"{name!r} version {version or versions[-1]} vanished from {opened.where}")
+        raise LookupError(f"{name!r} version {version} vanished from {opened.where}")
     return ref
 
 

@@ -29,6 +29,8 @@ class VerifyReport:
 
     ``orphaned`` (unreferenced blobs, abandoned staging) is only claimed when no publisher held the
     store meanwhile; otherwise such items may belong to a publish in flight and are ``in_progress``.
+    Leftovers younger than the grace ``gc`` gives by default (``grace_s``: a bucket's hour) are ``kept``, as
+    ``gc`` reports them: not orphaned, since ``gc`` would not remove them yet.
     """
 
     ok: bool
@@ -39,6 +41,8 @@ class VerifyReport:
     unreadable: list[str]
     orphaned: list[str]
     in_progress: list[str]
+    kept: list[str] = attrs.field(factory=list)
+    grace_s: float = 0.0
 
     @property
     def clean(self) -> bool:
@@ -106,7 +110,9 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
         progress = progress or Reporter(None)
         versions, needed, corrupt, unreadable = mark(opened, progress)
         present = opened.blob_names()
-        leftovers = [f"blobs/{name}" for name in sorted(present) if name not in needed] + opened.leftovers()
+        # What gc would keep for the grace is kept here too; the sizes are not walked: verify frees nothing.
+        leftovers = [(f"blobs/{item.name}", item) for item in opened.blob_garbage(needed, measure=False)]
+        leftovers += [(f"{opened.staging_dir}/{item.name}", item) for item in opened.staging_garbage(measure=False)]
         quiescent = quiet()
     missing: list[str] = []
 
@@ -133,7 +139,10 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
                                            strict=True):
         (missing if kind == "missing" else corrupt if kind else []).append(problem)
         progress.advance(1, users[0][1])
+    grace = opened.default_grace_s
+    kept = [name for name, item in leftovers if item.young(grace)] if quiescent else []
     return VerifyReport(
         ok=not (corrupt or missing or unreadable), versions=versions, blobs_checked=len(needed),
         corrupt=corrupt, missing=missing, unreadable=unreadable,
-        orphaned=leftovers if quiescent else [], in_progress=[] if quiescent else leftovers)
+        orphaned=[name for name, item in leftovers if not item.young(grace)] if quiescent else [],
+        in_progress=[] if quiescent else [name for name, _ in leftovers], kept=kept, grace_s=grace)

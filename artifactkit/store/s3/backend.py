@@ -16,7 +16,7 @@ import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure
@@ -27,8 +27,16 @@ from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest_file import check_manifest_digest
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
+from artifactkit.store.s3.forget import BucketForgetter
 from artifactkit.store.s3.layout import blob_key, fetch_version, listed_versions, manifest_key, parse_url
-from artifactkit.store.s3.leases import LeasePolicy, gc_lease, live_publishers, publish_lease
+from artifactkit.store.s3.leases import (
+    LeasePolicy,
+    download_lease,
+    forget_lease,
+    gc_lease,
+    live_publishers,
+    publish_lease,
+)
 from artifactkit.store.s3.objects import Bucket, Upload
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
@@ -79,14 +87,18 @@ class BucketStore:
     """A bucket store opened for one operation."""
 
     concurrency = REQUESTS
+    #: A bucket's multipart uploads are its staging.
+    staging_dir = "uploads"
 
     def __init__(self, bucket: Bucket, policy: LeasePolicy) -> None:
         self.bucket = bucket
         self.policy = policy
         self.where = bucket.url()
+        self.default_grace_s = policy.grace_s
         self._bodies: dict[ArtifactRef, bytes] = {}  # what ref() read, for the manifest_bytes() that follows
-        self._cutoff: datetime | None = None
-        self._stale_uploads: dict[str, Upload] = {}  # staging_garbage's listing, by the name it reported
+        self._now: datetime | None = None  # the server's time, once per operation: what ages are measured from
+        self._uploads: dict[str, Upload] = {}  # staging_garbage's listing, by the name it reported
+        self._written: dict[str, datetime] | None = None  # blob_names' listing's times, for verify's blob_garbage
 
     def versions(self, name: str | None = None) -> list[tuple[str, int]]:
         return listed_versions(self.bucket, name)
@@ -116,7 +128,12 @@ class BucketStore:
 
     def blob_names(self) -> dict[str, int | None]:
         # The listing gives every object's length for free: a wrong size is found without a GET.
-        return {info.key.removeprefix("blobs/"): info.size for info in self.bucket.objects_under("blobs/")}
+        sizes: dict[str, int | None] = {}
+        self._written = {}
+        for info in self.bucket.objects_under("blobs/"):
+            sizes[info.key.removeprefix("blobs/")] = info.size
+            self._written[info.key.removeprefix("blobs/")] = info.last_modified
+        return sizes
 
     def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
         size = known_size
@@ -133,12 +150,6 @@ class BucketStore:
             while chunk := body.read(CHUNK):
                 digest.update(chunk)
         return size, digest.hexdigest()
-
-    def leftovers(self) -> list[str]:
-        # A bucket's staging: multipart uploads never completed (a killed publisher's parts), of any age; gc
-        # aborts those older than the grace period.
-        everything = datetime.max.replace(tzinfo=UTC)
-        return [f"uploads/{key}" for key in self.bucket.abort_uploads_before(everything, dry_run=True)]
 
     @contextlib.contextmanager
     def quiescent(self) -> Iterator[Callable[[], bool]]:
@@ -179,29 +190,32 @@ class BucketStore:
     def collecting(self) -> Iterator[Guard]:
         self.bucket.check_bucket()
         with gc_lease(self.bucket, self.policy) as lease:
-            self._cutoff = self.bucket.server_now() - timedelta(seconds=self.policy.grace_s)
+            self._now = self.bucket.server_now()  # ages from the moment gc holds its lease, as the grace's cutoff
             yield lease
 
-    def _grace_cutoff(self) -> datetime:
-        assert self._cutoff is not None, "gc's garbage is asked for under its lease"
-        return self._cutoff
+    def _age_s(self, when: datetime | None) -> float:
+        if self._now is None:
+            self._now = self.bucket.server_now()
+        return 0.0 if when is None else max(0.0, (self._now - when).total_seconds())
 
-    def staging_garbage(self) -> list[Garbage]:
-        # A killed publisher's multipart parts, abandoned longer than the grace period; their bytes are not
-        # listed cheaply (a request per upload), so they count none. Kept: remove_staging aborts exactly these,
-        # never what a second listing would find.
-        self._stale_uploads = {upload.key: upload for upload in self.bucket.uploads_before(self._grace_cutoff())}
-        return [Garbage(name, 0) for name in self._stale_uploads]
+    def staging_garbage(self, *, measure: bool = True) -> list[Garbage]:
+        # A killed publisher's multipart parts; their bytes are not listed cheaply (a request per upload), so they
+        # count none. Kept: remove_staging aborts exactly these, never what a second listing would find.
+        self._uploads = {upload.key: upload for upload in self.bucket.uploads_before(datetime.max.replace(tzinfo=UTC))}
+        return [Garbage(name, 0, self._age_s(upload.initiated)) for name, upload in self._uploads.items()]
 
-    def blob_garbage(self, needed: Collection[str]) -> list[Garbage]:
-        cutoff = self._grace_cutoff()
-        return [Garbage(info.key.removeprefix("blobs/"), info.size) for info in self.bucket.objects_under("blobs/")
-                if info.key.removeprefix("blobs/") not in needed and info.last_modified < cutoff]
+    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
+        # verify listed blobs/ a moment ago (blob_names): its listing answers, and sizes are not needed there.
+        written, self._written = self._written, None
+        if written is not None and not measure:
+            return [Garbage(name, 0, self._age_s(when)) for name, when in written.items() if name not in needed]
+        return [Garbage(info.key.removeprefix("blobs/"), info.size, self._age_s(info.last_modified))
+                for info in self.bucket.objects_under("blobs/") if info.key.removeprefix("blobs/") not in needed]
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         for item in staging:
             guard.check()
-            self.bucket.abort_upload(self._stale_uploads[item.name])
+            self.bucket.abort_upload(self._uploads[item.name])
 
     def remove_blobs(self, guard: Guard, blobs: Sequence[Garbage]) -> None:
         with ThreadPoolExecutor(REQUESTS, thread_name_prefix="artifactkit-gc") as pool:
@@ -209,6 +223,19 @@ class BucketStore:
                 guard.check()  # never delete after our lease may have lapsed
                 list(pool.map(lambda item: self.bucket.delete(blob_key(item.name)), blobs[start:start + DELETE_BATCH]))
         guard.check()
+
+    @contextlib.contextmanager
+    def holding(self, name: str, version: int) -> Iterator[None]:
+        with download_lease(self.bucket, self.policy, name, version):
+            yield
+
+    @contextlib.contextmanager
+    def forgetting(self, names: Collection[str]) -> Iterator[BucketForgetter]:
+        # locks/gc first: no publisher claims a number while versions go (and their markers are written); then
+        # locks/forget, which downloads look at after writing their leases.
+        self.bucket.check_bucket()
+        with gc_lease(self.bucket, self.policy, "forget") as lease, forget_lease(self.bucket, self.policy) as mine:
+            yield BucketForgetter(self.bucket, self.policy.ttl_s, (lease, mine))
 
     @contextlib.contextmanager
     def blob_source(self, needed: BlobsNeeded, dest: str, progress: Reporter) -> Iterator[BlobSource]:

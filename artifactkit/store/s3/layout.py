@@ -5,6 +5,7 @@ The same transparent layout as a local store, under the URL's prefix::
     blobs/<sha256>                    immutable, uncompressed content (any S3 tool can sha256sum it)
     manifests/<name>/<version>.json   one per version; created with If-None-Match: *, so the key *is*
                                       the version claim; user metadata ``sha256`` pins the body
+    manifests/<name>/<v>.forgotten    empty: ``forget`` took the newest version, ``v``; claims go above it
     locks/gc, locks/publish/<token>   leases (see :mod:`artifactkit.store.s3.leases`)
 
 The manifest key holds no digest (unlike a local store's file name): two publishers racing for
@@ -61,6 +62,22 @@ def listed_versions(bucket: Bucket, name: str | None = None) -> list[tuple[str, 
         if match:
             found.append((match[1], int(match[2])))
     return sorted(found)
+
+
+#: ``manifests/<name>/<version>.forgotten``: the marker a forget leaves when a name's newest version goes.
+_TAKEN_KEY: Final = re.compile(r"manifests/[A-Za-z0-9][A-Za-z0-9._+-]{0,127}/([1-9][0-9]*)\.(?:json|forgotten)",
+                                   re.ASCII)
+
+
+def forgotten_key(name: str, version: int) -> str:
+    return f"manifests/{name}/{version}.forgotten"
+
+
+def highest_taken(bucket: Bucket, name: str) -> int:
+    """The highest version number ``name`` has used: its manifests' and its forgotten markers' (0 if none)."""
+    found = [int(match[1]) for info in bucket.objects_under(f"manifests/{name}/")
+             if (match := _TAKEN_KEY.fullmatch(info.key))]
+    return max(found, default=0)
 
 
 def fetch_version(bucket: Bucket, name: str, version: int) -> tuple[ArtifactRef, bytes] | None:

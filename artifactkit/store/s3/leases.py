@@ -3,11 +3,16 @@
 A server we do not run cannot hold an ``flock`` for us, so locks are objects (restic's idea, made
 stricter with conditional writes):
 
-==========================  ==================================================================
-``locks/publish/<token>``   one per running publish (shared); created, then ``locks/gc`` checked
-``locks/gc``                one running gc (exclusive): created with ``If-None-Match: *``, then
-                            every ``locks/publish/*`` checked
-==========================  ==================================================================
+==================================  ==========================================================
+``locks/publish/<token>``           one per running publish (shared); created, then ``locks/gc``
+                                    checked
+``locks/gc``                        one running gc or forget (exclusive): created with
+                                    ``If-None-Match: *``, then every ``locks/publish/*`` checked
+``locks/download/<name>/<v>/<tok>`` one per running download of ``name@v`` (shared); created,
+                                    then ``locks/forget`` checked
+``locks/forget``                    one running forget (exclusive, under ``locks/gc``): created,
+                                    then the downloads of the names it removes checked
+==================================  ==========================================================
 
 Both sides *write, then look* for the other: with S3's read-after-write consistency at least one of
 two racers sees the other, so gc never sweeps while a live publisher holds its lease. A holder
@@ -29,7 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 
 import attrs
@@ -39,6 +44,8 @@ from artifactkit.store.s3.objects import Bucket, ObjectInfo
 
 GC_KEY = "locks/gc"
 PUBLISH_DIR = "locks/publish/"
+FORGET_KEY = "locks/forget"
+DOWNLOAD_DIR = "locks/download/"
 _POLL_S = 0.2  # how often a waiter looks again: far below any ttl, far above a request's latency
 
 
@@ -159,31 +166,41 @@ def _released(lease: Lease) -> Iterator[None]:
 
 
 @contextmanager
-def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
-    """Hold a shared lease for a publish: waits (up to ``wait_s``) while a live gc holds ``locks/gc``."""
+def _shared_lease(bucket: Bucket, policy: LeasePolicy, kind: str, under: str, exclusive: str) -> Iterator[Lease]:
+    """Hold a shared lease ``<under><token>``: written, *then* ``exclusive`` looked at; while a live holder has
+    that, step aside and wait (up to ``wait_s``)."""
     deadline = time.monotonic() + policy.wait_s
     while True:
-        key = f"{PUBLISH_DIR}{secrets.token_hex(12)}"
-        body = _body("publish", policy.ttl_s)
+        key = f"{under}{secrets.token_hex(12)}"
+        body = _body(kind, policy.ttl_s)
         etag = bucket.create(key, _encode(body))
         if etag is None:
             continue  # a 96-bit token collided: draw another
-        gc = bucket.head(GC_KEY)
-        if gc is None:
+        holder = bucket.head(exclusive)
+        if holder is None:
             break
-        bucket.delete_if_match(key, etag)  # step aside while gc runs
-        if not _break_if_stale(bucket, gc, bucket.server_now(), policy.ttl_s):
-            _wait_or_give_up(deadline, "gc holds locks/gc", bucket)
+        bucket.delete_if_match(key, etag)  # step aside while it runs
+        if not _break_if_stale(bucket, holder, bucket.server_now(), policy.ttl_s):
+            _wait_or_give_up(deadline, f"{exclusive.removeprefix('locks/')} holds {exclusive}", bucket)
     lease = Lease(bucket, key, etag, body, policy.ttl_s)
     with _released(lease):
         yield lease
 
 
-def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[str]:
-    """Keys of publish leases that are not stale (stale ones are broken if ``break_stale``)."""
+def publish_lease(bucket: Bucket, policy: LeasePolicy) -> AbstractContextManager[Lease]:
+    """Hold a shared lease for a publish: waits (up to ``wait_s``) while a live gc holds ``locks/gc``."""
+    return _shared_lease(bucket, policy, "publish", PUBLISH_DIR, GC_KEY)
+
+
+def download_lease(bucket: Bucket, policy: LeasePolicy, name: str, version: int) -> AbstractContextManager[Lease]:
+    """Hold ``name@version`` for a download: waits (up to ``wait_s``) while a live forget holds ``locks/forget``."""
+    return _shared_lease(bucket, policy, "download", f"{DOWNLOAD_DIR}{name}/{version}/", FORGET_KEY)
+
+
+def _live(bucket: Bucket, under: str, ttl_s: float, *, break_stale: bool) -> list[str]:
     now = bucket.server_now()
     live = []
-    for info in bucket.objects_under(PUBLISH_DIR):
+    for info in bucket.objects_under(under):
         if not is_stale(info, now, ttl_s):
             live.append(info.key)
         elif break_stale:
@@ -191,25 +208,53 @@ def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[
     return live
 
 
+def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[str]:
+    """Keys of publish leases that are not stale (stale ones are broken if ``break_stale``)."""
+    return _live(bucket, PUBLISH_DIR, ttl_s, break_stale=break_stale)
+
+
+def live_downloads(bucket: Bucket, ttl_s: float, name: str) -> set[int]:
+    """The versions of ``name`` a live download lease holds (stale ones, killed downloads', are broken)."""
+    under = f"{DOWNLOAD_DIR}{name}/"
+    return {int(key[len(under):].partition("/")[0])
+            for key in _live(bucket, under, ttl_s, break_stale=True) if key[len(under):].partition("/")[0].isdigit()}
+
+
 @contextmanager
-def gc_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
-    """Hold ``locks/gc`` once no live publisher remains (waits up to ``wait_s`` in all).
+def _exclusive_lease(bucket: Bucket, policy: LeasePolicy, kind: str, key: str, deadline: float) -> Iterator[Lease]:
+    """Hold ``key`` alone: created with ``If-None-Match: *``; a stale holder's is broken, a live one waited for."""
+    while True:
+        body = _body(kind, policy.ttl_s)
+        etag = bucket.create(key, _encode(body))
+        if etag is not None:
+            break
+        held = bucket.head(key)
+        if held is None or _break_if_stale(bucket, held, bucket.server_now(), policy.ttl_s):
+            continue
+        _wait_or_give_up(deadline, f"another {'gc or forget' if key == GC_KEY else kind} holds {key}", bucket)
+    lease = Lease(bucket, key, etag, body, policy.ttl_s)
+    with _released(lease):
+        yield lease
+
+
+@contextmanager
+def forget_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
+    """Hold ``locks/forget`` (taken under ``locks/gc``): downloads starting meanwhile wait, and the ones that
+    wrote their leases before it are listed by the forget (:func:`live_downloads`)."""
+    with _exclusive_lease(bucket, policy, "forget", FORGET_KEY, time.monotonic() + policy.wait_s) as lease:
+        yield lease
+
+
+@contextmanager
+def gc_lease(bucket: Bucket, policy: LeasePolicy, kind: str = "gc") -> Iterator[Lease]:
+    """Hold ``locks/gc`` once no live publisher remains (waits up to ``wait_s`` in all); ``kind``: who holds it
+    (gc, or a forget, which must exclude publishers' claims too).
 
     gc keeps ``locks/gc`` while it waits for publishes in flight to finish, so new publishers step
     aside meanwhile: the turnstile that keeps a steady stream of overlapping publishes from starving gc.
     """
     deadline = time.monotonic() + policy.wait_s
-    while True:
-        body = _body("gc", policy.ttl_s)
-        etag = bucket.create(GC_KEY, _encode(body))
-        if etag is not None:
-            break
-        held = bucket.head(GC_KEY)
-        if held is None or _break_if_stale(bucket, held, bucket.server_now(), policy.ttl_s):
-            continue
-        _wait_or_give_up(deadline, "another gc holds locks/gc", bucket)
-    lease = Lease(bucket, GC_KEY, etag, body, policy.ttl_s)
-    with _released(lease):
+    with _exclusive_lease(bucket, policy, kind, GC_KEY, deadline) as lease:
         while live := live_publishers(bucket, policy.ttl_s, break_stale=True):
             _wait_or_give_up(deadline, f"{len(live)} publish(es) still in progress", bucket)
         lease.check()

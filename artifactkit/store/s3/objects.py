@@ -59,6 +59,8 @@ class Upload:
 
     key: str
     upload_id: str
+    #: When the server says it began (what gc's grace measures); ``None`` where it was not listed.
+    initiated: datetime | None = None
 
 
 class _Body:
@@ -318,7 +320,7 @@ class Bucket:
         with self._mapped():
             self._count("ListMultipartUploads")
             for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.prefix):
-                found += [Upload(str(item["Key"])[len(self.prefix):], str(item["UploadId"]))
+                found += [Upload(str(item["Key"])[len(self.prefix):], str(item["UploadId"]), item["Initiated"])
                           for item in page.get("Uploads", []) if item["Initiated"] < cutoff]
         return found
 

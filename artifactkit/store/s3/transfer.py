@@ -19,7 +19,7 @@ from typing import Final
 
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
-from artifactkit.store.s3.layout import blob_key, listed_versions, manifest_key
+from artifactkit.store.s3.layout import blob_key, highest_taken, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket
 from artifactkit.store.stage import Staged
 
@@ -104,7 +104,7 @@ class BucketTxn:
         self._pending.clear()
 
     def latest(self, name: str) -> int:
-        return max((version for _, version in listed_versions(self.bucket, name)), default=0)
+        return highest_taken(self.bucket, name)  # a forgotten newest version's number is never claimed again
 
     def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
         metadata = {"sha256": digest, "writer": self._writer}

@@ -23,7 +23,7 @@ from artifactkit.conformance.corpus import materialize
 from artifactkit.store.scan import capture_tree
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.read_race import changed_at_read
-from tests.support.stores import STORE_KINDS, plant_staging, store_snapshot, stored_names
+from tests.support.stores import STORE_KINDS, is_bucket, plant_staging, store_snapshot, stored_names
 
 Doc = dict[str, Any]
 
@@ -324,6 +324,12 @@ def test_the_verify_command_reports_each_finding_with_exit_1_and_changes_nothing
     damage(store)
     before = store_snapshot(store, times=True)
     code, report = run_verify_cli(store.root, capsys)
-    assert code == 1 and report["clean"] is False
+    if finding == "orphaned-staging" and is_bucket(store):
+        # A bucket's upload begun just now is younger than gc's grace (an hour): gc keeps it, and verify says
+        # so (it once called it orphaned, exit 1, and sent the user to a gc that would not remove it).
+        assert code == 0 and report["clean"] is True and report["orphaned"] == []
+        field = "kept"
+    else:
+        assert code == 1 and report["clean"] is False
     assert len(report[field]) == 1, report
     assert store_snapshot(store, times=True) == before, "verify never repairs"
