@@ -47,9 +47,7 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     """A fresh, empty store: ``local`` (a directory, not yet created) or ``s3`` (a new prefix on SeaweedFS)."""
     if request.param == "local":
         return Store(request.getfixturevalue("local_store_dir") / "store")
-    # A bucket store's stat cache lives in the user's cache directory: this test's own, not root's ~/.cache.
-    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
-    monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(request.getfixturevalue("tmp_path") / "user-cache"))
+    # The user's cache directory (a bucket store's stat cache) is the test's own: ``user_cache_dir``, autouse.
     return store_of_kind(request.param, request, Path())
 
 
