@@ -71,7 +71,7 @@ def _mac(key: bytes, st: os.stat_result, name: str) -> bytes:
     """The marker of the directory ``st`` named ``name``: bound to the inode (a marker copied or moved into another
     directory names the wrong one) and to the name (an inode number reused later comes with another random name)."""
     message = b"\0".join((_MAC_TAG, f"{st.st_dev}:{st.st_ino}".encode(), os.fsencode(name)))
-    return hmac.new(key, message, hashlib.sha256).hexdigest().encode("ascii")
+    return hmac.digest(key, message, "sha256").hex().encode("ascii")
 
 
 def _proven(fd: int, st: os.stat_result, name: str, key: bytes) -> bool:

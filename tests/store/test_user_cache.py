@@ -65,7 +65,7 @@ def test_a_directory_others_can_write_is_refused_naming_it(user_cache_dir: Path,
     assert type(clone) is UnsafeCacheError and clone.path == str(level) and str(clone) == str(refused.value)
 
 
-def test_a_directory_of_another_user_or_a_file_in_its_place_is_refused(user_cache_dir: Path) -> None:
+def test_a_cache_dir_of_another_user_is_refused_and_gets_no_key(user_cache_dir: Path) -> None:
     from tests.support.capability import require_real_root
 
     require_real_root("make a directory another user owns")
@@ -88,14 +88,19 @@ def test_the_key_is_made_once_private_and_whole_and_then_read(user_cache_dir: Pa
     assert key is not None and len(key) == KEY_BYTES
     found = os.stat(user_cache_dir / KEY_NAME)
     assert stat.S_IMODE(found.st_mode) == 0o600 and found.st_uid == os.geteuid()
+    assert (user_cache_dir / KEY_NAME).read_bytes() == key
     assert private_dir_key() == key and os.listdir(user_cache_dir) == [KEY_NAME]  # no temporary left
+    user_cache._KEYS.clear()  # as another process finds it
+    assert private_dir_key() == key
 
 
 @pytest.mark.parametrize("spoil", ["readable-by-others", "short", "a-symlink"])
 def test_a_key_that_others_could_know_or_that_is_not_whole_is_not_used_nor_replaced(
         user_cache_dir: Path, spoil: str) -> None:
+    # Written by hand, not by private_dir_key(): a key this process has read stays its key (user_cache._KEYS).
     key_path = user_cache_dir / KEY_NAME
-    assert private_dir_key() is not None
+    key_path.write_bytes(os.urandom(KEY_BYTES))
+    key_path.chmod(0o600)
     if spoil == "readable-by-others":
         os.chmod(key_path, 0o644)
     elif spoil == "short":
