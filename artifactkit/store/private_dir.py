@@ -31,7 +31,8 @@ very inode under that very name: a victim's directory has no marker, and a marke
 (or a leftover renamed) names another inode or another name. The key lives in the user's own cache directory,
 which nobody else can write; a sweep without a usable key removes nothing. What this cannot sweep is left for
 the user, never guessed at: a download killed between its ``mkdir`` and its marker (an empty directory), one
-whose maker had no usable key, and after a power cut one whose marker had not reached the disk.
+whose maker had no usable key, and after a power cut one whose marker (or the key itself) had not reached the
+disk: neither is flushed, a SIGKILL needs no flush.
 """
 
 from __future__ import annotations

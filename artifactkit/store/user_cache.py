@@ -137,13 +137,15 @@ def path_of(*parts: str) -> str | None:
     return None if base is None else os.path.join(base, *parts)
 
 
-def _read_key(dir_fd: int, where: str) -> bytes | None:
-    """The key, ``None`` if there is none yet; :class:`UnsafeCacheError` for anything but a regular file of ours
-    that only we can read, holding exactly :data:`KEY_BYTES` bytes."""
+def _read_key(dir_fd: int, where: str) -> tuple[bytes | None, os.stat_result | None]:
+    """The key, or ``None`` and what is under its name: nothing yet, or a private file of ours that is not
+    :data:`KEY_BYTES` long (torn: written without a flush, so a power cut can leave it so), to be replaced.
+    :class:`UnsafeCacheError` for anything else: not a regular file, or one that others could have read or
+    written (not used, and not replaced: that is for the user to look at)."""
     try:
         fd = os.open(KEY_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
-        return None
+        return None, None
     except OSError as err:
         raise _refusal(where, f"is not a regular file ({err.strerror})") from err
     try:
@@ -154,20 +156,22 @@ def _read_key(dir_fd: int, where: str) -> bytes | None:
         key = os.read(fd, KEY_BYTES + 1)
     finally:
         os.close(fd)
-    if len(key) != KEY_BYTES:
-        raise _refusal(where, f"holds {len(key)} bytes, not a key of {KEY_BYTES}")
-    return key
+    return (key, None) if len(key) == KEY_BYTES else (None, st)
 
 
-def _make_key(dir_fd: int) -> None:
+def _make_key(dir_fd: int, torn: os.stat_result | None) -> None:
     """Write a new key whole under a temporary name and link it in: a concurrent maker's key, if it came first,
-    is the one (``link`` never replaces), and no reader ever sees a partial key."""
+    is the one (``link`` never replaces), and no reader ever sees a partial key. Not flushed: a first download
+    should not wait for a disk (and the suite counts flushes per file); what a power cut tears is replaced."""
     temp = f".{KEY_NAME}.{os.getpid()}.{secrets.token_hex(8)}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         with open(fd, "wb", closefd=False) as out:
             out.write(secrets.token_bytes(KEY_BYTES))
-        os.fsync(fd)  # a key lost to a power cut would leave the leftovers it proved unprovable
+        if torn is not None:
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.lstat(KEY_NAME, dir_fd=dir_fd), torn):  # not a new key made meanwhile
+                    os.unlink(KEY_NAME, dir_fd=dir_fd)
         with contextlib.suppress(FileExistsError):
             os.link(temp, KEY_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     finally:
@@ -196,10 +200,10 @@ def private_dir_key() -> bytes | None:
             if fd is None:
                 return None
             where = os.path.join(base, KEY_NAME)
-            key = _read_key(fd, where)
+            key, torn = _read_key(fd, where)
             if key is None:
-                _make_key(fd)
-                key = _read_key(fd, where)
+                _make_key(fd, torn)
+                key, _ = _read_key(fd, where)
     except (UnsafeCacheError, OSError):
         return None
     if key is not None:
