@@ -103,6 +103,22 @@ def _mark(fd: int, st: os.stat_result, name: str, key: bytes) -> None:
         os.close(marker)
 
 
+def _remove(parent_fd: int, name: str, fd: int, key: bytes | None) -> bool:
+    """``rmdir`` the emptied directory ``fd`` at ``name`` (still its inode: the caller checked), its marker
+    removed just before; if the ``rmdir`` fails (something inside could not be removed: an immutable file, say)
+    the marker comes back, so that what stays is still provably ours for a later sweep."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(MARKER, dir_fd=fd)
+    try:
+        os.rmdir(name, dir_fd=parent_fd)
+    except OSError:
+        if key is not None:
+            with contextlib.suppress(OSError):
+                _mark(fd, os.fstat(fd), name, key)
+        return False
+    return True
+
+
 def _empty_through(fd: int) -> None:
     """Remove everything in the directory ``fd`` but its marker, by name relative to it (restoring owner rwx on
     directories whose restored mode locks their owner out). Listed afresh: the fd was listed once, empty, when
@@ -221,13 +237,14 @@ class PrivateDir:
         try:
             _empty_through(self.fd)
             swapped = not self._still_ours(self.name)
-            # Never in place of the error that stopped the download: what is left is unlocked once we close, and
-            # the next download to this parent sweeps it (its marker stays until the rmdir is all that is left).
-            with contextlib.suppress(OSError):
-                os.unlink(MARKER, dir_fd=self.fd)  # none where there was no key
-            if not swapped:
+            if swapped:  # our inode, moved away by someone, is left empty: unmarked, nothing to prove
                 with contextlib.suppress(OSError):
-                    os.rmdir(self.name, dir_fd=self.parent_fd)
+                    os.unlink(MARKER, dir_fd=self.fd)
+            else:
+                # Never in place of the error that stopped the download: what is left is unlocked once we close,
+                # marked, and the next download to this parent sweeps it.
+                with contextlib.suppress(OSError):
+                    _remove(self.parent_fd, self.name, self.fd, self.key)
         finally:
             os.close(self.fd)  # releases the flock: only now may a sweep take what is left
             os.close(self.parent_fd)
@@ -257,9 +274,7 @@ def sweep_abandoned(parent_fd: int, prefix: str, hex_digits: int, key: bytes) ->
                     or not hold_if_free(fd)):
                 continue
             _empty_through(fd)
-            if _identity(os.lstat(name, dir_fd=parent_fd)) == _identity(st):
-                os.unlink(MARKER, dir_fd=fd)
-                os.rmdir(name, dir_fd=parent_fd)
+            if _identity(os.lstat(name, dir_fd=parent_fd)) == _identity(st) and _remove(parent_fd, name, fd, key):
                 removed.append(name)
         except OSError:
             continue  # swapped, refilled or not removable: leave it

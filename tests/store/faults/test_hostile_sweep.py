@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,31 @@ def test_a_user_cache_dir_others_can_write_proves_nothing_and_a_download_still_w
     store.download("demo", work / "dest")
     assert sorted(os.listdir(work)) == sorted(["dest", *left])
     os.chmod(user_cache_dir, 0o700)
+    shutil.rmtree(work / "dest")
+    store.download("demo", work / "dest")
+    assert os.listdir(work) == ["dest"]
+
+
+def test_a_leftover_the_sweep_cannot_empty_keeps_its_marker_and_is_swept_once_it_can_be(
+        published: tuple[Store, Path]) -> None:
+    from artifactkit.store.private_dir import MARKER
+    from tests.support.capability import skip_or_fail
+
+    store, tmp = published
+    work = tmp / "work"
+    left = killed_private_dir(work, f".dest{LOCAL}", 12)
+    # A file the emptying cannot remove, in a directory (whose removal goes on past what it cannot remove): the
+    # rmdir then fails, and the marker is put back.
+    (left / "sub").mkdir()
+    stuck = left / "sub" / "stuck"
+    stuck.write_bytes(b"")
+    if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True, check=False).returncode:
+        skip_or_fail("needs chattr +i (CAP_LINUX_IMMUTABLE in the initial namespace, real root)")
+    try:
+        store.download("demo", work / "dest")
+        assert sorted(os.listdir(left)) == sorted([MARKER, "sub"]) and os.listdir(left / "sub") == ["stuck"]
+    finally:
+        subprocess.run(["chattr", "-i", str(stuck)], check=True)
     shutil.rmtree(work / "dest")
     store.download("demo", work / "dest")
     assert os.listdir(work) == ["dest"]
