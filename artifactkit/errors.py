@@ -51,6 +51,11 @@ class UnsafeStoreError(UnsafePathError):
     directory an operation made was swapped: ``path`` names it, ``why`` says what it is. Nothing was changed."""
 
 
+class UnsafeCacheError(UnsafePathError):
+    """The user's cache directory (stat caches, the key of download markers) or a directory or file in it is not
+    a real one of the effective uid closed to others' writes: ``path`` names it, ``why`` says what it is."""
+
+
 class ManifestLimitError(ArtifactkitError, ValueError):
     """A manifest is over a documented bound (``limit``: bytes, nesting depth or extents), checked before it
     is read whole or parsed deeply, or the setting of a bound holds no usable value; ``setting`` names it

@@ -80,6 +80,16 @@ def ext4_relatime_dir(ext4_relatime: Path) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def user_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's cache directory (``ARTIFACTKIT_CACHE_DIR``: stat caches, the key that proves a download's
+    leftovers ours) is each test's own, for it and every process it starts: never the ``~/.cache`` of whoever
+    runs the suite, and never inside ``tmp_path``, whose listing some tests check."""
+    path = tmp_path_factory.mktemp("user-cache")
+    monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(path))
+    return path
+
+
 @pytest.fixture
 def reference_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pins a test to the pure-Python reference engine (``ARTIFACTKIT_ENGINE=python``).

@@ -152,8 +152,8 @@ class StoreLayout:
 
 #: A store's layout dirs in the order they are made: ``manifests`` first, the one that makes it a store.
 _CREATED: Final = ("manifests", "blobs", "staging", "locks")
-#: Every name a store's root holds: its layout dirs and the stat cache's file (``stat_cache_file.CACHE_NAME``,
-#: which imports this module).
+#: Every name a store's root holds: its layout dirs and ``stat-cache.json``, where versions before the stat cache
+#: moved to the user's cache directory kept it (never read now; tolerated so that their stores stay valid).
 STORE_NAMES: Final = frozenset((*_CREATED, "stat-cache.json"))
 
 

@@ -30,7 +30,7 @@ from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stage import HeldReads, Staged
 from artifactkit.store.stat_cache import StatCache
-from artifactkit.store.stat_cache_file import CacheSite
+from artifactkit.store.stat_cache_file import local_site
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store
 
 #: ``st_blocks`` counts 512-byte units on Linux whatever the filesystem's block size (stat(2)).
@@ -72,7 +72,12 @@ class LocalBackend:
             yield LocalStore(dirs, self.txn_class)
 
     def stat_cache(self, started_ns: int) -> StatCache:
-        return StatCache.load(CacheSite(self.layout.root), started_ns)
+        # In the user's cache directory, named by the root as it is now (a store not made yet has none).
+        try:
+            root = os.stat(self.layout.root)
+        except OSError:
+            return StatCache.load(None, started_ns)
+        return StatCache.load(local_site(self.layout.root, root), started_ns)
 
 
 class LocalStore:
@@ -144,8 +149,8 @@ class LocalStore:
                 _remove_staging(dirs.staging, txn)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
-        # Written in staging/ and renamed into the root, both through their checked fds.
-        cache.save(CacheSite(self.dirs.layout.root, temp_fd=self.dirs.staging, dir_fd=self.dirs.root), ref, order)
+        # Not in the store (its other writers could edit it): in the user's cache, named by the root we opened.
+        cache.save(local_site(self.dirs.layout.root, os.fstat(self.dirs.root)), ref, order)
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[Guard]:

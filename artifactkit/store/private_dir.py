@@ -11,6 +11,9 @@ an attacker's link into DEST while saying "verified exact". So the directory is:
   ours (euid), private, empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
 * flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download into the
   same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
+* marked as ours: once locked and proven empty it gets a file :data:`MARKER` (created through its fd,
+  ``O_EXCL | O_NOFOLLOW``) holding HMAC-SHA256, under the user's own key
+  (:func:`~artifactkit.store.user_cache.private_dir_key`), of its ``st_dev``, ``st_ino`` and name;
 * used only through its fd: wherever the directory has been moved, what we write lands in our
   inode, and what we rename out of it (a download's finished tree) is ours;
 * emptied through its fd (nobody else can change what is inside: 0700, ours) and then ``rmdir``-ed
@@ -20,12 +23,24 @@ an attacker's link into DEST while saying "verified exact". So the directory is:
 
 The local download keeps its tree in one (prefix ``.NAME.artifactkit-``), the bucket download its
 fetched blobs (prefix ``.artifactkit-s3-blobs-``).
+
+**Nothing is removed because of its name.** Whoever can rename entries in the parent can give any directory
+there, a victim's results included, the exact name of an abandoned one; the sweep used to empty it. Now the
+sweep (:func:`sweep_abandoned`) removes a directory only if this user's key proves that a download made that
+very inode under that very name: a victim's directory has no marker, and a marker copied or moved into one
+(or a leftover renamed) names another inode or another name. The key lives in the user's own cache directory,
+which nobody else can write; a sweep without a usable key removes nothing. What this cannot sweep is left for
+the user, never guessed at: a download killed between its ``mkdir`` and its marker (an empty directory), one
+whose maker had no usable key, and after a power cut one whose marker (or the key itself) had not reached the
+disk: neither is flushed, a SIGKILL needs no flush.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import hmac
 import os
 import stat
 from typing import Final
@@ -33,21 +48,84 @@ from typing import Final
 from artifactkit._fsutil import listdir_fresh, remove_tree
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.locks import hold, hold_if_free
+from artifactkit.store.user_cache import private_dir_key
 
 _HEX: Final = "0123456789abcdef"
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-#: A concurrent sweep (below) removes a dir made between our mkdir and our flock: make another, a few times.
+#: A sweep by an older artifactkit (which went by name) may remove a dir made between our mkdir and our flock:
+#: make another, a few times. Ours never does: a dir without its marker is never removed.
 _CREATE_ATTEMPTS: Final = 4
+#: The file in a private directory that proves who made it; no download puts a name starting with "." there
+#: (a tree is ``tree``, blobs are named by their 64 hex digits).
+MARKER: Final = ".artifactkit-made-here"
+#: What the MAC is taken over, before the device, inode and name (a new layout gets a new tag).
+_MAC_TAG: Final = b"artifactkit.private-dir/1"
+#: The marker's length: the hex MAC.
+_MARKER_BYTES: Final = 2 * hashlib.sha256().digest_size
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+def _mac(key: bytes, st: os.stat_result, name: str) -> bytes:
+    """The marker of the directory ``st`` named ``name``: bound to the inode (a marker copied or moved into another
+    directory names the wrong one) and to the name (an inode number reused later comes with another random name)."""
+    message = b"\0".join((_MAC_TAG, f"{st.st_dev}:{st.st_ino}".encode(), os.fsencode(name)))
+    return hmac.digest(key, message, "sha256").hex().encode("ascii")
+
+
+def _proven(fd: int, st: os.stat_result, name: str, key: bytes) -> bool:
+    """Whether the directory ``fd`` (``st``, found as ``name``) holds the marker this key makes for it: a regular
+    file of ours opened through the directory's fd, not followed, read no further than a marker's length."""
+    try:
+        marker = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return False
+    try:
+        found = os.fstat(marker)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            return False
+        claimed = os.read(marker, _MARKER_BYTES + 1)
+    except OSError:
+        return False
+    finally:
+        os.close(marker)
+    return hmac.compare_digest(claimed, _mac(key, st, name))
+
+
+def _mark(fd: int, st: os.stat_result, name: str, key: bytes) -> None:
+    marker = os.open(MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+    try:
+        if os.write(marker, _mac(key, st, name)) != _MARKER_BYTES:
+            raise OSError(errno.EIO, "short write of the private directory's marker")
+    finally:
+        os.close(marker)
+
+
+def _remove(parent_fd: int, name: str, fd: int, key: bytes | None) -> bool:
+    """``rmdir`` the emptied directory ``fd`` at ``name`` (still its inode: the caller checked), its marker
+    removed just before; if the ``rmdir`` fails (something inside could not be removed: an immutable file, say)
+    the marker comes back, so that what stays is still provably ours for a later sweep."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(MARKER, dir_fd=fd)
+    try:
+        os.rmdir(name, dir_fd=parent_fd)
+    except OSError:
+        if key is not None:
+            with contextlib.suppress(OSError):
+                _mark(fd, os.fstat(fd), name, key)
+        return False
+    return True
+
+
 def _empty_through(fd: int) -> None:
-    """Remove everything in the directory ``fd``, by name relative to it (restoring owner rwx on directories
-    whose restored mode locks their owner out). Listed afresh: the fd was listed once, empty, when adopted."""
+    """Remove everything in the directory ``fd`` but its marker, by name relative to it (restoring owner rwx on
+    directories whose restored mode locks their owner out). Listed afresh: the fd was listed once, empty, when
+    adopted. The marker goes last, just before the ``rmdir``: a kill while emptying leaves it provably ours."""
     for name in listdir_fresh(fd):
+        if name == MARKER:
+            continue
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
                 remove_tree(name, dir_fd=fd, ignore_errors=True)
@@ -56,14 +134,17 @@ def _empty_through(fd: int) -> None:
 
 
 class PrivateDir:
-    """A private directory in ``parent`` named ``prefix`` + ``hex_digits`` random hex digits; :meth:`close`
-    removes what it made. Abandoned ones of the same prefix are swept first (:func:`sweep_abandoned`)."""
+    """A private directory in ``parent`` named ``prefix`` + ``hex_digits`` random hex digits, marked as ours;
+    :meth:`close` removes what it made. Abandoned ones of the same prefix that carry our marker are swept first
+    (:func:`sweep_abandoned`)."""
 
     def __init__(self, parent: str, prefix: str, *, hex_digits: int = 12) -> None:
         self.parent, self.prefix, self.hex_digits = parent, prefix, hex_digits
+        self.key = private_dir_key()
         self.parent_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            sweep_abandoned(self.parent_fd, prefix, hex_digits)
+            if self.key is not None:
+                sweep_abandoned(self.parent_fd, prefix, hex_digits, self.key)
             self.name, self.fd = self._create()
         except BaseException:
             os.close(self.parent_fd)
@@ -98,12 +179,12 @@ class PrivateDir:
     def _adopt(self, name: str, fd: int) -> bool:
         """Lock the opened dir and prove it is the one we made; False if a concurrent sweep removed it."""
         where = os.path.join(self.parent, name)
-        # Blocking: a concurrent sweep holds it only while removing it; a live download's directory
-        # moved in by someone is waited for, and then is empty (or gone) like any other of ours.
+        # Blocking: a sweep holds it only while removing it; a live download's directory moved in by someone is
+        # waited for, and then is empty (or gone) like any other of ours.
         hold(fd)
         held = os.fstat(fd)
         if held.st_nlink == 0:
-            return False  # swept by a concurrent download between our mkdir and our flock: it was empty
+            return False  # removed between our mkdir and our flock (an older artifactkit's sweep): it was empty
         problem = ""
         if held.st_uid != os.geteuid() or stat.S_IMODE(held.st_mode) & 0o077:
             problem = f"it is owned by uid {held.st_uid} with mode {stat.S_IMODE(held.st_mode):o}, not ours"
@@ -114,6 +195,11 @@ class PrivateDir:
         if problem:
             raise UnsafeStoreError(f"download refused: the private directory {where} was swapped: {problem}; "
                                    "nothing was written", path=where, why=problem)
+        if self.key is not None:  # locked, ours, empty and at its name: now, and only now, provably ours
+            # Unmarked on a full disk (the download then fails as full, and close() removes the directory);
+            # only a kill before close() would leave it, unprovable, for the user.
+            with contextlib.suppress(OSError):
+                _mark(fd, held, name, self.key)
         return True
 
     def _still_ours(self, name: str, held: os.stat_result | None = None) -> bool:
@@ -151,23 +237,27 @@ class PrivateDir:
         try:
             _empty_through(self.fd)
             swapped = not self._still_ours(self.name)
-            if not swapped:
-                # Never in place of the error that stopped the download: what is left is unlocked once we
-                # close, and the next download to this parent sweeps it.
+            if swapped:  # our inode, moved away by someone, is left empty: unmarked, nothing to prove
                 with contextlib.suppress(OSError):
-                    os.rmdir(self.name, dir_fd=self.parent_fd)
+                    os.unlink(MARKER, dir_fd=self.fd)
+            else:
+                # Never in place of the error that stopped the download: what is left is unlocked once we close,
+                # marked, and the next download to this parent sweeps it.
+                with contextlib.suppress(OSError):
+                    _remove(self.parent_fd, self.name, self.fd, self.key)
         finally:
             os.close(self.fd)  # releases the flock: only now may a sweep take what is left
             os.close(self.parent_fd)
         return swapped
 
 
-def sweep_abandoned(parent_fd: int, prefix: str, hex_digits: int) -> list[str]:
+def sweep_abandoned(parent_fd: int, prefix: str, hex_digits: int, key: bytes) -> list[str]:
     """Remove private dirs of SIGKILLed downloads (``prefix`` + ``hex_digits`` hex) in this parent; the names removed.
 
-    Only exact names, real directories (opened ``O_NOFOLLOW``) of our euid whose flock is free (a live
-    download holds its own until it has emptied it), emptied through their fd and ``rmdir``-ed while the
-    name is still that inode. Anything else is left alone, silently: it is not this download's business.
+    Only exact names, real directories (opened ``O_NOFOLLOW``) of our euid closed to others, holding the marker
+    ``key`` makes for that inode and name (:func:`_proven`), whose flock is free (a live download holds its own
+    until it has emptied it); emptied through their fd and ``rmdir``-ed while the name is still that inode.
+    Anything else is left alone, silently: the name alone proves nothing, and it is not this download's business.
     """
     removed = []
     for name in os.listdir(parent_fd):
@@ -180,11 +270,11 @@ def sweep_abandoned(parent_fd: int, prefix: str, hex_digits: int) -> list[str]:
             continue  # a symlink, a file, or gone: not ours to touch
         try:
             st = os.fstat(fd)
-            if st.st_uid != os.geteuid() or not hold_if_free(fd):
+            if (st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077 or not _proven(fd, st, name, key)
+                    or not hold_if_free(fd)):
                 continue
             _empty_through(fd)
-            if _identity(os.lstat(name, dir_fd=parent_fd)) == _identity(st):
-                os.rmdir(name, dir_fd=parent_fd)
+            if _identity(os.lstat(name, dir_fd=parent_fd)) == _identity(st) and _remove(parent_fd, name, fd, key):
                 removed.append(name)
         except OSError:
             continue  # swapped, refilled or not removable: leave it

@@ -2,8 +2,9 @@
 
 By default every byte of every file is hashed on every publish. With the cache, an entry whose ``lstat``
 shows what an earlier publish into this store recorded is not captured or read again, as git's index
-and DVC's state do. The cache is ``ROOT/stat-cache.json`` (:mod:`~artifactkit.store.stat_cache_file`); it serves two
-kinds of hit:
+and DVC's state do. The cache is a file in the user's own cache directory, one per store
+(:mod:`~artifactkit.store.stat_cache_file`), never in the store, whose other writers must not be able to edit
+what this user trusts about their own source; it serves two kinds of hit:
 
 * **An entry hit** (by path): the entry's ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns, st_mode,
   st_uid, st_gid)`` are as recorded for that path. Its whole manifest line is the recorded one with
@@ -40,19 +41,23 @@ What a hit trusts, precisely:
 * **That the store's blob is what its name says.** A hit is used only if ``blobs/<sha256>`` exists
   (checked under the store's lock, so ``gc`` cannot take it before the commit); its bytes are not
   re-read (``verify`` and every ``download`` hash them).
-* **The cache file itself only as far as it proves itself.** It must be a regular file, carry this
-  schema, name this store's root directory by ``(st_dev, st_ino)`` (a cache copied from another store
-  or machine is foreign), name the same reader (:func:`~artifactkit.store.stat_cache_file.reader_identity`:
-  ids, groups, effective capabilities, user namespace; a line holds the xattrs its reader could list, and
-  ``trusted.*`` needs CAP_SYS_ADMIN) and carry the sha256 of its header and body (a torn, truncated or edited
-  cache, its version pointer included, is corrupt): of the header and the part before the rests on every
-  load, of the rests the first time one is needed.
+* **The cache file itself only as far as it proves itself.** It must be in the user's cache directory (a
+  directory of the effective uid that no group or other can write, checked level by level, or
+  :class:`~artifactkit.errors.UnsafeCacheError`), be a regular file of that uid, carry this schema, name
+  this store (a local store's root by path, ``st_dev`` and ``st_ino``: a cache copied from another store or
+  machine is foreign), name the same reader
+  (:func:`~artifactkit.store.stat_cache_file.reader_identity`: ids, groups, effective capabilities, user
+  namespace; a line holds the xattrs its reader could list, and ``trusted.*`` needs CAP_SYS_ADMIN) and
+  carry the sha256 of its header and body (a torn, truncated or edited cache, its version pointer included,
+  is corrupt): of the header and the part before the rests on every load, of the rests the first time one
+  is needed.
   Anything else, or a body whose columns do not line up, and the whole cache is ignored: every file is
   hashed, nothing is trusted (a malformed row alone is a miss; rests that fail their checksum make every
   hit of a matched listing a miss, captured again before any read). The checksum
-  detects accidents, not an adversary: whoever can write the store can also rewrite its manifests, so
-  the cache is exactly as trusted as the store directory (a recorded line is not validated again: an
-  edited cache with a recomputed checksum can commit a version that every download then refuses).
+  detects accidents, not an adversary: only this user can write the cache, and a recorded line is not
+  validated again (a cache this user edited with a recomputed checksum can commit a version that every
+  download then refuses). A writer of the store cannot reach it: a ``stat-cache.json`` in a store's root
+  (where older versions kept it) is never read.
 
 A hit reads nothing, so the manifest's ``source_read_noatime`` speaks for this publish's reads only: a
 reader who cannot use ``O_NOATIME`` on some files (not their owner) gets ``true`` from a publish that
@@ -76,7 +81,7 @@ from typing import Final
 
 import attrs
 
-from artifactkit.errors import IntegrityError
+from artifactkit.errors import IntegrityError, UnsafeCacheError
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
@@ -94,6 +99,7 @@ from artifactkit.store.stat_cache_file import (
     read_cache,
     write_cache,
 )
+from artifactkit.store.user_cache import opened as opened_user_cache
 
 __all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "CachedRead", "StatCache", "inode_clock_ns"]
 
@@ -165,10 +171,17 @@ class StatCache:
         self.entry_line: Callable[[str, os.stat_result], Hit | None] = self._first_entry_line
 
     @classmethod
-    def load(cls, site: CacheSite, started_ns: int) -> StatCache:
-        """The store's cache, or an empty one if it is missing, corrupt or foreign (never an error)."""
+    def load(cls, site: CacheSite | None, started_ns: int) -> StatCache:
+        """The store's cache (``site``: ``None`` for a store not made yet), or an empty one if it is missing,
+        corrupt or foreign; :class:`UnsafeCacheError` (before anything is read) if the user's cache directory
+        or the store's directory in it is not the user's own, closed to others' writes."""
+        if site is None:
+            with opened_user_cache(create=False):  # checked now: the publish will write there
+                return cls({}, 0, started_ns)
         try:
             file = read_cache(site)
+        except UnsafeCacheError:
+            raise
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             # RecursionError: json.loads of a header nested thousands deep, before the checksum is checked.
             return cls({}, 0, started_ns)

@@ -1,6 +1,15 @@
-"""The stat cache's file, ``ROOT/stat-cache.json``: how it is laid out, read and written.
+"""The stat cache's file, ``stat-cache.json`` in the user's cache directory: where, how laid out, read and written.
 
 :mod:`~artifactkit.store.stat_cache` says what a hit trusts; this module only keeps the bytes honest.
+
+Each store's cache is in a directory of its own in the user's cache directory (:mod:`~artifactkit.store.user_cache`,
+checked to be the user's own and closed to others' writes): a local store's in ``local-stat-cache/<digest>``, the
+digest of its root's absolute path, ``st_dev`` and ``st_ino`` (a store made again at the same path, or another
+store on a reused inode, starts a cache of its own; one store reached by two paths has two, which costs one full
+read each); a bucket store's in ``s3-stat-cache/<digest of its URL>``. The cache says what the *source* looked
+like to this user on this machine: it used to be ``ROOT/stat-cache.json``, where every writer of the store could
+rewrite it, recompute its checksums and point a victim's next publish at bytes of their own. A
+``stat-cache.json`` an older version left in a store's root is never read (the layout tolerates the name).
 The file is a JSON header line, then a body of four parts, each item followed by a tab and the whole by a
 newline: the paths as one JSON array, a column of fields (:data:`FIELDS` in hex, fixed width), a column of
 digests (``-`` for none) and a column of rests (an entry's manifest line after its atime, ``-`` for none).
@@ -26,6 +35,8 @@ import struct
 from typing import Final
 
 import attrs
+
+from artifactkit.store import user_cache
 
 SCHEMA: Final = "artifactkit.stat-cache/4"
 CACHE_NAME: Final = "stat-cache.json"
@@ -85,23 +96,31 @@ class CacheFile:
 
 @attrs.frozen
 class CacheSite:
-    """Where a store's stat cache lives: the directory of its file (a local store's root; for a bucket, a
-    directory of the user's cache named after its URL), ``label`` naming a store that has no directory of its
-    own, and for writing, the fds of the directory a temporary file is made in and of the cache's own."""
+    """Where a store's stat cache lives: its directory below the user's cache directory (``parts``), and how the
+    cache's header names the store (``store``: a cache copied from another store is foreign)."""
 
-    root: str
-    label: str | None = None
-    temp_fd: int = -1
-    dir_fd: int = -1
+    parts: tuple[str, ...]
+    store: list[object]
+
+    @property
+    def where(self) -> str | None:
+        """The cache directory's path (``None``: the user has no cache directory)."""
+        return user_cache.path_of(*self.parts)
 
 
-def store_identity(site: CacheSite) -> list[object]:
-    """How the cache names its store: the root's ``(st_dev, st_ino)`` (a cache copied from another store or
-    machine is foreign), or a bucket store's URL."""
-    if site.label is not None:
-        return [site.label]
-    st = os.stat(site.root)
-    return [st.st_dev, st.st_ino]
+def _digest(identity: list[object]) -> str:
+    return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+
+
+def local_site(root: str, st: os.stat_result) -> CacheSite:
+    """The site of the local store at the absolute path ``root`` whose root directory is ``st``."""
+    identity: list[object] = [root, st.st_dev, st.st_ino]
+    return CacheSite(("local-stat-cache", _digest(identity)), identity)
+
+
+def bucket_site(url: str) -> CacheSite:
+    """The site of the bucket store at the normalised ``url`` (named as before the local store's moved here)."""
+    return CacheSite(("s3-stat-cache", hashlib.sha256(url.encode()).hexdigest()[:32]), [url])
 
 
 def reader_identity() -> list[object]:
@@ -184,20 +203,27 @@ def _read_at(path: str, identity: tuple[int, int], offset: int, length: int) -> 
 
 
 def read_cache(site: CacheSite) -> CacheFile:
-    """The store's cache file, checked up to its rests (any defect raises OSError, ValueError, TypeError,
-    KeyError or RecursionError; the caller treats them all as "no cache")."""
-    path = os.path.join(site.root, CACHE_NAME)
-    fd = _open_cache(path)
+    """The store's cache file, checked up to its rests (:class:`~artifactkit.errors.UnsafeCacheError` if the user's
+    cache directory or the store's directory in it is not the user's own; any defect of the file raises OSError,
+    ValueError, TypeError, KeyError or RecursionError, which the caller treats as "no cache")."""
+    with user_cache.opened(*site.parts, create=False) as dir_fd:
+        if dir_fd is None or site.where is None:
+            raise FileNotFoundError(f"no stat cache directory {site.where}")
+        path = os.path.join(site.where, CACHE_NAME)
+        try:
+            fd = os.open(CACHE_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError as err:
+            raise FileNotFoundError(path) from err  # not an UnsafeCacheError: the caller's "no cache"
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES or st.st_uid != os.geteuid():
             raise ValueError("not a cache file")
         first = os.pread(fd, _HEAD_READ, 0)
         split = first.find(b"\n") + 1
         if not split:
             raise ValueError("no header line")
         head = json.loads(first[:split])
-        if (not isinstance(head, dict) or head.get("schema") != SCHEMA or head.get("store") != store_identity(site)
+        if (not isinstance(head, dict) or head.get("schema") != SCHEMA or head.get("store") != site.store
                 or head.get("reader") != reader_digest()):
             raise ValueError("foreign stat cache, or recorded by another reader")
         started, rests_at, version = head["started_ns"], head["rests_at"], head["version"]
@@ -239,22 +265,33 @@ def checksum(head: dict[str, object], before_rests: bytes) -> str:
 
 def write_cache(site: CacheSite, rows: dict[str, Row], started_ns: int,
                 version: tuple[str, int, str] | None) -> None:
-    """Replace the store's cache with ``rows``; a failure (the store's root gone, a full disk, a row that is
-    not ASCII) only loses the hint: it runs after the version is committed. Written through the site's fds
-    (a local store's checked ``staging/`` and root, :mod:`~artifactkit.store.store_dirs`), never by path."""
-    temp = f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}"
+    """Replace the store's cache with ``rows``; a failure (no usable cache directory, a full disk, a row that is
+    not ASCII) only loses the hint: it runs after the version is committed. Written through the fd of the store's
+    checked directory in the user's cache (made ``0700`` where missing), never by path."""
     try:
         body = body_of(rows).encode("ascii")
         rests_at = len(body) - sum(len(rest) + 1 for _, _, rest in rows.values()) - 1 if rows else 0
-        fields = {"schema": SCHEMA, "store": store_identity(site), "reader": reader_digest(),
+        fields = {"schema": SCHEMA, "store": site.store, "reader": reader_digest(),
                   "started_ns": started_ns, "version": None if version is None else list(version),
                   "rests_at": rests_at, "rests_sha256": hashlib.sha256(body[rests_at:]).hexdigest()}
         head = json.dumps({**fields, "sha256": checksum(fields, body[:rests_at])}, sort_keys=True).encode()
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                     dir_fd=site.temp_fd)
+        with user_cache.opened(*site.parts) as dir_fd:
+            if dir_fd is not None:
+                _replace(dir_fd, head + b"\n" + body)
+    except (OSError, ValueError):  # ValueError: an UnsafeCacheError too (made unsafe since the load checked it)
+        pass
+
+
+def _replace(dir_fd: int, data: bytes) -> None:
+    temp = f"stat-cache-{os.getpid()}-{secrets.token_hex(8)}"
+    try:
+        # 0600: it lists the source tree's paths, and only this user reads it.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dir_fd)
         with open(fd, "wb") as handle:
-            handle.write(head + b"\n" + body)
-        os.replace(temp, CACHE_NAME, src_dir_fd=site.temp_fd, dst_dir_fd=site.dir_fd)
-    except (OSError, ValueError):
+            handle.write(data)
+        os.replace(temp, CACHE_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=site.temp_fd)
+            os.unlink(temp, dir_fd=dir_fd)
+        raise

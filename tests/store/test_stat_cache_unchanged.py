@@ -8,6 +8,7 @@ test takes the head check away and shows the digest check then fails.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -19,11 +20,11 @@ import pytest
 
 from artifactkit import Store, TimestampNotRepresentable
 from artifactkit.store import publish, scan, stat_cache, stat_cache_file
-from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.inode_clock import settle as _settle
 from tests.support.opened_files import files_opened
 from tests.support.stat_cache_file import body_of, rewrite_rows
 from tests.support.stat_cache_tree import rich_tree
+from tests.support.stores import stat_cache_path
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ def _listed_without_noatime(store: Store, src: Path, monkeypatch: pytest.MonkeyP
 def _fields_not_fixed_width(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def spoil(rows: list[list[str]]) -> None:
         rows[0][1] += "0"  # one row of fields a digit too long: the column is compared row by row only
-    rewrite_rows(Path(store.root, CACHE_NAME), spoil)
+    rewrite_rows(stat_cache_path(store), spoil)
 
 
 @pytest.mark.parametrize(("change", "read"), [
@@ -207,7 +208,7 @@ def test_rests_that_fail_their_checksum_make_a_matched_listing_capture_again(
         settled: tuple[Store, Path], calls: dict[str, list[str]]) -> None:
     # The rests are checked only when a line is needed: a change elsewhere needs the matched listings' lines.
     store, src = settled
-    cache = Path(store.root, CACHE_NAME)
+    cache = stat_cache_path(store)
     data = bytearray(cache.read_bytes())
     data[-3] ^= 0x20  # inside the last rest: its checksum no longer holds, the one before the rests still does
     cache.write_bytes(bytes(data))
@@ -221,7 +222,7 @@ def test_rests_that_fail_their_checksum_make_a_matched_listing_capture_again(
 
 
 def _edit_header(store: Store, **values: Any) -> None:
-    cache = Path(store.root, CACHE_NAME)
+    cache = stat_cache_path(store)
     head, _, body = cache.read_bytes().partition(b"\n")
     cache.write_bytes(json.dumps({**json.loads(head), **values}, sort_keys=True).encode() + b"\n" + body)
 
@@ -249,7 +250,7 @@ def test_a_checksummed_cache_with_odd_paths_is_ignored_not_a_crash(
 
     def spoil(rows: list[list[str]]) -> bytes:
         return body_of(rows).replace(b'["."', paths.encode(), 1)
-    rewrite_rows(Path(store.root, CACHE_NAME), spoil)
+    rewrite_rows(stat_cache_path(store), spoil)
     _, did = _cached_then_uncached(store, src, calls)
     assert did["read"] == ["a.txt", "c.bin", "d.txt", "sparse"]
 
@@ -272,7 +273,7 @@ def test_a_checksummed_body_nested_thousands_deep_is_ignored_not_a_crash(
         settled: tuple[Store, Path], calls: dict[str, list[str]]) -> None:
     # Rests starting at 0: the paths are parsed only with the rests, where a deep array once raised RecursionError.
     store, src = settled
-    cache = Path(store.root, CACHE_NAME)
+    cache = stat_cache_path(store)
     body = b"[" * 100_000 + b"\t\n"
     fields = {**json.loads(cache.read_bytes().partition(b"\n")[0]), "rests_at": 0,
               "rests_sha256": hashlib.sha256(body).hexdigest()}
@@ -287,9 +288,9 @@ def test_a_failure_to_write_the_cache_does_not_fail_the_committed_publish(
     store, src = settled
     (src / "a.txt").write_bytes(b"ALPHA\n")  # a change: the cache is written after the commit
 
-    def gone(layout: Any) -> list[int]:
-        raise FileNotFoundError(layout.root)
-    monkeypatch.setattr(stat_cache_file, "store_identity", gone)
+    def full(rows: Any) -> str:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(stat_cache_file, "body_of", full)  # only the write lays a body out
     ref = store.publish(src, "demo", stat_cache=True)
     assert store.resolve("demo") == ref
 
@@ -350,7 +351,7 @@ def test_a_matched_directory_captured_again_keeps_the_atime_from_before_its_list
     settle_unlisted()
     store = Store(fast_tmp / "store")
     store.publish(src, "demo", stat_cache=True)  # with O_NOATIME: D's atime stays where it was
-    cache = Path(store.root, CACHE_NAME)
+    cache = stat_cache_path(store)
     data = bytearray(cache.read_bytes())
     data[-3] ^= 0x20  # the rests no longer hold their checksum
     cache.write_bytes(bytes(data))

@@ -20,6 +20,7 @@ from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.testing.crash import snapshot
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
+from tests.support.leftovers import killed_private_dir
 from tests.support.stores import is_bucket, plant_staging, raw_manifest
 
 
@@ -163,22 +164,24 @@ def test_a_killed_downloads_staging_is_swept_by_the_next_download_to_that_name(
 
     store, tmp = published
     work = tmp / "work"
-    abandoned = work / ".dest.artifactkit-deadbeef0000"
-    (abandoned / "half").mkdir(parents=True)
-    (abandoned / "half" / "file").write_bytes(b"partial")
-    live = work / ".dest.artifactkit-livelivelive"
-    live.mkdir()
-    other = work / ".other.artifactkit-000000000000"
-    other.mkdir()
-    not_ours = [".dest.artifactkit-DEADBEEF0000", ".dest.artifactkit-deadbeef00000", ".dest.artifactkit-deadbeef000",
-                ".dest.artifactkit-dead.beef000"]  # not 12 lowercase hex digits: never made by a download
-    for name in not_ours:
-        (work / name).mkdir()
+    prefix = ".dest.artifactkit-"
+    live = killed_private_dir(work, prefix, 12)
     holder = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(holder, fcntl.LOCK_EX)  # as a download in flight holds it
+        abandoned = killed_private_dir(work, prefix, 12)  # with its marker: what a killed download leaves
+        other = killed_private_dir(work, ".other.artifactkit-", 12)  # another destination's: not this download's
+        # A directory under the exact pattern that no download made (anyone who can rename entries in the parent can
+        # give any directory that name): a name proves nothing, so it stays, contents and all.
+        planted = work / f"{prefix}deadbeef0000"
+        (planted / "half").mkdir(parents=True)
+        (planted / "half" / "file").write_bytes(b"partial")
+        not_ours = [f"{prefix}DEADBEEF0000", f"{prefix}deadbeef00000", f"{prefix}deadbeef000",
+                    f"{prefix}dead.beef000"]  # not 12 lowercase hex digits: never made by a download
+        for name in not_ours:
+            (work / name).mkdir()
         store.download("demo", work / "dest")
     finally:
         os.close(holder)
-    assert sorted(os.listdir(work)) == sorted([".dest.artifactkit-livelivelive", ".other.artifactkit-000000000000",
-                                               "dest", *not_ours])
+    assert not abandoned.exists() and (planted / "half" / "file").read_bytes() == b"partial"
+    assert sorted(os.listdir(work)) == sorted([live.name, other.name, planted.name, "dest", *not_ours])

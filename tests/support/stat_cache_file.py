@@ -29,12 +29,14 @@ def body_of(rows: Rows) -> bytes:
     return "\t".join([json.dumps([row[0] for row in rows]), *columns[0], *columns[1], *columns[2], "\n"]).encode()
 
 
-def rewrite_rows(cache: Path, spoil: Callable[[Rows], bytes | None], *, checksum: bool = True) -> None:
-    """Change rows (``spoil`` edits them in place, or returns a whole body of its own) and, unless
-    ``checksum`` is false, recompute the checksum: a cache that proves itself but says something odd."""
+def rewrite_rows(cache: Path, spoil: Callable[[Rows], bytes | None], *, checksum: bool = True,
+                 head_edits: dict[str, object] | None = None) -> None:
+    """Change rows (``spoil`` edits them in place, or returns a whole body of its own) and header fields
+    (``head_edits``) and, unless ``checksum`` is false, recompute the checksum: a cache that proves itself but
+    says something odd."""
     head_line, rows = read_rows(cache)
     body = spoil(rows) or body_of(rows)
-    head = json.loads(head_line)
+    head = {**json.loads(head_line), **(head_edits or {})}
     if checksum:  # both checksums, split where the rests now begin (after the paths, fields and digests)
         parts = body.split(b"\t")
         try:

@@ -47,9 +47,7 @@ def any_store(request: pytest.FixtureRequest) -> Store:
     """A fresh, empty store: ``local`` (a directory, not yet created) or ``s3`` (a new prefix on SeaweedFS)."""
     if request.param == "local":
         return Store(request.getfixturevalue("local_store_dir") / "store")
-    # A bucket store's stat cache lives in the user's cache directory: this test's own, not root's ~/.cache.
-    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
-    monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(request.getfixturevalue("tmp_path") / "user-cache"))
+    # Every store's stat cache lives in the user's cache directory: the test's own (``user_cache_dir``, autouse).
     return store_of_kind(request.param, request, Path())
 
 
@@ -125,14 +123,14 @@ def sibling_store(store: Store, name: str) -> Store:
 
 
 def stat_cache_path(store: Store) -> Path:
-    """The file of the store's stat cache: in a local store's root, or in the user's cache directory for a
-    bucket's (``docs/store.md``; ``any_store`` points that at the test's own ``tmp_path``)."""
-    bucket = _bucket(store)
-    if bucket is not None:
-        from artifactkit.store.s3.backend import stat_cache_dir
+    """The file of the store's stat cache, in the user's cache directory for either kind of store
+    (``docs/store.md``; the ``user_cache_dir`` fixture points that at a directory of the test's own)."""
+    from artifactkit.store.stat_cache_file import bucket_site, local_site
 
-        return Path(stat_cache_dir(bucket.url()), CACHE_NAME)
-    return Path(store.root, CACHE_NAME)
+    bucket = _bucket(store)
+    site = bucket_site(bucket.url()) if bucket is not None else local_site(store.root, os.stat(store.root))
+    assert site.where is not None, "no user cache directory: ARTIFACTKIT_CACHE_DIR is set by every test"
+    return Path(site.where, CACHE_NAME)
 
 
 def raw_manifest(store: Store, ref: ArtifactRef) -> bytes:

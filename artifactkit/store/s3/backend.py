@@ -5,7 +5,7 @@ directory is all here: a version is claimed by ``PUT If-None-Match: *`` of its m
 gc guards are leases made of objects (:mod:`~artifactkit.store.s3.leases`); the durability barrier is every
 upload answered; gc never deletes a blob younger than the grace period (server clock), and abandoned
 multipart uploads are the bucket's staging; the stat cache lives in the user's cache directory, one per store
-URL (:func:`stat_cache_dir`). Endpoint and credentials come from the standard AWS chain.
+URL (:func:`stat_cache_dir`, as a local store's). Endpoint and credentials come from the standard AWS chain.
 """
 
 from __future__ import annotations
@@ -40,22 +40,17 @@ from artifactkit.store.s3.leases import (
 from artifactkit.store.s3.objects import Bucket, Upload
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
-from artifactkit.store.stat_cache_file import CacheSite
+from artifactkit.store.stat_cache_file import bucket_site
 
 #: Manifests read, or blobs hashed, at once by verify, gc and ls.
 REQUESTS: Final = 8
 #: Deletes between two checks of the gc lease.
 DELETE_BATCH: Final = 100
-#: Where a bucket store's stat caches live when set; else ``$XDG_CACHE_HOME/artifactkit``, else ``~/.cache``'s.
-CACHE_DIR_SETTING: Final = "ARTIFACTKIT_CACHE_DIR"
-
-
-def stat_cache_dir(url: str) -> str:
+def stat_cache_dir(url: str) -> str | None:
     """The directory of a bucket store's stat cache: the user's own cache, one directory per store URL (a
-    bucket has no directory to keep it in; the cache says what this machine read, so it is this user's)."""
-    base = os.environ.get(CACHE_DIR_SETTING) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "artifactkit")
-    return os.path.join(base, "s3-stat-cache", hashlib.sha256(url.encode()).hexdigest()[:32])
+    bucket has no directory to keep it in; the cache says what this machine read, so it is this user's);
+    ``None`` where the user has no cache directory."""
+    return bucket_site(url).where
 
 
 class S3Backend:
@@ -79,8 +74,7 @@ class S3Backend:
 
     def stat_cache(self, started_ns: int) -> StatCache:
         # Named by the normalised URL (s3://b/p and s3://b/p/ are one store), as BucketStore saves it.
-        url = self.bucket.url()
-        return StatCache.load(CacheSite(stat_cache_dir(url), label=url), started_ns)
+        return StatCache.load(bucket_site(self.bucket.url()), started_ns)
 
 
 class BucketStore:
@@ -175,16 +169,7 @@ class BucketStore:
                 os.close(stage_fd)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
-        directory = stat_cache_dir(self.where)
-        try:
-            os.makedirs(directory, 0o700, exist_ok=True)
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return  # a cache that cannot be written only loses the hint
-        try:
-            cache.save(CacheSite(directory, label=self.where, temp_fd=fd, dir_fd=fd), ref, order)
-        finally:
-            os.close(fd)
+        cache.save(bucket_site(self.where), ref, order)  # a cache that cannot be written only loses the hint
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[Guard]:

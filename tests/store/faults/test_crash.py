@@ -39,8 +39,11 @@ def test_the_harness_sees_every_flush_and_rename_that_makes_a_publish_or_downloa
     assert "rename store/staging/publish-<txn>/manifest.json -> store/manifests/fresh/1.<sha>.json" in publish
     assert any(label.startswith("rename store/staging/publish-<txn>/blob-") for label in publish)
     # The verified tree leaves its private dir through that dir's fd (a swapped name cannot be what lands
-    # at dest); only the removal of the then empty private dir follows.
-    assert download[-2:] == ["rename out/.dest.artifactkit-<tmp>/tree -> out/dest", "rmdir out/.dest.artifactkit-<tmp>"]
+    # at dest); only the removal of the then empty private dir follows, its marker (what proves it ours to a
+    # later sweep) last before the rmdir.
+    assert download[-3:] == ["rename out/.dest.artifactkit-<tmp>/tree -> out/dest",
+                             "unlink out/.dest.artifactkit-<tmp>/.artifactkit-made-here",
+                             "rmdir out/.dest.artifactkit-<tmp>"]
     assert gc[-1] == "fsync store/blobs" and gc.count("rmdir store/staging/publish-<txn>") == 3
 
 
