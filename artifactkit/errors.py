@@ -159,6 +159,12 @@ class StoreBusyError(RemoteStoreError):
     """A shared store's lock stayed taken (by gc, or by publishers) for longer than the wait allowed."""
 
 
+class ListingLimitError(RemoteStoreError):
+    """A bucket's listing crossed a documented bound (``limit``: keys, time, pages without a key) or did not
+    advance (a repeated continuation token, keys out of order): a broken or hostile server. ``url`` names the
+    bucket and prefix listed; a bound that can be changed names its ``setting``. Nothing was changed."""
+
+
 class LeaseLostError(RemoteStoreError):
     """Our lock on a shared store expired or was broken; the operation stopped before changing what is visible."""
 

@@ -40,6 +40,12 @@ from artifactkit.store.s3.objects import Bucket, ObjectInfo
 GC_KEY = "locks/gc"
 PUBLISH_DIR = "locks/publish/"
 _POLL_S = 0.2  # how often a waiter looks again: far below any ttl, far above a request's latency
+#: Publish leases one listing may show: one per running publish, and no bucket sees ten thousand at once; more
+#: is a broken or hostile server.
+MAX_LEASES = 10_000
+#: Stale leases one look breaks (a DELETE each): a listing of thousands of fake stale leases must not turn into
+#: thousands of requests; crashed publishers' leases that pile up are cleared a hundred a look.
+BREAKS_PER_LOOK = 100
 
 
 @attrs.frozen
@@ -180,14 +186,16 @@ def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
 
 
 def live_publishers(bucket: Bucket, ttl_s: float, *, break_stale: bool) -> list[str]:
-    """Keys of publish leases that are not stale (stale ones are broken if ``break_stale``)."""
+    """Keys of publish leases that are not stale (if ``break_stale``, the first :data:`BREAKS_PER_LOOK` stale
+    ones are broken: the others count as stale all the same, and the next look breaks them)."""
     now = bucket.server_now()
-    live = []
-    for info in bucket.objects_under(PUBLISH_DIR):
+    live, broken = [], 0
+    for info in bucket.objects_under(PUBLISH_DIR, max_keys=MAX_LEASES):
         if not is_stale(info, now, ttl_s):
             live.append(info.key)
-        elif break_stale:
+        elif break_stale and broken < BREAKS_PER_LOOK:
             bucket.delete_if_match(info.key, info.etag)
+            broken += 1
     return live
 
 
