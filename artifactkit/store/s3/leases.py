@@ -146,6 +146,9 @@ def _break_if_stale(bucket: Bucket, info: ObjectInfo, now: datetime, ttl_s: floa
 
 
 def _wait_or_give_up(deadline: float, why: str, bucket: Bucket) -> None:
+    """Every turn of a waiting loop comes here, also one that could try again at once: a server that answers
+    every try the same way (refuses each new lease as existing, shows a lock that is gone when looked at)
+    must neither keep a loop turning past ``deadline`` nor be asked as fast as it answers."""
     if time.monotonic() >= deadline:
         raise StoreBusyError(f"{bucket.url()}: {why}; gave up waiting", url=bucket.url(), code="Busy")
     time.sleep(_POLL_S)
@@ -172,8 +175,9 @@ def publish_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
         key = f"{PUBLISH_DIR}{secrets.token_hex(12)}"
         body = _body("publish", policy.ttl_s)
         etag = bucket.create(key, _encode(body))
-        if etag is None:
-            continue  # a 96-bit token collided: draw another
+        if etag is None:  # a 96-bit token collided (or the server refuses every new key): draw another
+            _wait_or_give_up(deadline, "the server refused every new publish lease as existing", bucket)
+            continue
         gc = bucket.head(GC_KEY)
         if gc is None:
             break
@@ -214,6 +218,10 @@ def gc_lease(bucket: Bucket, policy: LeasePolicy) -> Iterator[Lease]:
             break
         held = bucket.head(GC_KEY)
         if held is None or _break_if_stale(bucket, held, bucket.server_now(), policy.ttl_s):
+            # Gone when looked at, or stale and broken: try again, but not past the deadline.
+            _wait_or_give_up(deadline, "locks/gc was refused as existing and then was not there (the server "
+                             "refused every new gc lease)" if held is None else "locks/gc went stale and was "
+                             "broken, again and again", bucket)
             continue
         _wait_or_give_up(deadline, "another gc holds locks/gc", bucket)
     lease = Lease(bucket, GC_KEY, etag, body, policy.ttl_s)

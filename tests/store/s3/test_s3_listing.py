@@ -20,7 +20,8 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.cli.main import main
-from artifactkit.errors import RemoteStoreError
+from artifactkit.errors import RemoteStoreError, StoreBusyError
+from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.store.s3.objects import Bucket
 from tests.support.lying_s3 import LyingS3, lying_s3
 
@@ -155,3 +156,16 @@ def test_gc_stops_at_a_multipart_upload_listing_that_never_ends(
     assert code == 2 and "uploads" in line and published in line, line
     assert ("does not advance" if lie == "repeat" else "5,000 keys") in line, line
     assert took < QUICK_S
+
+
+@pytest.mark.parametrize("operation", ["publish", "gc"])
+def test_a_server_that_refuses_every_new_lease_is_store_busy_after_the_wait(
+        s3_url: str, liar: Any, fast_tmp: Path, operation: str) -> None:
+    src = _tree(fast_tmp / "src")
+    with liar("refuse") as server:
+        store = Store(s3_url, policy=LeasePolicy(ttl_s=2, grace_s=0, wait_s=1))
+        started = time.monotonic()
+        with pytest.raises(StoreBusyError, match="refused"):
+            store.publish(src, "demo") if operation == "publish" else store.gc()
+    assert time.monotonic() - started < QUICK_S
+    assert server.lying_pages > 0
