@@ -136,7 +136,22 @@ class ReownedWarning(UserWarning):
 
 class UnreadableManifestWarning(UserWarning):
     """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
-    message names its key and why; ``verify`` reports it too."""
+    message names its key and why; ``name``, ``version``, ``path``, ``reason`` and ``kind`` (the error's class)
+    say it as data. ``verify`` reports it too."""
+
+    def __init__(self, message: str, *, name: str = "", version: int = 0, path: str = "", reason: str = "",
+                 kind: str = "") -> None:
+        super().__init__(message)
+        self.name, self.version, self.path, self.reason, self.kind = name, version, path, reason, kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        context = {"name": self.name, "version": self.version, "path": self.path, "reason": self.reason,
+                   "kind": self.kind}
+        return (_unreadable, (str(self), context))
+
+
+def _unreadable(message: str, context: dict[str, Any]) -> UnreadableManifestWarning:
+    return UnreadableManifestWarning(message, **context)
 
 
 class RemoteStoreError(ArtifactkitError):
