@@ -20,9 +20,10 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.cli.main import main
-from artifactkit.errors import RemoteStoreError, StoreBusyError
+from artifactkit.errors import RemoteAuthError, RemoteStoreError, StoreBusyError
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.store.s3.objects import Bucket
+from tests.store.s3.conftest import aws_env
 from tests.support.lying_s3 import LyingS3, lying_s3
 
 #: What a command against an endless listing may take, start to error (the bounds stop it at page 2 or 101).
@@ -183,3 +184,18 @@ def test_a_server_that_refuses_every_new_lease_is_store_busy_after_the_wait(
             store.publish(src, "demo") if operation == "publish" else store.gc()
     assert time.monotonic() - started < QUICK_S
     assert server.lying_pages > 0
+
+
+def test_a_listing_is_signed_with_a_profiles_keys_too(seaweedfs: Any, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.store.s3.test_s3_client import _profile
+
+    for key, value in aws_env(seaweedfs).items():
+        monkeypatch.setenv(key, value)
+    _profile(tmp_path, monkeypatch, seaweedfs, seaweedfs.secret_key)  # no static keys: boto3's chain answers
+    bucket = Bucket(seaweedfs.bucket, "profile-listing/")
+    bucket.put("blobs/a", b"a")
+    assert [info.key for info in bucket.objects_under("blobs/")] == ["blobs/a"]
+    _profile(tmp_path, monkeypatch, seaweedfs, "not-the-secret")
+    with pytest.raises(RemoteAuthError, match="access refused"):
+        list(Bucket(seaweedfs.bucket, "profile-listing/").objects_under("blobs/"))
