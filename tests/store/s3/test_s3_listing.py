@@ -186,16 +186,25 @@ def test_a_server_that_refuses_every_new_lease_is_store_busy_after_the_wait(
     assert server.lying_pages > 0
 
 
+@pytest.mark.parametrize("right", [True, False], ids=["right-secret", "wrong-secret"])
 def test_a_listing_is_signed_with_a_profiles_keys_too(seaweedfs: Any, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.store.s3.test_s3_client import _profile
-
+                                                      monkeypatch: pytest.MonkeyPatch, right: bool) -> None:
     for key, value in aws_env(seaweedfs).items():
         monkeypatch.setenv(key, value)
-    _profile(tmp_path, monkeypatch, seaweedfs, seaweedfs.secret_key)  # no static keys: boto3's chain answers
-    bucket = Bucket(seaweedfs.bucket, "profile-listing/")
-    bucket.put("blobs/a", b"a")
-    assert [info.key for info in bucket.objects_under("blobs/")] == ["blobs/a"]
-    _profile(tmp_path, monkeypatch, seaweedfs, "not-the-secret")
-    with pytest.raises(RemoteAuthError, match="access refused"):
-        list(Bucket(seaweedfs.bucket, "profile-listing/").objects_under("blobs/"))
+    Bucket(seaweedfs.bucket, "profile-listing/").put("blobs/a", b"a")
+    # Only a named profile in temp config files: no static keys, so boto3's chain answers.
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(key)
+    (tmp_path / "config").write_text(f"[profile ci]\nregion = {seaweedfs.region}\nendpoint_url = {seaweedfs.url}\n")
+    key = seaweedfs.secret_key if right else "not-the-secret"
+    (tmp_path / "credentials").write_text(f"[ci]\naws_access_key_id = {seaweedfs.access_key}\n"
+                                          f"aws_secret_access_key = {key}\n")
+    for name, value in (("AWS_CONFIG_FILE", "config"), ("AWS_SHARED_CREDENTIALS_FILE", "credentials")):
+        monkeypatch.setenv(name, str(tmp_path / value))
+    monkeypatch.setenv("AWS_PROFILE", "ci")
+    listing = Bucket(seaweedfs.bucket, "profile-listing/").objects_under("blobs/")
+    if right:
+        assert [info.key for info in listing] == ["blobs/a"]
+    else:
+        with pytest.raises(RemoteAuthError, match="access refused"):
+            list(listing)
