@@ -1,4 +1,5 @@
-"""Filesystem chores every layer needs, kept once: removing a tree whose modes lock its owner out."""
+"""Filesystem chores every layer needs, kept once: removing a tree whose modes lock its owner out, and naming
+the path an fd's failure was about."""
 
 from __future__ import annotations
 
@@ -6,6 +7,13 @@ import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Iterator
+from typing import Final
+
+from artifactkit.errors import ArtifactkitError
+
+#: What a call through the fd's ``/proc`` link names (a FIFO's or a symlink's xattrs are set that way).
+_PROC_FD: Final = "/proc/self/fd/"
 
 
 def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, ignore_errors: bool = False) -> None:
@@ -42,3 +50,22 @@ def listdir_fresh(dir_fd: int) -> list[str]:
         return os.listdir(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """Re-raise an ``OSError`` of a call on an fd as the same error (errno and class kept) naming ``path``.
+
+    ``os.setxattr(fd, ...)`` names the fd's number, a call through ``/proc/self/fd/N/name`` that path, and
+    ``os.fchown``/``os.fchmod``/``os.fstat`` nothing at all: a forged capability in a manifest failed a
+    download with ``fd 12: Invalid argument``, which says neither which entry nor where. An error that
+    names a path of its own, and one of ours, passes as it is.
+    """
+    try:
+        yield
+    except OSError as err:
+        name = err.filename
+        anonymous = name is None or isinstance(name, int) or os.fsdecode(name).startswith(_PROC_FD)
+        if not anonymous or err.errno is None or isinstance(err, ArtifactkitError):
+            raise
+        raise OSError(err.errno, err.strerror, path) from err

@@ -141,7 +141,22 @@ class ReownedWarning(UserWarning):
 
 class UnreadableManifestWarning(UserWarning):
     """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
-    message names its key and why; ``verify`` reports it too."""
+    message names its key and why; ``name``, ``version``, ``path``, ``reason`` and ``kind`` (the error's class)
+    say it as data. ``verify`` reports it too."""
+
+    def __init__(self, message: str, *, name: str = "", version: int = 0, path: str = "", reason: str = "",
+                 kind: str = "") -> None:
+        super().__init__(message)
+        self.name, self.version, self.path, self.reason, self.kind = name, version, path, reason, kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        context = {"name": self.name, "version": self.version, "path": self.path, "reason": self.reason,
+                   "kind": self.kind}
+        return (_unreadable, (str(self), context))
+
+
+def _unreadable(message: str, context: dict[str, Any]) -> UnreadableManifestWarning:
+    return UnreadableManifestWarning(message, **context)
 
 
 class VersionInUseError(ArtifactkitError):
@@ -166,6 +181,12 @@ class BucketNotFoundError(RemoteStoreError, FileNotFoundError):
 
 class StoreBusyError(RemoteStoreError):
     """A shared store's lock stayed taken (by gc, or by publishers) for longer than the wait allowed."""
+
+
+class ListingLimitError(RemoteStoreError):
+    """A bucket's listing crossed a documented bound (``limit``: keys, time, pages without a key) or did not
+    advance (a repeated continuation token, keys out of order): a broken or hostile server. ``url`` names the
+    bucket and prefix listed; a bound that can be changed names its ``setting``. Nothing was changed."""
 
 
 class LeaseLostError(RemoteStoreError):

@@ -11,10 +11,10 @@ from typing import Any
 
 import attrs
 
-from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_bytes, table
+from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_bytes, one_line, table
 from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
-from artifactkit.errors import ArtifactkitError, ReownedWarning
+from artifactkit.errors import ArtifactkitError, ReownedWarning, UnreadableManifestWarning
 from artifactkit.store.layout import parse_ref
 from artifactkit.store.store import Store
 
@@ -250,6 +250,19 @@ def _forget(a: argparse.Namespace) -> Result:
 
 
 def _ls(a: argparse.Namespace) -> Result:
-    refs = Store(a.store).list()
-    return success({"schema": "artifactkit.ls/1", "versions": [_ref_doc(r) for r in refs]},
-                   table([(r.name, str(r.version), r.digest[:16]) for r in refs], ("name", "version", "manifest")))
+    # A version left out (its manifest unreadable) is the library's warning; here it is said as ours: one
+    # line each after the table, and data under --json, never Python's "file:line: Warning" and source line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnreadableManifestWarning)
+        refs = Store(a.store).list()
+    left = sorted((w.message for w in caught if isinstance(w.message, UnreadableManifestWarning)),
+                  key=lambda m: (m.name, m.version))
+    for other in caught:  # any other warning is shown as it would have been
+        if not isinstance(other.message, UnreadableManifestWarning):
+            warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
+    notes = "".join(f"\nnote: {one_line(str(message))}" for message in left)
+    return success({"schema": "artifactkit.ls/1", "versions": [_ref_doc(r) for r in refs],
+                    "unreadable": [{"name": m.name, "version": m.version, "path": m.path, "reason": m.reason,
+                                    "kind": m.kind} for m in left]},
+                   table([(r.name, str(r.version), r.digest[:16]) for r in refs], ("name", "version", "manifest"))
+                   + (f"\n{notes}" if notes else ""))

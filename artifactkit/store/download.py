@@ -18,6 +18,7 @@ from typing import Final
 
 import attrs
 
+from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -191,8 +192,9 @@ def _materialize_unguarded(layout: Layout, job: CreateJob, executor: Executor | 
             _verify_children(late.get(path, ()), dir_fd)
             entry = layout.dirs[path]
             apply_fd(dir_fd, entry, path)
-            os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
-            verify_entries([(entry, os.fstat(dir_fd))])
+            with naming(path):  # os.utime(fd) names the fd's number
+                os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
+                verify_entries([(entry, os.fstat(dir_fd))])
 
 
 @contextlib.contextmanager
@@ -215,7 +217,8 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: BlobSource) -> None:
         try:
             _copy_blob(entry, blob_path, out)
             apply_fd(out, entry, entry.path)  # after the writes: a write clears setuid for non-root
-            os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
+            with naming(entry.path):  # os.utime(fd) names the fd's number
+                os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
             # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)

@@ -50,6 +50,7 @@ from typing import Final, Literal
 
 import attrs
 
+from artifactkit._fsutil import naming
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
 from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
@@ -193,7 +194,13 @@ def _reowned(entry: FileMeta, uid: int, gid: int, groups: set[int]) -> FileMeta:
 
 
 def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
-    """Owner, xattrs (exactly), mode and restorable flags of an open file or directory; read back."""
+    """Owner, xattrs (exactly), mode and restorable flags of an open file or directory; read back. A call
+    that fails names ``where``, never the fd (:func:`~artifactkit._fsutil.naming`)."""
+    with naming(where):
+        _apply_fd(fd, entry, where)
+
+
+def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
     uid, gid, wanted = entry.uid, entry.gid, entry.xattrs
     if uid is not None and gid is not None:
         os.fchown(fd, uid, gid)
@@ -226,8 +233,9 @@ def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
         os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
     if entry.xattrs:
         path = f"{_proc(dir_fd)}/{name}"
-        for xname, value in entry.xattrs:
-            os.setxattr(path, xname, value, follow_symlinks=False)
+        with naming(entry.path):  # not the /proc path the call went through
+            for xname, value in entry.xattrs:
+                os.setxattr(path, xname, value, follow_symlinks=False)
 
 
 def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
@@ -253,7 +261,8 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
         os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
     # By path through the directory's fd: an O_PATH fd takes no xattr or mode calls, and opening it blocks.
     path = f"{_proc(dir_fd)}/{name}"
-    xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
+    with naming(entry.path):  # not the /proc path the call went through
+        xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
     os.chmod(name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
     os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
     _read_back(entry, xattrs=xattrs, flags=None)

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import attrs
 
+from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_noatime
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
@@ -208,7 +209,9 @@ def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     if meta.kind == "dir":
         fd, _ = open_noatime(full, os.O_RDONLY | os.O_DIRECTORY)  # opened, never listed: its atime stays
         try:
-            _same_inode(tree, path, os.fstat(fd))
+            with naming(full):
+                st = os.fstat(fd)
+            _same_inode(tree, path, st)
             return attrs.evolve(meta, flags=read_flags(fd, full))
         finally:
             os.close(fd)
@@ -266,10 +269,11 @@ class _LinkReader:
         parent, _, name = path.rpartition("/")
         if parent != self.parent:
             self.close()
-            self.fd = os.open(f"{self.root}/{parent}" if parent else self.root,
-                              os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            where = f"{self.root}/{parent}" if parent else self.root
+            self.fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             self.parent = parent
-            st = os.fstat(self.fd)
+            with naming(where):
+                st = os.fstat(self.fd)
             if (st.st_dev, st.st_ino) != self.identities[parent or ROOT]:
                 raise dir_replaced(self.root, parent or ROOT, "published")
         return read_target(name, self.fd, before, path, self.root)
@@ -317,12 +321,14 @@ def _scan_dir(scan: _Scan, rel: str) -> tuple[bool, list[str]]:
     try:
         # The path is opened by name, following any link in its components: it must still be the
         # directory captured from its parent's listing, or the scan would wander outside the tree.
-        st = os.fstat(fd)
+        with naming(top):  # os.fstat(fd) names nothing, os.listdir(fd) the fd's number
+            st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != scan.identities[rel or ROOT]:
             raise dir_replaced(scan.root, rel or ROOT, "scanned")
         if (rel or ROOT) in scan.captured_dirs:
             scan.dir_flags[rel or ROOT] = read_flags(fd, top)
-        names = sorted(os.listdir(fd))
+        with naming(top):
+            names = sorted(os.listdir(fd))
         prefix = f"{rel}/" if rel else ""
         relpaths = [prefix + name for name in names]
         try:

@@ -231,9 +231,10 @@ def _readable_ref(opened: Opened, name: str, version: int) -> ArtifactRef | None
     try:
         return opened.ref(name, version)
     except (IntegrityError, ManifestLimitError) as err:
-        where = getattr(err, "path", None) or f"in {opened.where}"  # the errors name the object they read
+        path = getattr(err, "path", None) or ""  # the errors name the object they read
         warnings.warn(UnreadableManifestWarning(
-            f"left out {name}@{version}: its manifest {where} cannot be read: {err}"), stacklevel=3)
+            f"left out {name}@{version}: its manifest {path or f'in {opened.where}'} cannot be read: {err}",
+            name=name, version=version, path=path, reason=str(err), kind=type(err).__name__), stacklevel=3)
         return None
 
 

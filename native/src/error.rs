@@ -51,8 +51,6 @@ impl StatFacts {
 pub enum Failure {
     /// A syscall failed: `OSError(errno, strerror, filename[, None, filename2])`.
     Os { errno: Errno, filename: Option<OsString>, filename2: Option<OsString> },
-    /// A call on an fd failed: Python's fd-taking calls name the fd as the filename (`OSError.filename`).
-    OsFd { errno: Errno, fd: i32 },
     /// The source's final component is a symlink now (`O_NOFOLLOW` met it).
     SourceSymlink { path: OsString },
     /// The source's `fstat` differs from its capture (`when`: 0 before the read, 1 after it).

@@ -85,11 +85,6 @@ fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'s
             d.set_item("filename2", filename2)?;
             "os"
         }
-        Failure::OsFd { errno, fd } => {
-            d.set_item("errno", errno)?;
-            d.set_item("filename", fd)?;
-            "os"
-        }
         Failure::SourceSymlink { path } => {
             d.set_item("path", path)?;
             "source_symlink"

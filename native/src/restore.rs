@@ -173,7 +173,7 @@ fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd, scratch: &mut Scratc
     let fd = sys::raw(&out);
     copy_blob(entry, blobs, fd, scratch)?;
     apply_fd(fd, entry)?; // after the writes: a write clears setuid for non-root
-    sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| Failure::OsFd { errno: e, fd })
+    sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| os(e, entry.path))
 }
 
 /// `os.symlink` + `apply_symlink` + `utime(follow_symlinks=False)`.
@@ -193,7 +193,8 @@ fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
         path.extend_from_slice(entry.name());
         let link = cstr(&path)?;
         for (xname, value) in xattrs {
-            sys::set_xattr(XTarget::Link(&link), &cstr(xname)?, value).map_err(|e| os(e, &path))?;
+            // Named by the entry, not the /proc path the call went through (as `naming` does in Python).
+            sys::set_xattr(XTarget::Link(&link), &cstr(xname)?, value).map_err(|e| os(e, entry.path))?;
         }
     }
     sys::set_times(dir, Some(&name), entry.atime_ns, entry.mtime_ns).map_err(|e| os(e, entry.name()))

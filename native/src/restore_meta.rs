@@ -53,7 +53,7 @@ fn set_xattrs_exactly(fd: RawFd, wanted: &[(&[u8], &[u8])], entry: &Entry<'_>) -
         if e == libc::EOPNOTSUPP || e == libc::EPERM {
             Failure::Xattrs { path: os_string(entry.path), errno: e }
         } else {
-            Failure::OsFd { errno: e, fd }
+            Failure::os(e, Some(os_string(entry.path)))
         }
     };
     let target = XTarget::Fd(fd);
@@ -104,7 +104,7 @@ fn restore_flags(fd: RawFd, wanted: i32) -> Result<Result<i32, Errno>, Failure> 
 /// `apply_fd` then the times: owner, xattrs exactly, mode, restorable flags, each read back.
 pub fn apply_fd(fd: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     if let (Some(uid), Some(gid)) = (entry.uid, entry.gid) {
-        sys::fchown(fd, uid, gid).map_err(|e| Failure::os(e, None))?;
+        sys::fchown(fd, uid, gid).map_err(|e| Failure::os(e, Some(os_string(entry.path))))?;
     }
     let mut xattrs = None;
     if let Some(wanted) = &entry.xattrs {
@@ -116,7 +116,7 @@ pub fn apply_fd(fd: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
             set_xattrs_exactly(fd, wanted, entry)?
         });
     }
-    sys::fchmod(fd, entry.mode).map_err(|e| Failure::os(e, None))?;
+    sys::fchmod(fd, entry.mode).map_err(|e| Failure::os(e, Some(os_string(entry.path))))?;
     let mut flags = None;
     if let Some(wanted) = entry.flags {
         match restore_flags(fd, wanted)? {

@@ -176,7 +176,7 @@ impl LinkReader<'_> {
             let c = cstr(&path)?;
             let fd = sys::open_at(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
                 .map_err(|e| os(e, &path))?;
-            let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
+            let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os(errno, &path))?;
             let key = if parent.is_empty() { ROOT } else { parent };
             if dirs.get(key).map(|d| d.1) != Some((st.st_dev, st.st_ino)) {
                 return Err(Failure::DirReplaced { rel: os_string(key), when: 1 });

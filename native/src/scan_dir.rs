@@ -31,11 +31,11 @@ fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Fail
 
 /// `os.listdir(fd)`: every name but `.` and `..`, in the kernel's order, read as CPython reads them —
 /// through a `dup` of `fd`, rewound and closed after (a listing of `/proc/self/fd` shows that very `dup`).
-fn list_dir(fd: &OwnedFd) -> Result<Vec<Vec<u8>>, Failure> {
-    let raw = sys::raw(fd);
-    let dup = sys::dup(raw).map_err(|errno| Failure::os(errno, None))?;
-    let names = read_names(&dup).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
-    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| Failure::OsFd { errno, fd: raw })?;
+/// A failure names `top`, the directory's path, as `_scan_dir`'s `naming(top)` does.
+fn list_dir(fd: &OwnedFd, top: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+    let dup = sys::dup(sys::raw(fd)).map_err(|errno| os(errno, top))?;
+    let names = read_names(&dup).map_err(|errno| os(errno, top))?;
+    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| os(errno, top))?;
     Ok(names)
 }
 
@@ -142,12 +142,12 @@ pub fn capture_dir(
         open_noatime(&top, flags)?
     };
     // Opened by name, following any link in its components: it must still be the directory listed.
-    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| Failure::OsFd { errno, fd: sys::raw(&fd) })?;
+    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os(errno, &top))?;
     if identity != Some((st.st_dev, st.st_ino)) {
         return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
     }
     let dir_flags = read_flags(&fd)?;
-    let mut listed = list_dir(&fd)?;
+    let mut listed = list_dir(&fd, &top)?;
     listed.sort_by_cached_key(|n| fs_points(n));
     let relpaths: Vec<Vec<u8>> =
         listed.iter().map(|n| if rel.is_empty() { n.clone() } else { slash(rel, n) }).collect();

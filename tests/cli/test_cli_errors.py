@@ -49,8 +49,8 @@ def test_describe_keeps_a_multi_line_message_on_one_line() -> None:
 def test_a_kernel_refused_xattr_from_a_forged_manifest_is_one_line_and_exit_2_without_traceback(
         fast_tmp: Path) -> None:
     """The real case: root's ``setxattr`` on the new file's fd is refused (``EINVAL``: a malformed file
-    capability), an ``OSError`` whose ``filename`` is that fd; the CLI's own handler used to crash on it
-    (exit 1, a traceback)."""
+    capability), an ``OSError`` whose ``filename`` was that fd; the CLI's own handler used to crash on it
+    (exit 1, a traceback). The error now names the entry, not the fd (issue 48)."""
     require_real_root("set security.capability (a non-root download refuses it up front)")
     store_path = _published(fast_tmp)
     store = Store(store_path)
@@ -62,7 +62,7 @@ def test_a_kernel_refused_xattr_from_a_forged_manifest_is_one_line_and_exit_2_wi
     done = _cli("download", "demo", str(fast_tmp / "out"), "--store", store_path)
     assert done.returncode == EXIT_SETUP, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("artifactkit: error: fd ") and os.strerror(errno.EINVAL) in done.stderr
+    assert done.stderr == f"artifactkit: error: {entry['path']}: {os.strerror(errno.EINVAL)}\n", done.stderr
     assert not (fast_tmp / "out").exists()
 
 

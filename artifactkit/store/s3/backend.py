@@ -139,10 +139,16 @@ class BucketStore:
             size = info.size
         if size not in sizes:
             return size, None
-        digest = hashlib.sha256()
+        digest, count = hashlib.sha256(), 0
         with self.bucket.stream(blob_key(sha)) as body:
-            while chunk := body.read(CHUNK):
+            # The listed size + 1 bytes at most: a server that sends more (its length a lie) is not read to its end.
+            while count <= size and (chunk := body.read(min(CHUNK, size + 1 - count))):
                 digest.update(chunk)
+                count += len(chunk)
+        if count > size:
+            raise IntegrityError(f"blob {sha} in {self.where} is corrupt: the server sent more than its {size} "
+                                 "bytes (reading stopped there)", path=self.bucket.url(blob_key(sha)), blob=sha,
+                                 failed=IntegrityFailure.CORRUPT)
         return size, digest.hexdigest()
 
     @contextlib.contextmanager

@@ -20,13 +20,16 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import attrs
 
 from artifactkit.errors import MissingExtraError
+from artifactkit.store.s3.sigv4 import encode_query, signed_headers
 
 #: The modules of the ``s3`` extra; boto3 only for a profile's credentials and the multipart-upload listing.
 EXTRA_HINT: Final = "s3:// stores need obstore>=0.12.1 (and boto3 for profiles): pip install 'artifactkit[s3]'"
@@ -133,6 +136,11 @@ class Connection:
                 config["token"] = env["AWS_SESSION_TOKEN"]
         else:
             provider = _Boto3Credentials(session)
+        # What a request signed here (a listing page) needs: the keys obstore was given, or the same chain.
+        self._keys: Callable[[], dict[str, Any]] = provider or (lambda: {
+            "access_key_id": config["access_key_id"], "secret_access_key": config["secret_access_key"],
+            "token": config.get("token")})
+        self._bucket_url: urllib.parse.SplitResult | None = None
         retry = {"max_retries": max(limits.max_attempts - 1, 0), "retry_timeout": timedelta(seconds=60),
                  "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5),
                              "base": 2}}
@@ -161,6 +169,44 @@ class Connection:
             time.sleep(0.1 * 2 ** attempt)
         raise AssertionError("unreachable")
 
+    def signed_get(self, params: dict[str, str], *, time_left: Callable[[], float],
+                   max_bytes: int) -> tuple[int, bytes]:
+        """(HTTP status, body) of one GET of the bucket with query ``params``, signed here (SigV4).
+
+        Retried like :meth:`presigned` while ``time_left()`` (seconds) lasts, which also caps each read's
+        timeout; at most ``max_bytes + 1`` bytes of the body are read (one more proves it too long).
+        Connection failures and a read past ``time_left()`` raise :class:`OSError` (``TimeoutError``)."""
+        base = self._bucket_base()
+        query = encode_query(params)
+        for attempt in range(self.limits.max_attempts):
+            keys = self._keys()
+            headers = signed_headers(host=base.netloc, path=base.path, query=query, region=self.region,
+                                     access_key=keys["access_key_id"], secret_key=keys["secret_access_key"],
+                                     token=keys.get("token"), now=datetime.now(UTC))
+            request = urllib.request.Request(f"{base.scheme}://{base.netloc}{base.path}?{query}",  # noqa: S310
+                                             headers={k: v for k, v in headers.items() if k != "host"})
+            timeout = min(self.limits.read_timeout_s, time_left())
+            if timeout <= 0:
+                raise TimeoutError("the listing's time budget ran out")
+            try:
+                with urllib.request.urlopen(request, timeout=timeout, context=self._tls) as response:  # noqa: S310
+                    return int(response.status), _read_bounded(response, max_bytes, time_left)
+            except urllib.error.HTTPError as err:
+                if err.code < 500 or attempt + 1 == self.limits.max_attempts:
+                    return int(err.code), _read_bounded(err, 64 << 10, time_left)
+            except OSError:
+                if attempt + 1 == self.limits.max_attempts or time_left() <= 0:
+                    raise
+            time.sleep(min(0.1 * 2 ** attempt, max(time_left(), 0)))
+        raise AssertionError("unreachable")
+
+    def _bucket_base(self) -> urllib.parse.SplitResult:
+        """The bucket's URL as obstore addresses it (path or virtual-hosted style), from a URL it signed."""
+        if self._bucket_url is None:
+            signed = import_extra("obstore").sign(self.store, "GET", "", timedelta(minutes=1))
+            self._bucket_url = urllib.parse.urlsplit(signed)._replace(query="", fragment="")
+        return self._bucket_url
+
     def boto3_client(self) -> Any:
         """A boto3 client on the same endpoint and identity, for what obstore lacks (multipart-upload listing);
         made once per connection (a client costs ~0.1 s to build, and gc asks for one under its lease each run)."""
@@ -176,3 +222,15 @@ class Connection:
         session = self.session or boto3.session.Session()
         return session.client("s3", config=config, region_name=self.region,
                               endpoint_url=self.endpoint if self.custom_endpoint else None)
+
+
+def _read_bounded(response: Any, max_bytes: int, time_left: Callable[[], float]) -> bytes:
+    """Up to ``max_bytes + 1`` bytes of a response body, in chunks, stopping when ``time_left()`` runs out
+    (a server that drips bytes just under the read timeout cannot stretch one page without end)."""
+    chunks, total = [], 0
+    while total <= max_bytes and (chunk := response.read(min(64 << 10, max_bytes + 1 - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+        if time_left() <= 0:
+            raise TimeoutError("the listing's time budget ran out while a page was read")
+    return b"".join(chunks)

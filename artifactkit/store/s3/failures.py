@@ -8,6 +8,7 @@ response, a presigned request's in its status alone.
 from __future__ import annotations
 
 import re
+import urllib.error
 from typing import Final
 
 from artifactkit.errors import BucketNotFoundError, RemoteAuthError, RemoteStoreError, RemoteUnavailableError
@@ -68,21 +69,29 @@ def translate(err: BaseException, *, where: str, bucket: str, endpoint: str) -> 
                                       "a private CA's certificate goes in AWS_CA_BUNDLE", url=where,
                                       code="UntrustedCertificate")
     if not status and (isinstance(err, OSError) or _UNREACHABLE.search(str(err))):
-        return RemoteUnavailableError(f"{where}: object store unreachable or too slow: {line}",
+        if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
+            line = str(err.reason)  # not "<urlopen error ...>"
+        # obstore's text holds the URL it tried; a request of our own (urllib) names no endpoint.
+        at = "" if endpoint in line else f" ({endpoint})"
+        return RemoteUnavailableError(f"{where}: object store unreachable or too slow{at}: {line}",
                                       url=where, code=type(err).__name__)
     return RemoteStoreError(f"{where}: {code or type(err).__name__} (HTTP {status}): {line}", url=where,
                             code=code or type(err).__name__)
 
 
-def raise_for(status: int, *, where: str, bucket: str, of_bucket: bool) -> None:
-    """Raise for a presigned request's HTTP ``status`` (it has no body to read a code from); 2xx passes."""
-    if status == 404 and of_bucket:
+def raise_for(status: int, *, where: str, bucket: str, of_bucket: bool, code: str = "") -> None:
+    """Raise for the HTTP ``status`` of a request we sent ourselves (a presigned one has no body to read a
+    ``code`` from; a listing page's error body gives one); 2xx passes."""
+    if (status == 404 and of_bucket) or code == "NoSuchBucket":
         raise BucketNotFoundError(f"{where}: bucket {bucket!r} does not exist", url=where,
                                   code="NoSuchBucket")
-    if status in (401, 403):
-        raise RemoteAuthError(f"{where}: access refused ({status}); check AWS_ACCESS_KEY_ID/"
-                              "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=str(status))
+    if status in (401, 403) or code in _AUTH_CODES:
+        raise RemoteAuthError(f"{where}: access refused ({code or status}); check AWS_ACCESS_KEY_ID/"
+                              "AWS_SECRET_ACCESS_KEY or the profile", url=where, code=code or str(status))
     if status >= 500:
-        raise RemoteUnavailableError(f"{where}: server error (HTTP {status})", url=where, code=str(status))
+        named = f"{code} " if code else ""
+        raise RemoteUnavailableError(f"{where}: server error {named}(HTTP {status})", url=where,
+                                     code=code or str(status))
     if status >= 300:
-        raise RemoteStoreError(f"{where}: HTTP {status}", url=where, code=str(status))
+        raise RemoteStoreError(f"{where}: {code} (HTTP {status})" if code else f"{where}: HTTP {status}", url=where,
+                               code=code or str(status))

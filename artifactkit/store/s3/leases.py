@@ -47,6 +47,12 @@ PUBLISH_DIR = "locks/publish/"
 FORGET_KEY = "locks/forget"
 DOWNLOAD_DIR = "locks/download/"
 _POLL_S = 0.2  # how often a waiter looks again: far below any ttl, far above a request's latency
+#: Publish leases one listing may show: one per running publish, and no bucket sees ten thousand at once; more
+#: is a broken or hostile server.
+MAX_LEASES = 10_000
+#: Stale leases one look breaks (a DELETE each): a listing of thousands of fake stale leases must not turn into
+#: thousands of requests; crashed publishers' leases that pile up are cleared a hundred a look.
+BREAKS_PER_LOOK = 100
 
 
 @attrs.frozen
@@ -147,6 +153,9 @@ def _break_if_stale(bucket: Bucket, info: ObjectInfo, now: datetime, ttl_s: floa
 
 
 def _wait_or_give_up(deadline: float, why: str, bucket: Bucket) -> None:
+    """Every turn of a waiting loop comes here, also one that could try again at once: a server that answers
+    every try the same way (refuses each new lease as existing, shows a lock that is gone when looked at)
+    must neither keep a loop turning past ``deadline`` nor be asked as fast as it answers."""
     if time.monotonic() >= deadline:
         raise StoreBusyError(f"{bucket.url()}: {why}; gave up waiting", url=bucket.url(), code="Busy")
     time.sleep(_POLL_S)
@@ -174,8 +183,9 @@ def _shared_lease(bucket: Bucket, policy: LeasePolicy, kind: str, under: str, ex
         key = f"{under}{secrets.token_hex(12)}"
         body = _body(kind, policy.ttl_s)
         etag = bucket.create(key, _encode(body))
-        if etag is None:
-            continue  # a 96-bit token collided: draw another
+        if etag is None:  # a 96-bit token collided (or the server refuses every new key): draw another
+            _wait_or_give_up(deadline, f"the server refused every new {kind} lease as existing", bucket)
+            continue
         holder = bucket.head(exclusive)
         if holder is None:
             break
@@ -198,13 +208,16 @@ def download_lease(bucket: Bucket, policy: LeasePolicy, name: str, version: int)
 
 
 def _live(bucket: Bucket, under: str, ttl_s: float, *, break_stale: bool) -> list[str]:
+    """Keys of leases under ``under`` that are not stale (if ``break_stale``, the first :data:`BREAKS_PER_LOOK`
+    stale ones are broken: the others count as stale all the same, and the next look breaks them)."""
     now = bucket.server_now()
-    live = []
-    for info in bucket.objects_under(under):
+    live, broken = [], 0
+    for info in bucket.objects_under(under, max_keys=MAX_LEASES):
         if not is_stale(info, now, ttl_s):
             live.append(info.key)
-        elif break_stale:
+        elif break_stale and broken < BREAKS_PER_LOOK:
             bucket.delete_if_match(info.key, info.etag)
+            broken += 1
     return live
 
 
@@ -230,6 +243,10 @@ def _exclusive_lease(bucket: Bucket, policy: LeasePolicy, kind: str, key: str, d
             break
         held = bucket.head(key)
         if held is None or _break_if_stale(bucket, held, bucket.server_now(), policy.ttl_s):
+            # Gone when looked at, or stale and broken: try again, but not past the deadline.
+            _wait_or_give_up(deadline, f"{key} was refused as existing and then was not there (the server refused "
+                             f"every new {kind} lease)" if held is None else f"{key} went stale and was broken, "
+                             "again and again", bucket)
             continue
         _wait_or_give_up(deadline, f"another {'gc or forget' if key == GC_KEY else kind} holds {key}", bucket)
     lease = Lease(bucket, key, etag, body, policy.ttl_s)

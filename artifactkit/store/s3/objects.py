@@ -10,7 +10,8 @@ sends ``x-amz-checksum-sha256`` of the bytes it sends and the server refuses a b
 it (``BadDigest``); HEAD on a missing key says 404 whether the key or the bucket is missing (no body, no
 code), so one HEAD of the bucket tells them apart; obstore has no conditional DELETE, no HEAD of a bucket
 and shows no response headers, so those three go as presigned URLs; it has no listing of multipart
-uploads, so gc's abort of stale ones uses boto3.
+uploads, so gc's abort of stale ones uses boto3; its listing follows the server's tokens where nothing can
+stop it, so a listing is requested page by page, signed here (:mod:`~artifactkit.store.s3.listing`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import re
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -30,6 +33,7 @@ import attrs
 from artifactkit.errors import RemoteStoreError
 from artifactkit.store.s3.connect import Connection, Limits, NoCredentialsError, import_extra
 from artifactkit.store.s3.failures import NOT_CREATED, code_status, raise_for, refused, translate
+from artifactkit.store.s3.listing import PAGE_KEYS, ListingBounds, ListingGuard, parse_objects, timed
 
 MIB: Final = 1 << 20
 #: Blobs above this go up in parts (and come down in ranges) of ``PART_SIZE``.
@@ -93,10 +97,12 @@ class Bucket:
     """The objects of one bucket under one key prefix, with errors mapped to artifactkit's."""
 
     def __init__(self, bucket: str, prefix: str, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
-                 max_attempts: int = 3, max_connections: int = 16) -> None:
+                 max_attempts: int = 3, max_connections: int = 16, listing: ListingBounds | None = None) -> None:
         self._obstore: Any = import_extra("obstore")
         self.bucket = bucket
         self.prefix = prefix
+        #: The bounds every listing of this bucket stops at (:mod:`~artifactkit.store.s3.listing`).
+        self.listing = listing or ListingBounds()
         try:
             self._conn = Connection(bucket, Limits(connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
                                                    max_attempts=max_attempts, max_connections=max_connections))
@@ -269,23 +275,43 @@ class Bucket:
             raise self.translate(err, key) from err
         return ObjectInfo(key, int(meta["size"]), str(meta["e_tag"]), meta["last_modified"])
 
-    def objects_under(self, under: str) -> Iterator[ObjectInfo]:
-        """Every object whose key starts with ``under``, in key order (1 request per 1,000 keys)."""
-        full = self.prefix + under
-        # obstore lists whole path segments ("a/b" lists "a/b/..."): list the enclosing "directory" and
-        # keep what starts with ``under``, so a partial last segment means what it means for S3.
-        directory = full if full.endswith("/") or not full else full.rpartition("/")[0]
-        skip = len(self.prefix)
-        with self._mapped(under):
+    def objects_under(self, under: str, *, max_keys: int | None = None) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``under``, in the server's key order, a page of 1,000 per request;
+        a listing that crosses a bound of :mod:`~artifactkit.store.s3.listing` (``max_keys``: a smaller one of
+        the caller's) is :class:`ListingLimitError`."""
+        full, skip, where = self.prefix + under, len(self.prefix), self.url(under)
+        guard = ListingGuard(where, self.listing if max_keys is None else attrs.evolve(self.listing,
+                                                                                       max_keys=max_keys))
+        params = {"list-type": "2", "prefix": full, "max-keys": str(PAGE_KEYS)}
+        while True:
             self._count("ListObjectsV2")
-            pages = self._obstore.list(self.store, directory or None, chunk_size=1000)
-            for number, page in enumerate(pages):
-                if number:
-                    self._count("ListObjectsV2")
-                for meta in page:
-                    if meta["path"].startswith(full):
-                        yield ObjectInfo(meta["path"][skip:], int(meta["size"]), str(meta["e_tag"]),
-                                         meta["last_modified"])
+            started = time.monotonic()
+            try:
+                status, body = self._conn.signed_get(params, time_left=guard.time_left,
+                                                     max_bytes=self.listing.page_bytes)
+            except TimeoutError as err:
+                timed(guard, started)  # raises once the budget is spent; else the server was too slow
+                raise self.translate(err, under) from err
+            except Exception as err:
+                raise self.translate(err, under) from err
+            timed(guard, started)
+            if status != 200:
+                raise_for(status, where=where, bucket=self.bucket, of_bucket=False, code=_error_code(body))
+            if len(body) > self.listing.page_bytes:
+                raise RemoteStoreError(f"{where}: a page of the listing is over {self.listing.page_bytes:,} bytes "
+                                       f"(a page of {PAGE_KEYS:,} keys holds at most about 6 MB)", url=where,
+                                       code="ListingPageTooLarge")
+            found, _, token = parse_objects(body, where)
+            if len(found) > PAGE_KEYS or any(not item.key.startswith(full) for item in found):
+                raise RemoteStoreError(f"{where}: a page of the listing holds more than the {PAGE_KEYS:,} keys "
+                                       "asked for, or a key outside the prefix asked for", url=where,
+                                       code="MalformedListing")
+            guard.page([item.key[skip:] for item in found], token)  # keys as the messages name them
+            for item in found:
+                yield ObjectInfo(item.key[skip:], item.size, item.etag, item.last_modified)
+            if token is None:
+                return
+            params["continuation-token"] = token
 
     def server_now(self) -> datetime:
         """The server's clock (its ``Date`` header, 1 s resolution): lease ages never trust ours.
@@ -314,15 +340,28 @@ class Bucket:
 
     def uploads_before(self, cutoff: datetime) -> list[Upload]:
         """The multipart uploads under the prefix started before ``cutoff`` (a killed publisher's parts), in
-        the listing's order. Through boto3: obstore cannot list multipart uploads."""
+        the listing's order. Through boto3 (obstore cannot list multipart uploads), a page per request, with
+        the bounds of every listing (:class:`~artifactkit.store.s3.listing.ListingGuard`)."""
         found = []
         client = self._conn.boto3_client()
+        guard = ListingGuard(self.url(), self.listing, what="listing of multipart uploads")
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix, "MaxUploads": PAGE_KEYS}
         with self._mapped():
-            self._count("ListMultipartUploads")
-            for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=self.prefix):
+            while True:
+                self._count("ListMultipartUploads")
+                started = time.monotonic()
+                page = client.list_multipart_uploads(**params)
+                timed(guard, started)
+                items = page.get("Uploads", [])
+                marker = (str(page.get("NextKeyMarker", "")), str(page.get("NextUploadIdMarker", "")))
+                more = bool(page.get("IsTruncated"))
+                guard.page([str(item["Key"])[len(self.prefix):] for item in items], "\n".join(marker) if more else None,
+                           ids=[str(item["UploadId"]) for item in items])
                 found += [Upload(str(item["Key"])[len(self.prefix):], str(item["UploadId"]), item["Initiated"])
-                          for item in page.get("Uploads", []) if item["Initiated"] < cutoff]
-        return found
+                          for item in items if item["Initiated"] < cutoff]
+                if not more:
+                    return found
+                params.update(KeyMarker=marker[0], UploadIdMarker=marker[1])
 
     def abort_upload(self, upload: Upload) -> None:
         """Abort one multipart upload; its parts' bytes are freed by the server."""
@@ -338,6 +377,12 @@ class Bucket:
             for upload in uploads:
                 self.abort_upload(upload)
         return [upload.key for upload in uploads]
+
+
+def _error_code(body: bytes) -> str:
+    """The S3 error code in an error answer's body ("" where it has none)."""
+    found = re.search(rb"<Code>([A-Za-z0-9.]{1,64})</Code>", body)
+    return found[1].decode() if found else ""
 
 
 def _read_at_most(body: _Body, count: int) -> bytes:
