@@ -22,6 +22,7 @@ from artifactkit import Store
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_file
 from artifactkit.store.manifest import FORMAT, Manifest
+from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
 from artifactkit.store.scan import capture_tree
 from tests.native.trees import File, build, names, unique
 from tests.strategies import timestamps_ns
@@ -83,9 +84,9 @@ def test_the_core_parses_exactly_where_the_native_engine_is_chosen(monkeypatch: 
     calls: list[bytes] = []
     real = _native.parse_manifest
 
-    def counted(data: bytes, file_meta: object) -> object:
+    def counted(data: bytes, file_meta: object, *limit: int) -> object:
         calls.append(data)
-        return real(data, file_meta)  # type: ignore[arg-type]
+        return real(data, file_meta, *limit)  # type: ignore[arg-type]
     monkeypatch.setattr(_native, "parse_manifest", counted)
     root = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)
     body = Manifest(name="tree", entries=(root,)).to_bytes()
@@ -153,7 +154,9 @@ def entries(draw: st.DrawFn) -> tuple[FileMeta, ...]:
        noatime=st.booleans())
 def test_entries_of_every_kind_over_the_ranges_edges_read_as_the_reference_reads_them(
         found: tuple[FileMeta, ...], name: str, noatime: bool) -> None:
-    accepted(Manifest(name=name, entries=found, source_read_noatime=noatime).to_bytes())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FILE_BYTES_SETTING, str(2**63 - 1))  # sizes up to the largest a Linux file can have
+        accepted(Manifest(name=name, entries=found, source_read_noatime=noatime).to_bytes())
 
 
 # --- every check, refused by the same check -----------------------------------------------------------

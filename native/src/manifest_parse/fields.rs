@@ -16,7 +16,7 @@ const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 const XATTR_LIST_MAX: usize = 65536;
 const B64_MAX: usize = XATTR_SIZE_MAX.div_ceil(3) * 4;
-const MAX_EXTENTS: usize = 1 << 20;
+pub const MAX_EXTENTS: usize = 1 << 20;
 const RDEV_MAJOR_LIMIT: i128 = 1 << 12;
 const RDEV_MINOR_LIMIT: i128 = 1 << 20;
 

@@ -1,7 +1,7 @@
 //! The parse on hand-made manifests; the differential tests (`tests/native/test_manifest_parse_differential.py`)
 //! hold it to the reference on generated ones.
 
-use super::{parse, Decline, Kind};
+use super::{Decline, Kind, Parsed, MAX_FILE_BYTES};
 
 const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 
@@ -16,6 +16,10 @@ fn file(fields: &str) -> String {
     format!(
         r#", {{"atime_ns": 3, "kind": "file", "mode": 420, "mtime_ns": 4, "path": "a", "sha256": "{SHA}", "size": 6{fields}}}"#
     )
+}
+
+fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
+    super::parse(data, MAX_FILE_BYTES)
 }
 
 fn check(text: &str) -> Result<(), Decline> {
@@ -77,4 +81,12 @@ fn shapes_the_core_does_not_decide_are_unsure() {
     ] {
         assert!(matches!(check(&text), Err(Decline { unsure: true, .. })), "{text}");
     }
+}
+
+#[test]
+fn a_file_past_the_size_limit_is_refused_at_its_position() {
+    let text = doc(&file(""));
+    assert!(super::parse(text.as_bytes(), 6).is_ok());
+    let refused = super::parse(text.as_bytes(), 5).map(|_| ());
+    assert_eq!(refused, Err(Decline { unsure: false, check: "file_size", at: Some(1), detail: String::new() }));
 }
