@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
-from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, SPECIAL_KINDS, Extents, FileMeta, Rdev, Xattrs
+from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, Extents, FileMeta, Rdev, Xattrs
 from artifactkit.store.manifest_limits import (
     MAX_EXTENTS,
     RDEV_MAJOR_LIMIT,
@@ -26,6 +26,11 @@ from artifactkit.store.manifest_limits import (
 )
 
 _ID_LIMIT: Final = 2**32
+#: The fields of the format that only some kinds have (every kind has a path, mode, times, owner and xattrs;
+#: ``hardlink`` and ``rdev`` are checked where they are read). No capture writes one on another kind and no
+#: restore could honour it there, so a manifest that does is refused: never a claim quietly left out.
+KIND_FIELDS: Final = {"size": frozenset({"file"}), "sha256": frozenset({"file"}), "target": frozenset({"symlink"}),
+                      "extents": frozenset({"file"}), "flags": frozenset({"file", "dir"})}
 #: The longest base64 text of a value of XATTR_SIZE_MAX bytes: longer is refused before it is decoded.
 _B64_MAX: Final = (XATTR_SIZE_MAX + 2) // 3 * 4
 
@@ -82,6 +87,11 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     # The usual file entry never gets here: parse_entry checks it inline.
     uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
         _int(raw, "flags", _ID_LIMIT, where)
+    if (uid is None) != (gid is None):
+        # Restored with one fchown, read back as a pair: half an owner was restored by one engine, an internal
+        # error on the other, and a gid alone was dropped while the download said "verified exact".
+        raise _bad(where, path, f"a {'uid without a gid' if gid is None else 'gid without a uid'}: an owner is "
+                                "recorded whole or not at all")
     xattrs = None
     if "xattrs" in raw or uid is not None:
         xattrs = _xattrs(raw.get("xattrs", []), path, where)
@@ -91,9 +101,9 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     extents = None
     if raw.get("extents") is not None:
         extents = _extents(raw["extents"], size, path, where)
-    if kind in SPECIAL_KINDS and (flags is not None or extents is not None):
-        # Never opened, so no flags were read; no content, so no data runs: a forged line, not a capture.
-        raise _bad(where, path, f"inode flags or data runs, which a {kind} (never opened, no content) cannot")
+    for field, kinds in KIND_FIELDS.items():
+        if kind not in kinds and raw.get(field) is not None:
+            raise _bad(where, path, f"{field} {show(raw[field])}, which a {kind} does not have")
     return uid, gid, xattrs, hardlink, extents, flags
 
 

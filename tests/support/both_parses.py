@@ -30,8 +30,8 @@ from tests.support.core_layout import held_layout
 #: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
 CHECK_ERRORS: dict[str, type[Exception]] = {
     **dict.fromkeys(["utf8", "doc", "format", "entries", "entry", "kind", "mode", "mtime_ns", "atime_ns", "size",
-                     "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "xattrs", "hardlink", "extents",
-                     "special", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
+                     "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "owner", "xattrs", "hardlink",
+                     "extents", "kind_field", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
     **dict.fromkeys(["path", "target", "tree"], UnsafePathError),
     **dict.fromkeys(["extents_count", "file_size"], ManifestLimitError),
 }

@@ -62,6 +62,9 @@ fn each_check_refuses_what_the_reference_refuses() {
     assert_eq!(refused_by(&doc(&file(r#", "extents": [[0, 7]]"#))), "extents");
     assert_eq!(refused_by(&doc(&file(r#", "rdev": [1, 2]"#))), "rdev");
     assert_eq!(refused_by(&doc(&file(r#", "hardlink": "a""#))), "hardlinks");
+    assert_eq!(refused_by(&doc(&file(r#", "uid": 0"#))), "owner");
+    assert_eq!(refused_by(&doc(&file(r#", "gid": 0, "uid": null"#))), "owner");
+    assert_eq!(refused_by(&doc(&file(r#", "target": "x""#))), "kind_field");
     assert_eq!(refused_by(&doc(&file(r#", "kind": "socket""#))), "kind");
     assert_eq!(refused_by(&doc("").replace("\"demo\"", "\".demo\"")), "name");
     assert_eq!(refused_by(&doc("").replace("false", "0")), "noatime");
