@@ -186,18 +186,23 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
         raise file_too_large(f"source {root!r}: {path!r} has", size, scan.size_limit, where=root)
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
+    # One inode, one capture: a later name takes its first name's (they differ only where something moved the
+    # inode between the two lstats, a reader its atime say; a manifest whose names disagree is refused).
+    first_names = set(links.values())
+    firsts = {meta.path: meta for meta in metas if meta.path in first_names}
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
     reader = _LinkReader(root, identities)
     try:
         for meta in metas:
+            first = firsts.get(links[meta.path]) if meta.path in links else None
             if meta.kind == "symlink" and read_links:
-                finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path]),
-                                             hardlink=links.get(meta.path)))
+                finished.append(attrs.evolve(first or meta, path=meta.path, hardlink=links.get(meta.path),
+                                             target=reader.target(meta.path, scan.link_stats[meta.path])))
             elif meta.kind == "dir":
                 finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
-            elif meta.path in links:
-                finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
+            elif first is not None:
+                finished.append(attrs.evolve(first, path=meta.path, hardlink=links[meta.path]))
             else:
                 finished.append(meta)
     finally:

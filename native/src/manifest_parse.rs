@@ -192,7 +192,7 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
 }
 
 /// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
-/// same content, target and device number.
+/// same content, target and device number, and the same inode metadata (`INODE_FIELDS`).
 fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(), Decline> {
     for (at, entry) in entries.iter().enumerate() {
         let Some(first) = &entry.hardlink else { continue };
@@ -202,6 +202,9 @@ fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(
                 && first.path < entry.path
                 && (&first.sha256, first.size, first.rdev, &first.target)
                     == (&entry.sha256, entry.size, entry.rdev, &entry.target)
+                && (first.mode, first.uid, first.gid, first.mtime_ns, first.atime_ns)
+                    == (entry.mode, entry.uid, entry.gid, entry.mtime_ns, entry.atime_ns)
+                && (&first.xattrs, first.flags, &first.extents) == (&entry.xattrs, entry.flags, &entry.extents)
         });
         if !good {
             return Err(Decline::refused("hardlinks", Some(at)));

@@ -171,7 +171,8 @@ def base() -> Doc:
         entry(".", "dir", mode=0o755), entry("d", "dir", flags=0),
         entry("a", "file", size=6, sha256=SHA, uid=0, gid=0, flags=0, xattrs=[["user.k", "dg=="]], extents=[[0, 6]]),
         entry("d/l", "symlink", mode=0o777, target="../a"), entry("p", "fifo"), entry("c", "char", rdev=[1, 3]),
-        entry("d/h", "file", size=6, sha256=SHA, hardlink="a")]}
+        entry("d/h", "file", size=6, sha256=SHA, uid=0, gid=0, flags=0, xattrs=[["user.k", "dg=="]], extents=[[0, 6]],
+              hardlink="a")]}
 
 
 def with_entry(at: str, /, **fields: Any) -> Callable[[Doc], object]:

@@ -93,3 +93,22 @@ fn a_file_past_the_size_limit_is_refused_at_its_position() {
     let refused = super::parse(text.as_bytes(), 5).map(|_| ());
     assert_eq!(refused, Err(Decline { unsure: false, check: "file_size", at: Some(1), detail: String::new() }));
 }
+
+#[test]
+fn a_later_name_must_claim_its_first_names_every_inode_field() {
+    let later = |fields: &str| {
+        let second = file(&format!(r#", "hardlink": "a", "path": "b"{fields}"#));
+        doc(&format!("{}{second}", file(r#", "uid": 1, "gid": 2, "flags": 0"#)))
+    };
+    assert!(check(&later(r#", "uid": 1, "gid": 2, "flags": 0"#)).is_ok());
+    for fields in [
+        r#", "uid": 1, "gid": 3, "flags": 0"#,
+        r#", "uid": 1, "gid": 2, "flags": 16"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "mode": 384"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "atime_ns": 9"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "xattrs": [["user.k", "dg=="]]"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "extents": [[0, 6]]"#,
+    ] {
+        assert_eq!(refused_by(&later(fields)), "hardlinks", "{fields}");
+    }
+}
