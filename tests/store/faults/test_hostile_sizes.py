@@ -25,6 +25,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.errors import ManifestLimitError
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, MAX_FILE_BYTES, file_size_limit
+from artifactkit.store.scan import scan_tree
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import DATA, SHA, body, doc, file_entry, refusal
 from tests.support.hostile_store import STORE_KINDS, blob_exists, forge_manifest, put_blob, store_of_kind
@@ -153,3 +154,27 @@ def test_a_dense_claim_on_a_sparse_blob_writes_no_more_than_the_blobs_data(fast_
     assert hashlib.sha256(out.read_bytes()).hexdigest() == sha
     written = os.stat(out).st_blocks * 512
     assert written <= stored + 4096, f"{written} bytes written for a blob of {stored} bytes of data"
+
+
+class _EveryListingMatches:
+    """A stat cache that vouches for every listing: the scan captures nothing it matched, yet sees each lstat."""
+
+    def match_listing(self, relpaths: list[str], stats: list[os.stat_result], /) -> bool:
+        return True
+
+    def entry_line(self, path: str, st: os.stat_result, /) -> None:
+        return None
+
+
+def test_a_file_the_stat_cache_vouches_for_is_held_to_the_limit_too(fast_tmp: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Recorded under a higher limit, a file the cache answers for is never captured again: it must still not
+    # make a version whose readers, with this limit, refuse it.
+    src = fast_tmp / "src"
+    src.mkdir()
+    (src / "six").write_bytes(DATA)
+    monkeypatch.setenv(FILE_BYTES_SETTING, "5")
+    with pytest.raises(ManifestLimitError, match="'six' has 6 bytes"):
+        scan_tree(src, cached=_EveryListingMatches())
+    monkeypatch.setenv(FILE_BYTES_SETTING, "6")
+    assert scan_tree(src, cached=_EveryListingMatches()).matched == [".", "six"]
