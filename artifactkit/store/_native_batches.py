@@ -25,7 +25,7 @@ from artifactkit.store._native_staged import KeptReads, StagedMoves
 from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed, not_regular
-from artifactkit.store.download import _dir_fd, _verify_children, verify_entries
+from artifactkit.store.download import _dir_fd, _verify_children, too_many_blob_runs, verify_entries
 from artifactkit.store.executor import CreateItem
 from artifactkit.store.restore_meta import _read_back, create_special
 from artifactkit.store.stage import Staged, StageItem
@@ -199,6 +199,8 @@ def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Pos
                                  failed=IntegrityFailure.CORRUPT) from cause
         if what == "not_regular":
             raise not_regular(sha, where=where, path=entry.path)
+        if what == "runs":
+            raise too_many_blob_runs(sha, entry.path)
         if what == "size":
             size = fields["actual_size"]
             raise IntegrityError(f"blob {sha} {where} is corrupt: it has {size} bytes, the manifest says {entry.size}",

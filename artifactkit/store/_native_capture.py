@@ -45,6 +45,9 @@ class CapturedEntries(MadeOnDemand):
     def file_count(self) -> int:
         return self.tree.file_count()
 
+    def file_bytes(self) -> int:
+        return self.tree.read_totals()[1]
+
     def planned_reads(self, identities: Mapping[str, Identity]) -> tuple[CapturedReads, int]:
         reads = CapturedReads(self, identities)
         return reads, reads.total_bytes

@@ -34,7 +34,7 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.store._native_capture import CapturedEntries
 from artifactkit.store.manifest import Manifest, check_manifest_size, manifest_head, parse_manifest
 from artifactkit.store.manifest_extended import too_many_runs
-from artifactkit.store.manifest_limits import MAX_EXTENTS
+from artifactkit.store.manifest_limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.store.plan import Content
 from artifactkit.store.stage import Staged
 
@@ -74,10 +74,17 @@ def _checked(name: str, entries: Sequence[FileMeta], encode: Callable[[], bytes 
     return body
 
 
+def size_limit() -> int:
+    """:func:`~artifactkit.store.manifest_limits.file_size_limit` as the core takes it: past ``SIZE_LIMIT`` no size
+    parses anyway, so a larger setting is that (the core's integer is 64 bits)."""
+    return min(file_size_limit(), SIZE_LIMIT)
+
+
 def parse(data: bytes, *, where: str) -> Manifest:
     """:func:`~artifactkit.store.manifest.parse_manifest` of ``data`` (``where`` names it in a refusal)."""
+    limit = size_limit()  # a setting that is no limit: the reference's error, before anything is read
     try:
-        name, noatime, entries = _native.parse_manifest(data, FileMeta)
+        name, noatime, entries = _native.parse_manifest(data, FileMeta, limit)
     except _native.NativeFailure:
         return parse_manifest(data, where=where)
     return Manifest(name=name, entries=entries, source_read_noatime=noatime)

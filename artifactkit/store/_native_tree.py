@@ -24,9 +24,11 @@ from collections.abc import Iterator
 from typing import overload
 
 from artifactkit import _native
+from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store._native_lazy import MadeOnDemand
+from artifactkit.store._native_manifest import size_limit
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import Layout, Prepared
 from artifactkit.store.executor import CreateItem, EntryRun
@@ -38,7 +40,11 @@ def parse(data: bytes, digest: str) -> CoreTree | None:
     """The core's parse of manifest bytes that hash to ``digest`` (hashed as they are parsed), or ``None``
     where it declines them: where they hash to another digest, or the reference's parse decides."""
     try:
-        return CoreTree(_native.parse_tree(data, digest))
+        limit = size_limit()
+    except ManifestLimitError:
+        return None  # the reference names the setting, after its digest check
+    try:
+        return CoreTree(_native.parse_tree(data, digest, limit))
     except _native.NativeFailure:
         return None
 

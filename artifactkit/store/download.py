@@ -21,6 +21,7 @@ import attrs
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
+from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
@@ -33,6 +34,7 @@ from artifactkit.store.content import (
     write_all,
 )
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, covered
+from artifactkit.store.manifest_limits import MAX_EXTENTS
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
@@ -274,15 +276,29 @@ def _copy_blob(entry: FileMeta, blob_path: BlobSource, out: int) -> None:
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
             if sha == named:  # never write bytes that are not the named content
                 write_all(out, data)
-        else:
+        elif (runs := data_extents(blob, size)) is None:
             # The digest is of the bytes written to ``out``, read back: what lands is what is proven.
             sha, count = hash_while_copying(blob, out, size)
+        else:
+            # A blob with holes under an entry that records none (planted for free by a writer of the store, or
+            # a store copied with ``rsync -S``) stays sparse: no more is written than the blob holds.
+            if len(runs) > MAX_EXTENTS:
+                raise too_many_blob_runs(named, entry.path)
+            sha, count = copy_sparse(blob, out, size, runs)
     finally:
         os.close(blob)
     if sha != named or count != size:
         raise IntegrityError(
             f"blob {named} for {entry.path!r} is corrupt: {count} bytes hashing to {sha}, manifest says {size} bytes",
             path=entry.path, blob=named, actual=sha, failed=IntegrityFailure.CORRUPT)
+
+
+def too_many_blob_runs(sha: str, path: str) -> IntegrityError:
+    """The blob ``sha`` of ``path``, recorded dense, has more data runs than a manifest may list for one file."""
+    return IntegrityError(
+        f"blob {sha} for {path!r} has holes between more than {MAX_EXTENTS} data runs, which no file a manifest "
+        "records can have: refused rather than written with its holes filled", path=path, blob=sha,
+        failed=IntegrityFailure.CORRUPT)
 
 
 def verify_entries(pairs: Iterable[tuple[FileMeta, os.stat_result]]) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from json.encoder import encode_basestring_ascii
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -16,11 +17,13 @@ from artifactkit.errors import IntegrityError, ManifestLimitError, TimestampNotR
 from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
 from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields, rdev_field
 from artifactkit.store.manifest_limits import (
+    FILE_BYTES_SETTING,
     MANIFEST_BYTES_SETTING,
     SIZE_LIMIT,
     TARGET_MAX,
     clip,
     decode_manifest,
+    file_size_limit,
     may_hold_surrogates,
     show,
 )
@@ -185,6 +188,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
     Bounded work for any input: nesting, sizes, data runs and xattrs are held to the bounds documented in
     ``manifest_limits``, and every message quotes a hostile value shortened.
     """
+    size_limit = file_size_limit()  # a setting that is no limit is refused before the bytes are looked at
     doc = decode_manifest(data, where=where)
     if not isinstance(doc, dict):
         raise IntegrityError(f"{where}: manifest is not a JSON object", path=where)
@@ -195,6 +199,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
     if not isinstance(raw_entries, list):
         raise IntegrityError(f"{where}: manifest has no entry list", path=where)
     entries = tuple(parse_entry(raw, where=where) for raw in raw_entries)
+    check_file_sizes(entries, size_limit, where=where)
     if may_hold_surrogates(data):
         _check_encodable(entries, where=where)
     try:
@@ -213,6 +218,47 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
     if not isinstance(noatime, bool):
         raise IntegrityError(f"{where}: source_read_noatime must be a boolean", path=where)
     return Manifest(name=str(name), entries=entries, source_read_noatime=noatime)
+
+
+def check_file_sizes(entries: Sequence[FileMeta], limit: int, *, where: str) -> None:
+    """Every file within ``limit`` (:func:`~artifactkit.store.manifest_limits.file_size_limit`), or
+    :class:`ManifestLimitError` naming the first past it: the claim is refused before a byte is hashed or
+    written, whatever blob a writer of the store planted to match it. Publish refuses such a source file
+    (``scan.py``), so every version it makes reads back here."""
+    if max(map(_SIZE, entries), default=0) <= limit:  # one C loop: 9 ms for 100,000 entries, under 1 % of their parse
+        return
+    entry = next(entry for entry in entries if entry.size > limit)
+    raise file_too_large(f"{where}: entry {show(entry.path)} claims", entry.size, limit, where=where)
+
+
+def file_too_large(what: str, size: int, limit: int, *, where: str) -> ManifestLimitError:
+    """``what`` (an entry that claims, a source file that has) ``size`` bytes, past the single-file ``limit``."""
+    return ManifestLimitError(
+        f"{what} {size} bytes, more than the {limit} a file may have ({FILE_BYTES_SETTING}: a download hashes every "
+        "byte, holes too); set it higher where the tree is published and downloaded",
+        path=where, limit=limit, actual=size, setting=FILE_BYTES_SETTING)
+
+
+_SIZE: Final = operator.attrgetter("size")
+
+
+@runtime_checkable
+class FileBytes(Protocol):
+    """Captured entries that know their files' bytes without making every entry (the native core's capture)."""
+
+    def file_bytes(self) -> int:
+        """The bytes of every regular file, a hard link's once."""
+
+
+def check_source_sizes(entries: Sequence[FileMeta], limit: int, *, root: str) -> None:
+    """A source tree's captured ``entries`` with no file past ``limit``, else :class:`ManifestLimitError` naming
+    the first in scan order (the reference's scan finds it as it goes): a publish of it would be a version no
+    download reads. Nothing has been read yet."""
+    if isinstance(entries, FileBytes) and entries.file_bytes() <= limit:
+        return  # the usual tree: no entry made to learn that none is larger
+    oversized = next((entry for entry in entries if entry.size > limit), None)
+    if oversized is not None:
+        raise file_too_large(f"source {root!r}: {oversized.path!r} has", oversized.size, limit, where=root)
 
 
 def _check_encodable(entries: tuple[FileMeta, ...], *, where: str) -> None:

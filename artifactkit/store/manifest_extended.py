@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 import os
 from collections.abc import Iterable
 from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
-from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, SPECIAL_KINDS, Extents, FileMeta, Rdev, Xattrs
+from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, Extents, FileMeta, Rdev, Xattrs
 from artifactkit.store.manifest_limits import (
     MAX_EXTENTS,
     RDEV_MAJOR_LIMIT,
@@ -26,6 +27,11 @@ from artifactkit.store.manifest_limits import (
 )
 
 _ID_LIMIT: Final = 2**32
+#: The fields of the format that only some kinds have (every kind has a path, mode, times, owner and xattrs;
+#: ``hardlink`` and ``rdev`` are checked where they are read). No capture writes one on another kind and no
+#: restore could honour it there, so a manifest that does is refused: never a claim quietly left out.
+KIND_FIELDS: Final = {"size": frozenset({"file"}), "sha256": frozenset({"file"}), "target": frozenset({"symlink"}),
+                      "extents": frozenset({"file"}), "flags": frozenset({"file", "dir"})}
 #: The longest base64 text of a value of XATTR_SIZE_MAX bytes: longer is refused before it is decoded.
 _B64_MAX: Final = (XATTR_SIZE_MAX + 2) // 3 * 4
 
@@ -82,6 +88,11 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     # The usual file entry never gets here: parse_entry checks it inline.
     uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
         _int(raw, "flags", _ID_LIMIT, where)
+    if (uid is None) != (gid is None):
+        # Restored with one fchown, read back as a pair: half an owner was restored by one engine, an internal
+        # error on the other, and a gid alone was dropped while the download said "verified exact".
+        raise _bad(where, path, f"a {'uid without a gid' if gid is None else 'gid without a uid'}: an owner is "
+                                "recorded whole or not at all")
     xattrs = None
     if "xattrs" in raw or uid is not None:
         xattrs = _xattrs(raw.get("xattrs", []), path, where)
@@ -91,9 +102,9 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     extents = None
     if raw.get("extents") is not None:
         extents = _extents(raw["extents"], size, path, where)
-    if kind in SPECIAL_KINDS and (flags is not None or extents is not None):
-        # Never opened, so no flags were read; no content, so no data runs: a forged line, not a capture.
-        raise _bad(where, path, f"inode flags or data runs, which a {kind} (never opened, no content) cannot")
+    for field, kinds in KIND_FIELDS.items():
+        if kind not in kinds and raw.get(field) is not None:
+            raise _bad(where, path, f"{field} {show(raw[field])}, which a {kind} does not have")
     return uid, gid, xattrs, hardlink, extents, flags
 
 
@@ -170,9 +181,18 @@ def _extents(value: object, size: int, path: str, where: str) -> tuple[tuple[int
     return tuple(runs)
 
 
+#: What a hard link's later name shares with its first name beyond content: one inode has one of each. The
+#: writer records every name's own capture (the scan gives later names their first name's), so they agree.
+INODE_FIELDS: Final = ("mode", "uid", "gid", "mtime_ns", "atime_ns", "xattrs", "flags", "extents")
+_inode: Final = operator.attrgetter(*INODE_FIELDS)
+
+
 def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
     """Every second name of a hard link names an earlier first name of the same kind with the same content
-    (for a symlink, the same target; for a device, the same device number): one inode cannot be two things."""
+    (for a symlink, the same target; for a device, the same device number): one inode cannot be two things.
+    Nor can it have two modes, owners, times, xattr sets, flags or hole maps: a later name claiming another
+    than its first name's is refused naming both and the field (a restore makes one inode, so one of the two
+    claims would be dropped while the download said "verified exact")."""
     by_path = {entry.path: entry for entry in entries}
     for entry in by_path.values():
         if entry.hardlink is None:
@@ -183,3 +203,20 @@ def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
                 != (entry.sha256, entry.size, entry.rdev, entry.target)):
             raise IntegrityError(f"{where}: entry {show(entry.path)} is a hard link to {show(entry.hardlink)}, which "
                                  f"is not an earlier {entry.kind} of this manifest with the same content", path=where)
+        if _inode(entry) == _inode(first):  # 0.9 us a later name; the field is looked for only when one differs
+            continue
+        for field in INODE_FIELDS:
+            if (claimed := getattr(entry, field)) != (held := getattr(first, field)):
+                raise IntegrityError(
+                    f"{where}: entry {show(entry.path)} is a hard link to {show(first.path)} but claims another "
+                    f"{field} ({_claim(field, claimed)}, not {_claim(field, held)}): one inode has one", path=where)
+
+
+def _claim(field: str, value: Any) -> str:
+    """A field's value in a hard link's refusal: a mode in octal, an xattr set by its names (a value may be
+    64 KiB), anything else shortened by :func:`show`."""
+    if field == "mode":
+        return f"{value:#o}"
+    if field == "xattrs" and value:
+        return show([name for name, _ in value])
+    return show(list(value) if isinstance(value, tuple) else value)

@@ -30,6 +30,8 @@ from artifactkit.errors import SourceChangedError, TreeTooDeepError, Unsupported
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
+from artifactkit.store.manifest import check_source_sizes, file_too_large
+from artifactkit.store.manifest_limits import file_size_limit
 from artifactkit.store.paths import check_symlink_target
 
 
@@ -81,11 +83,14 @@ def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
     matched: its xattrs, flags and link target are not read. ``walker`` walks instead of this module
     where no cache is asked (a cache's questions are Python's).
     """
+    limit = file_size_limit()  # a setting that is no limit is refused before anything is read
     try:
         if walker is not None and cached is None:
-            return walker(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
+            tree = walker(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
+            check_source_sizes(tree.entries, limit, root=tree.root)
+            return tree
         return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore,
-                          cached=cached or _NoCache())
+                          cached=cached or _NoCache(), size_limit=limit)
     except OSError as err:
         if err.errno != errno.ENAMETOOLONG:
             raise
@@ -124,13 +129,18 @@ class _Scan:
     kept: dict[str, os.stat_result] = attrs.field(factory=dict)  # ScannedTree.kept
     link_stats: dict[str, os.stat_result] = attrs.field(factory=dict)  # captured links: checked after readlink
     refused: list[str] = attrs.field(factory=list)  # sockets: named all at once when the scan is done
+    size_limit: int = 0  # file_size_limit(), read once before the scan
+    oversized: tuple[str, int] | None = None  # the first file past it, in scan order, with its size
 
     def add(self, top: str, names: list[str], relpaths: list[str], stats: list[os.stat_result]) -> None:
         """Capture one directory's entries (``lstat`` already taken): as a whole if the cache matches the
         listing, else each a hit or a full capture. Its loops run once per entry, so they bind names once."""
-        identities = self.identities
+        identities, limit = self.identities, self.size_limit
         for relpath, st in zip(relpaths, stats, strict=True):
             identities[relpath] = (st.st_dev, st.st_ino)
+            # Every entry, the cache's hits too: a version over the limit would be one no download reads.
+            if st.st_size > limit and self.oversized is None and stat.S_ISREG(st.st_mode):
+                self.oversized = (relpath, st.st_size)
         if self.cached.match_listing(relpaths, stats):
             self.matched += relpaths
             # If they must be captured after all (their lines unreadable), directories and links are captured
@@ -157,11 +167,11 @@ class _Scan:
 
 
 def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None],
-               cached: CacheHits) -> ScannedTree:
+               cached: CacheHits, size_limit: int) -> ScannedTree:
     st = os.lstat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise not_a_directory(root)
-    scan = _Scan(root, on_progress, cached)
+    scan = _Scan(root, on_progress, cached, size_limit=size_limit)
     scan.add(root, [ROOT], [ROOT], [st])  # its xattrs from "root/.": a directory, whatever the form of root
     # Depth first, each directory's subdirectories in name order, by a stack rather than recursion: a tree
     # 1,500 levels deep fits in PATH_MAX and was a RecursionError.
@@ -172,20 +182,28 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
         pending += reversed(subdirs)
     if scan.refused:
         raise unsupported(root, scan.refused)
+    if scan.oversized:
+        path, size = scan.oversized
+        raise file_too_large(f"source {root!r}: {path!r} has", size, scan.size_limit, where=root)
     metas, identities, dir_flags = scan.metas, scan.identities, scan.dir_flags
     links = _hardlink_names(metas, identities)
+    # One inode, one capture: a later name takes its first name's (they differ only where something moved the
+    # inode between the two lstats, a reader its atime say; a manifest whose names disagree is refused).
+    first_names = set(links.values())
+    firsts = {meta.path: meta for meta in metas if meta.path in first_names}
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
     reader = _LinkReader(root, identities)
     try:
         for meta in metas:
+            first = firsts.get(links[meta.path]) if meta.path in links else None
             if meta.kind == "symlink" and read_links:
-                finished.append(attrs.evolve(meta, target=reader.target(meta.path, scan.link_stats[meta.path]),
-                                             hardlink=links.get(meta.path)))
+                finished.append(attrs.evolve(first or meta, path=meta.path, hardlink=links.get(meta.path),
+                                             target=reader.target(meta.path, scan.link_stats[meta.path])))
             elif meta.kind == "dir":
                 finished.append(attrs.evolve(meta, flags=dir_flags.get(meta.path)))
-            elif meta.path in links:
-                finished.append(attrs.evolve(meta, hardlink=links[meta.path]))
+            elif first is not None:
+                finished.append(attrs.evolve(first, path=meta.path, hardlink=links[meta.path]))
             else:
                 finished.append(meta)
     finally:

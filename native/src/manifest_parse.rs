@@ -17,6 +17,11 @@ use std::collections::HashMap;
 use json::{Entries, Raw};
 
 pub use crate::kind::Kind;
+pub use fields::MAX_EXTENTS;
+
+/// `manifest_limits.MAX_FILE_BYTES`: the file size limit where the caller gives none (Python always gives
+/// `file_size_limit()`, the setting's value; a test holds the two defaults equal).
+pub const MAX_FILE_BYTES: u64 = 1 << 40;
 
 /// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
 const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
@@ -28,7 +33,7 @@ pub struct Decline {
     /// `false`: a check the reference makes fails; `true`: a shape the core does not decide.
     pub unsure: bool,
     /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"json"`, `"utf8"`, `"doc"`,
-    /// `"format"`, `"entries"`, `"entry"`, `"tree"`, `"hardlinks"`, `"name"`, `"noatime"`.
+    /// `"format"`, `"entries"`, `"entry"`, `"file_size"`, `"tree"`, `"hardlinks"`, `"name"`, `"noatime"`.
     pub check: &'static str,
     /// The entry's position in the list, where the check is one entry's.
     pub at: Option<usize>,
@@ -104,9 +109,9 @@ pub struct Parsed<'a> {
     pub parents: Vec<usize>,
 }
 
-/// Read and check `data` in the reference's order: JSON, the document, each entry, the tree's shape, its
-/// hard links, the artifact name, `source_read_noatime`.
-pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
+/// Read and check `data` in the reference's order: JSON, the document, each entry, every file's size against
+/// `file_size_limit`, the tree's shape, its hard links, the artifact name, `source_read_noatime`.
+pub fn parse(data: &[u8], file_size_limit: u64) -> Result<Parsed<'_>, Decline> {
     // bytes.decode("utf-8") refuses what from_utf8 refuses: bad sequences, encoded surrogates, overlongs.
     let text = std::str::from_utf8(data).map_err(|_| Decline::refused("utf8", None))?;
     let doc = json::read(text)?;
@@ -122,6 +127,10 @@ pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
         Some(Entries::Declined(decline)) => return Err(decline),
         Some(Entries::NotList) | None => return Err(Decline::refused("entries", None)),
     };
+    // `manifest.check_file_sizes`: a claim past the limit would cost a download hours of hashing zeros.
+    if let Some(at) = entries.iter().position(|e| e.size > file_size_limit) {
+        return Err(Decline::refused("file_size", Some(at)));
+    }
     let (by_path, parents) = tree_shape(&entries)?;
     hard_links(&entries, &by_path)?;
     let name = match doc.name {
@@ -183,7 +192,7 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
 }
 
 /// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
-/// same content, target and device number.
+/// same content, target and device number, and the same inode metadata (`INODE_FIELDS`).
 fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(), Decline> {
     for (at, entry) in entries.iter().enumerate() {
         let Some(first) = &entry.hardlink else { continue };
@@ -193,6 +202,9 @@ fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(
                 && first.path < entry.path
                 && (&first.sha256, first.size, first.rdev, &first.target)
                     == (&entry.sha256, entry.size, entry.rdev, &entry.target)
+                && (first.mode, first.uid, first.gid, first.mtime_ns, first.atime_ns)
+                    == (entry.mode, entry.uid, entry.gid, entry.mtime_ns, entry.atime_ns)
+                && (&first.xattrs, first.flags, &first.extents) == (&entry.xattrs, entry.flags, &entry.extents)
         });
         if !good {
             return Err(Decline::refused("hardlinks", Some(at)));

@@ -45,16 +45,20 @@ pub(crate) fn entry_args<'py>(
 }
 
 /// Parse and check manifest bytes as `manifest.parse_manifest` does: `(name, source_read_noatime, entries)`,
-/// each entry `file_meta(*fields)`. A manifest the core does not accept raises
+/// each entry `file_meta(*fields)`; `size_limit`: the largest file an entry may claim (`file_size_limit()`). A
+/// manifest the core does not accept raises
 /// `NativeFailure("manifest_refused" | "manifest_unsure", entry position or None, {"check", "detail"})`.
 #[pyfunction]
+#[pyo3(signature = (data, file_meta, size_limit=manifest_parse::MAX_FILE_BYTES))]
 pub(crate) fn parse_manifest<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyBytes>,
     file_meta: &Bound<'py, PyAny>,
+    size_limit: u64,
 ) -> PyResult<(Bound<'py, PyString>, bool, Bound<'py, PyTuple>)> {
     let bytes = data.as_bytes();
-    let parsed = py.detach(|| manifest_parse::parse(bytes)).map_err(|decline| decline_to_py(py, decline))?;
+    let parsed =
+        py.detach(|| manifest_parse::parse(bytes, size_limit)).map_err(|decline| decline_to_py(py, decline))?;
     let kinds: Vec<_> = manifest_parse::Kind::ALL.iter().map(|kind| PyString::intern(py, kind.name())).collect();
     let entries =
         parsed.entries.iter().map(|e| file_meta.call1(entry_args(py, e, &kinds)?)).collect::<PyResult<Vec<_>>>()?;

@@ -8,10 +8,11 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::content::{cstr, os_string, read_small_into, IN_MEMORY_LIMIT};
+use crate::content::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::copy::{copy_sparse, hex};
 use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
+use crate::manifest_parse::MAX_EXTENTS;
 use crate::pool;
 use crate::restore_meta::apply_fd;
 use crate::syscalls::{self as sys, Errno, XTarget};
@@ -147,7 +148,15 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> 
         // The hex only for the failure's message: a format per byte was a tenth of a small file's user time.
         (hex(&digest), data.len() as u64)
     } else {
-        hash_while_copying(src, out, entry.size).map_err(|e| Failure::os(e, None))?
+        // `_copy_blob`: a blob with holes under an entry that records none stays sparse (a writer of the store
+        // plants a tebibyte of hole for free; a store copied with `rsync -S` has them too), so no more is
+        // written than the blob holds; a blob of more runs than a manifest may list is no publish's blob.
+        match data_extents(src, entry.size).map_err(|e| Failure::os(e, None))? {
+            Some(runs) if runs.len() > MAX_EXTENTS => return Err(blob_found("runs", entry, sha, 0, String::new())),
+            Some(runs) => copy_sparse(src, out, entry.size, &runs),
+            None => hash_while_copying(src, out, entry.size),
+        }
+        .map_err(|e| Failure::os(e, None))?
     };
     if actual != sha || count != entry.size {
         return Err(blob_found("corrupt", entry, sha, count, actual));

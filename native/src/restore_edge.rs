@@ -190,14 +190,21 @@ impl ParsedTree {
 /// Parse and check manifest bytes as `parse_manifest` does, into a [`ParsedTree`], while a second thread hashes
 /// them: bytes that do not hash to `digest` (lowercase hex) are refused as `NativeFailure("manifest_refused",
 /// None, {"check": "digest", ...})` whatever they hold (the reference checks the digest before it parses); a
-/// manifest the core does not accept raises the same `NativeFailure` as `parse_manifest`.
+/// manifest the core does not accept raises the same `NativeFailure` as `parse_manifest` (`size_limit`: the
+/// largest file an entry may claim, as there).
 #[pyfunction]
-pub(crate) fn parse_tree(py: Python<'_>, data: &Bound<'_, PyBytes>, digest: &str) -> PyResult<ParsedTree> {
+#[pyo3(signature = (data, digest, size_limit=manifest_parse::MAX_FILE_BYTES))]
+pub(crate) fn parse_tree(
+    py: Python<'_>,
+    data: &Bound<'_, PyBytes>,
+    digest: &str,
+    size_limit: u64,
+) -> PyResult<ParsedTree> {
     let bytes = data.as_bytes();
     let (hashed, parsed) = py.detach(|| {
         std::thread::scope(|s| {
             let hashing = threads::scoped(s, || hex(&Sha256::digest(bytes)));
-            let parsed = manifest_parse::parse(bytes).map(Tree::of);
+            let parsed = manifest_parse::parse(bytes, size_limit).map(Tree::of);
             let hashed = match hashing {
                 Some(thread) => thread.join().ok(),
                 None => Some(hex(&Sha256::digest(bytes))), // no thread would start: after the parse, here

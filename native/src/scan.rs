@@ -139,7 +139,9 @@ impl Scan<'_, '_, '_> {
     }
 }
 
-/// `_hardlink_names`: every second and later name of an inode within the tree -> its first name's position.
+/// `_hardlink_names`: every second and later name of an inode within the tree -> its first name's position,
+/// and its first name's capture: one inode has one (each name's `lstat` differs only where something moved the
+/// inode between the two, a reader its atime say, and a manifest whose names disagree is refused).
 fn mark_hardlinks(entries: &mut [Entry]) {
     let mut groups: HashMap<(u64, u64), Vec<usize>> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
@@ -151,6 +153,8 @@ fn mark_hardlinks(entries: &mut [Entry]) {
         let Some(&first) = names.iter().min_by_key(|&&i| fs_points(&entries[i].path)) else { continue };
         for &i in names.iter().filter(|&&i| i != first) {
             entries[i].hardlink = Some(first);
+            entries[i].st = entries[first].st;
+            entries[i].xattrs = entries[first].xattrs.clone();
         }
     }
 }

@@ -132,7 +132,7 @@ fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_parse::parse;
+    use crate::manifest_parse::{parse, MAX_FILE_BYTES};
 
     const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 
@@ -141,7 +141,7 @@ mod tests {
             r#"{{"entries": [{}], "format": "artifactkit.manifest/2", "name": "t", "source_read_noatime": true}}"#,
             entries.join(", ")
         );
-        Tree::of(parse(text.as_bytes()).unwrap())
+        Tree::of(parse(text.as_bytes(), MAX_FILE_BYTES).unwrap())
     }
 
     fn dir(path: &str) -> String {

@@ -100,7 +100,7 @@ def _b64decode(text: str) -> bytes | None:
 
 
 def _read_value(text: str) -> bytes | None:
-    raw = {"path": "a", "kind": "file", "uid": 0, "xattrs": [["user.k", text]]}
+    raw = {"path": "a", "kind": "file", "uid": 0, "gid": 0, "xattrs": [["user.k", text]]}
     try:
         xattrs = extended_fields(raw, "a", "file", 0, where="m")[2]
     except IntegrityError:

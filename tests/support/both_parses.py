@@ -24,15 +24,16 @@ import pytest
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafePathError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from artifactkit.store.manifest import Manifest, parse_manifest
+from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, file_size_limit
 from tests.support.core_layout import held_layout
 
 #: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
 CHECK_ERRORS: dict[str, type[Exception]] = {
     **dict.fromkeys(["utf8", "doc", "format", "entries", "entry", "kind", "mode", "mtime_ns", "atime_ns", "size",
-                     "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "xattrs", "hardlink", "extents",
-                     "special", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
+                     "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "owner", "xattrs", "hardlink",
+                     "extents", "kind_field", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
     **dict.fromkeys(["path", "target", "tree"], UnsafePathError),
-    "extents_count": ManifestLimitError,
+    **dict.fromkeys(["extents_count", "file_size"], ManifestLimitError),
 }
 #: How deep the format nests (document, entry list, entry, xattr list, xattr pair): deeper is unsure.
 FORMAT_DEPTH = 5
@@ -56,7 +57,7 @@ def verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
     native = core()
     assert native is not None
     try:
-        name, noatime, entries = native.parse_manifest(data, FileMeta)
+        name, noatime, entries = native.parse_manifest(data, FileMeta, _size_limit())
     except native.NativeFailure as failure:
         kind, at, fields = failure.args
         return kind, fields["check"], at
@@ -68,11 +69,16 @@ def tree_verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
     native = core()
     assert native is not None
     try:
-        tree = native.parse_tree(data, hashlib.sha256(data).hexdigest())
+        tree = native.parse_tree(data, hashlib.sha256(data).hexdigest(), _size_limit())
     except native.NativeFailure as failure:
         kind, at, fields = failure.args
         return kind, fields["check"], at
     return Manifest(name=tree.name, entries=tree.metas(FileMeta), source_read_noatime=tree.noatime)
+
+
+def _size_limit() -> int:
+    """The file size limit as the core is given it (``_native_manifest.size_limit``)."""
+    return min(file_size_limit(), SIZE_LIMIT)
 
 
 def same_verdicts(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
@@ -132,7 +138,10 @@ def parse_both(data: bytes, *, where: str = "m") -> Manifest:
         expected = parse_manifest(data, where=where)
     except Exception as err:
         if core() is not None:
-            _held_to_refusal(data, where, err)
+            if getattr(err, "setting", None) == FILE_BYTES_SETTING and err.limit is None:  # type: ignore[attr-defined]
+                _held_to_setting(data, where, err)  # no limit to give the core: the wrapper's refusal alone
+            else:
+                _held_to_refusal(data, where, err)
         raise
     if core() is not None:
         _held_to_acceptance(data, where, expected)
@@ -164,3 +173,11 @@ def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
     with pytest.raises(type(err)) as caught:
         parse(data, where=where)
     assert (str(caught.value), getattr(caught.value, "context", None)) == (str(err), getattr(err, "context", None))
+
+
+def _held_to_setting(data: bytes, where: str, err: Exception) -> None:
+    from artifactkit.store._native_manifest import parse
+
+    with pytest.raises(type(err)) as caught:
+        parse(data, where=where)
+    assert str(caught.value) == str(err)

@@ -16,7 +16,7 @@ const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 const XATTR_LIST_MAX: usize = 65536;
 const B64_MAX: usize = XATTR_SIZE_MAX.div_ceil(3) * 4;
-const MAX_EXTENTS: usize = 1 << 20;
+pub const MAX_EXTENTS: usize = 1 << 20;
 const RDEV_MAJOR_LIMIT: i128 = 1 << 12;
 const RDEV_MINOR_LIMIT: i128 = 1 << 20;
 
@@ -66,6 +66,9 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         Some(Int::Unsure) => return Err(Decline::unsure("source_ctime_ns", None, "-0".into())),
         _ => None,
     };
+    // Whether each field only some kinds have is given (`null` is not): `manifest_extended.KIND_FIELDS`.
+    let given = |raw: &Option<Raw<'_>>| !matches!(raw, None | Some(Raw::Null));
+    let (has_size, has_sha256, has_target) = (given(&f.size), given(&f.sha256), given(&f.target));
     let (mut size, mut sha256, mut target) = (0, None, None);
     match kind {
         Kind::File => {
@@ -93,6 +96,9 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
     let uid = optional_int(f.uid.as_ref(), ID_LIMIT, "uid")?;
     let gid = optional_int(f.gid.as_ref(), ID_LIMIT, "gid")?;
     let flags = optional_int(f.flags.as_ref(), ID_LIMIT, "flags")?;
+    if uid.is_some() != gid.is_some() {
+        return refused("owner"); // an owner is recorded whole or not at all
+    }
     let xattrs = match f.xattrs {
         Some(value) => Some(xattrs(value)?),
         None if uid.is_some() => Some(Vec::new()),
@@ -107,8 +113,16 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         None | Some(Raw::Null) => None,
         Some(value) => Some(extents(value, size)?),
     };
-    if kind.special() && (flags.is_some() || extents.is_some()) {
-        return refused("special");
+    let file = kind == Kind::File;
+    let foreign = [
+        (has_size, file),
+        (has_sha256, file),
+        (has_target, kind == Kind::Symlink),
+        (extents.is_some(), file),
+        (flags.is_some(), file || kind == Kind::Dir),
+    ];
+    if foreign.iter().any(|&(given, allowed)| given && !allowed) {
+        return refused("kind_field");
     }
     let rdev = rdev(f.rdev, kind)?;
     let narrow = |v: Option<i128>| v.map(|v| v as u32); // each checked below 2**32 above

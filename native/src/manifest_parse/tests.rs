@@ -1,7 +1,7 @@
 //! The parse on hand-made manifests; the differential tests (`tests/native/test_manifest_parse_differential.py`)
 //! hold it to the reference on generated ones.
 
-use super::{parse, Decline, Kind};
+use super::{Decline, Kind, Parsed, MAX_FILE_BYTES};
 
 const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 
@@ -16,6 +16,10 @@ fn file(fields: &str) -> String {
     format!(
         r#", {{"atime_ns": 3, "kind": "file", "mode": 420, "mtime_ns": 4, "path": "a", "sha256": "{SHA}", "size": 6{fields}}}"#
     )
+}
+
+fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
+    super::parse(data, MAX_FILE_BYTES)
 }
 
 fn check(text: &str) -> Result<(), Decline> {
@@ -58,6 +62,9 @@ fn each_check_refuses_what_the_reference_refuses() {
     assert_eq!(refused_by(&doc(&file(r#", "extents": [[0, 7]]"#))), "extents");
     assert_eq!(refused_by(&doc(&file(r#", "rdev": [1, 2]"#))), "rdev");
     assert_eq!(refused_by(&doc(&file(r#", "hardlink": "a""#))), "hardlinks");
+    assert_eq!(refused_by(&doc(&file(r#", "uid": 0"#))), "owner");
+    assert_eq!(refused_by(&doc(&file(r#", "gid": 0, "uid": null"#))), "owner");
+    assert_eq!(refused_by(&doc(&file(r#", "target": "x""#))), "kind_field");
     assert_eq!(refused_by(&doc(&file(r#", "kind": "socket""#))), "kind");
     assert_eq!(refused_by(&doc("").replace("\"demo\"", "\".demo\"")), "name");
     assert_eq!(refused_by(&doc("").replace("false", "0")), "noatime");
@@ -76,5 +83,32 @@ fn shapes_the_core_does_not_decide_are_unsure() {
         doc("").replace("false", "NaN"),
     ] {
         assert!(matches!(check(&text), Err(Decline { unsure: true, .. })), "{text}");
+    }
+}
+
+#[test]
+fn a_file_past_the_size_limit_is_refused_at_its_position() {
+    let text = doc(&file(""));
+    assert!(super::parse(text.as_bytes(), 6).is_ok());
+    let refused = super::parse(text.as_bytes(), 5).map(|_| ());
+    assert_eq!(refused, Err(Decline { unsure: false, check: "file_size", at: Some(1), detail: String::new() }));
+}
+
+#[test]
+fn a_later_name_must_claim_its_first_names_every_inode_field() {
+    let later = |fields: &str| {
+        let second = file(&format!(r#", "hardlink": "a", "path": "b"{fields}"#));
+        doc(&format!("{}{second}", file(r#", "uid": 1, "gid": 2, "flags": 0"#)))
+    };
+    assert!(check(&later(r#", "uid": 1, "gid": 2, "flags": 0"#)).is_ok());
+    for fields in [
+        r#", "uid": 1, "gid": 3, "flags": 0"#,
+        r#", "uid": 1, "gid": 2, "flags": 16"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "mode": 384"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "atime_ns": 9"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "xattrs": [["user.k", "dg=="]]"#,
+        r#", "uid": 1, "gid": 2, "flags": 0, "extents": [[0, 6]]"#,
+    ] {
+        assert_eq!(refused_by(&later(fields)), "hardlinks", "{fields}");
     }
 }

@@ -22,6 +22,7 @@ from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_limits
 from artifactkit.store.manifest import Manifest, encode_entry
+from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
 from artifactkit.store.scan import capture_tree
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
@@ -104,8 +105,10 @@ def test_download_verify_and_gc_refuse_a_deeply_nested_manifest_by_name(forged_s
 
 # --- 2. extents and sizes -----------------------------------------------------------------------------
 
-def test_any_size_a_linux_file_can_have_is_read_and_one_past_off_t_is_refused() -> None:
-    # MAX_LFS_FILESIZE is 2**63-1 (tmpfs, xfs and btrfs allow it): a real file's size must read back.
+def test_any_size_a_linux_file_can_have_is_read_and_one_past_off_t_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MAX_LFS_FILESIZE is 2**63-1 (tmpfs, xfs and btrfs allow it): a real file's size must read back where the
+    # single-file limit (1 TiB by default: test_hostile_sizes.py) is set that high.
+    monkeypatch.setenv(FILE_BYTES_SETTING, str(2**63 - 1))
     for size in (2**62, 2**63 - 1):
         parsed = parse_both(body(doc(file_entry(size=size))), where="m")
         assert parsed.entries[1].size == size
@@ -131,7 +134,9 @@ def _largest_file(path: Path) -> int:
                 return size
 
 
-def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_reader_takes(fast_tmp: Path) -> None:
+def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_reader_takes(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FILE_BYTES_SETTING, str(2**63 - 1))  # past the 1 TiB default, as a tree of such files needs
     (fast_tmp / "tree").mkdir()
     size = _largest_file(fast_tmp / "tree" / "big")
     entries = tuple(attrs.evolve(e, sha256=SHA, extents=()) if e.kind == "file" else e
@@ -144,9 +149,11 @@ def test_the_largest_sparse_file_this_filesystem_holds_is_a_manifest_entry_its_r
 @pytest.mark.parametrize("forged_store", STORE_KINDS, indirect=True)
 @pytest.mark.parametrize("extents", [[], [[2**63 - 2, 1]]], ids=["all-holes", "one-byte-at-the-end"])
 def test_a_forged_size_as_large_as_a_file_can_be_is_refused_against_the_blob_before_any_hashing(
-        forged_store: Store, fast_tmp: Path, extents: list[list[int]]) -> None:
-    # The parse now takes any size a Linux file can have: what keeps a claim of 2**63-1 bytes of holes from
-    # hashing zeros for centuries is the download's and verify's check of the claim against the blob.
+        forged_store: Store, fast_tmp: Path, extents: list[list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the single-file limit set as high as a Linux file goes (by default 1 TiB refuses this claim up front),
+    # what keeps a claim of 2**63-1 bytes of holes from hashing zeros for centuries is the download's and
+    # verify's check of the claim against the blob.
+    monkeypatch.setenv(FILE_BYTES_SETTING, str(2**63 - 1))
     forge_manifest(forged_store, "demo", 2, body(doc(file_entry(size=2**63 - 1, extents=extents))))
     with pytest.raises(IntegrityError, match=str(2**63 - 1)):
         forged_store.download("demo", fast_tmp / "out", version=2)

@@ -66,19 +66,19 @@ HOSTILE: dict[str, tuple[bytes, type[Exception]]] = {
     "kind-huge": (body(doc(file_entry(kind=HUGE))), IntegrityError),
     "sha-huge": (body(doc(file_entry(sha256=HUGE))), IntegrityError),
     "mode-huge-string": (body(doc(file_entry(mode=HUGE))), IntegrityError),
-    "xattrs-an-object": (body(doc(file_entry(uid=0, xattrs={"user.a": "eA=="}))), IntegrityError),
-    "xattr-a-huge-list": (body(doc(file_entry(uid=0, xattrs=[[0] * 100_000]))), IntegrityError),
-    "xattr-value-past-64-KiB": (body(doc(file_entry(uid=0, xattrs=[
+    "xattrs-an-object": (body(doc(file_entry(uid=0, gid=0, xattrs={"user.a": "eA=="}))), IntegrityError),
+    "xattr-a-huge-list": (body(doc(file_entry(uid=0, gid=0, xattrs=[[0] * 100_000]))), IntegrityError),
+    "xattr-value-past-64-KiB": (body(doc(file_entry(uid=0, gid=0, xattrs=[
         ["user.k", base64.b64encode(b"v" * (65536 + 1)).decode()]]))), IntegrityError),
-    "xattr-value-megabytes-of-base64": (body(doc(file_entry(uid=0, xattrs=[["user.k", "QUFB" * 2_000_000]]))),
+    "xattr-value-megabytes-of-base64": (body(doc(file_entry(uid=0, gid=0, xattrs=[["user.k", "QUFB" * 2_000_000]]))),
                                         IntegrityError),
-    "xattr-name-past-255-bytes": (body(doc(file_entry(uid=0, xattrs=[["user." + "k" * 251, "dg=="]]))),
+    "xattr-name-past-255-bytes": (body(doc(file_entry(uid=0, gid=0, xattrs=[["user." + "k" * 251, "dg=="]]))),
                                   IntegrityError),
-    "xattr-names-past-the-64-KiB-list": (body(doc(file_entry(uid=0, xattrs=[
+    "xattr-names-past-the-64-KiB-list": (body(doc(file_entry(uid=0, gid=0, xattrs=[
         [f"user.{i:0250}", "dg=="] for i in range(300)]))), IntegrityError),
-    "xattr-name-a-lone-surrogate": (body(doc(file_entry(uid=0, xattrs=[["user.\ud800", "dg=="]]))),
+    "xattr-name-a-lone-surrogate": (body(doc(file_entry(uid=0, gid=0, xattrs=[["user.\ud800", "dg=="]]))),
                                     IntegrityError),
-    "xattr-value-not-base64-and-huge": (body(doc(file_entry(uid=0, xattrs=[["user.k", "!" * 1_000_000]]))),
+    "xattr-value-not-base64-and-huge": (body(doc(file_entry(uid=0, gid=0, xattrs=[["user.k", "!" * 1_000_000]]))),
                                         IntegrityError),
     "uid-a-huge-string": (body(doc(file_entry(uid=HUGE))), IntegrityError),
     "extents-a-huge-string": (body(doc(file_entry(extents=HUGE))), IntegrityError),
@@ -104,7 +104,7 @@ def test_with_a_repeated_key_the_last_value_is_the_one_validated_and_used() -> N
 def test_a_name_from_a_non_utf8_filesystem_still_reads() -> None:
     # os.fsdecode turns the byte 0xe9 of a Latin-1 name into the surrogate \udce9: that one encodes back.
     name = "caf\udce9"
-    parsed = parse_both(body(doc(file_entry(path=name, uid=0, xattrs=[[f"user.{name}", "dg=="]]))), where="m")
+    parsed = parse_both(body(doc(file_entry(path=name, uid=0, gid=0, xattrs=[[f"user.{name}", "dg=="]]))), where="m")
     assert parsed.entries[1].path == name and parsed.entries[1].xattrs == ((f"user.{name}", b"v"),)
 
 
@@ -158,7 +158,7 @@ def test_any_edit_of_a_valid_manifest_parses_or_is_a_named_error(data: st.DataOb
 @given(cut=st.integers(min_value=0, max_value=400), insert=st.binary(max_size=8) | st.sampled_from(
     [b"[", b"{", b"]", b"}", b"NaN", b"1e999", b"-0", b"\\ud800", b"\"", b",", b"\x00", b"\xff", BIG_INT]))
 def test_any_spliced_bytes_parse_or_are_a_named_error(cut: int, insert: bytes) -> None:
-    original = body(doc(file_entry(uid=0, xattrs=[["user.k", "dg=="]])))
+    original = body(doc(file_entry(uid=0, gid=0, xattrs=[["user.k", "dg=="]])))
     try:
         parse_both(original[:cut] + insert + original[cut:], where="m")
     except NAMED as err:

@@ -281,3 +281,31 @@ def test_the_sweep_leaves_an_abandoned_looking_blob_dir_of_another_user_alone(s3
     os.chown(foreign, 65534, 65534)  # unlocked, pattern-exact: only its owner says it is not ours
     Store(s3_url).download("d@1", work / "out")
     assert sorted(os.listdir(work)) == [foreign.name, "out"] and os.listdir(foreign) == ["theirs"]
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_bucket_manifest_claiming_a_file_past_the_size_limit_is_refused_before_any_blob_is_fetched(
+        s3_url: str, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    # A writer of the bucket composes a huge object from copied parts for little (UploadPartCopy) and claims it:
+    # the single-file limit refuses the claim at the parse, before any GET (issue 48, class 7).
+    from artifactkit.errors import ManifestLimitError
+    from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, MAX_FILE_BYTES
+    from tests.support.engines import running_on
+    from tests.support.hostile_manifest import body, doc, file_entry
+    from tests.support.hostile_store import forge_manifest, put_blob
+
+    store = Store(s3_url)
+    put_blob(store, "cd" * 32, b"x")
+    forge_manifest(store, "demo", 1, body(doc(file_entry(size=2**62, sha256="cd" * 32, extents=[]))))
+    fetched: list[str] = []
+    real_stream = objects.Bucket.stream
+
+    def counted(self: Any, key: str, **kw: Any) -> Any:
+        fetched.append(key)
+        return real_stream(self, key, **kw)
+    monkeypatch.setattr(objects.Bucket, "stream", counted)
+    with running_on(engine), pytest.raises(ManifestLimitError) as caught:
+        store.download("demo", fast_tmp / "out")
+    assert (caught.value.limit, caught.value.actual, caught.value.setting) == (MAX_FILE_BYTES, 2**62,
+                                                                               FILE_BYTES_SETTING)
+    assert not [key for key in fetched if key.startswith("blobs/")] and not (fast_tmp / "out").exists()
