@@ -345,7 +345,10 @@ def _garbage(dir_fd: int, where: str, needed: Collection[str], *, measure: bool)
     for name in listdir_fd(dir_fd):
         if name in needed:
             continue
-        st = os.lstat(name, dir_fd=dir_fd)
+        try:
+            st = os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            continue  # removed since the listing (a concurrent gc's sweep, a publish's rename): not a leftover now
         found.append(Garbage(name, _allocated(dir_fd, name, st, where) if measure else 0,
                              max(0.0, now - st.st_ctime)))
     return found
