@@ -15,6 +15,8 @@ file size                  2**63 - 1 (MAX_LFS_FILESIZE)    :class:`IntegrityErro
 xattr name / value / list  255 / 65,536 / 65,536 bytes     :class:`IntegrityError` (``linux/limits.h``:
                                                            the kernel stores no more)
 symlink target             4,095 bytes (PATH_MAX - 1)      :class:`IntegrityError` (``symlink(2)``)
+entry path (tree depth)    4,095 bytes (PATH_MAX - 1):     :class:`TreeTooDeepError` before anything is
+                           2,048 levels of one-byte names  written (publish refuses a deeper source so)
 device number (rdev)       major < 2**12, minor < 2**20    :class:`IntegrityError` (``linux/kdev_t.h``: what
                                                            ``mknod(2)`` can store in an inode)
 integers                   4,300 digits (Python's          :class:`IntegrityError`
@@ -65,6 +67,14 @@ XATTR_SIZE_MAX: Final = 65536
 XATTR_LIST_MAX: Final = 65536
 #: symlink(2) refuses a target of PATH_MAX (4096) bytes or more with ENAMETOOLONG.
 TARGET_MAX: Final = 4095
+#: The longest path of an entry: PATH_MAX (``linux/limits.h``) less its NUL, the longest a system call takes.
+#: Publish records none longer (its scan refuses a source nested deeper than PATH_MAX: ``TreeTooDeepError``),
+#: so every published version downloads; a forged deeper tree (1,200 levels of 8-byte names) failed its
+#: download midway with a bare ENAMETOOLONG.
+MAX_PATH_BYTES: Final = 4095
+#: The deepest tree a manifest can describe: one-byte names and their slashes within :data:`MAX_PATH_BYTES`
+#: (deeper than the interpreter's 1,000 frames, so nothing that walks a tree may recurse).
+MAX_TREE_DEPTH: Final = (MAX_PATH_BYTES + 1) // 2
 # linux/kdev_t.h (new_encode_dev): an inode holds a 12-bit major and a 20-bit minor; mknod(2) keeps no more.
 RDEV_MAJOR_LIMIT: Final = 1 << 12
 RDEV_MINOR_LIMIT: Final = 1 << 20

@@ -21,6 +21,8 @@ pub use crate::kind::Kind;
 /// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
 const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
 const ROOT: &str = ".";
+/// `manifest_limits.MAX_PATH_BYTES`: PATH_MAX less its NUL, the longest path a system call takes.
+const MAX_PATH_BYTES: usize = 4095;
 
 /// Why the core leaves a manifest to the reference parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +30,7 @@ pub struct Decline {
     /// `false`: a check the reference makes fails; `true`: a shape the core does not decide.
     pub unsure: bool,
     /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"json"`, `"utf8"`, `"doc"`,
-    /// `"format"`, `"entries"`, `"entry"`, `"tree"`, `"hardlinks"`, `"name"`, `"noatime"`.
+    /// `"format"`, `"entries"`, `"entry"`, `"tree"`, `"path_max"`, `"hardlinks"`, `"name"`, `"noatime"`.
     pub check: &'static str,
     /// The entry's position in the list, where the check is one entry's.
     pub at: Option<usize>,
@@ -149,8 +151,10 @@ fn clean(path: &str) -> bool {
         && path.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
-/// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every
-/// link target non-empty and without NUL. The entries by path, for the hard-link check, and each one's parent.
+/// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every path
+/// no longer than `MAX_PATH_BYTES` (`"path_max"`, the reference's `TreeTooDeepError`: a path here is UTF-8,
+/// its bytes a name's), every link target non-empty and without NUL. The entries by path, for the hard-link
+/// check, and each one's parent.
 fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, Vec<usize>), Decline> {
     let refused = |at: usize| Decline::refused("tree", Some(at));
     let mut by_path = HashMap::with_capacity(entries.len());
@@ -172,6 +176,9 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
         match by_path.get(parent) {
             Some(&p) if entries[p].kind == Kind::Dir => parents[at] = p,
             _ => return Err(refused(at)),
+        }
+        if entry.path.len() > MAX_PATH_BYTES {
+            return Err(Decline::refused("path_max", Some(at)));
         }
         if let Some(target) = &entry.target {
             if target.is_empty() || target.contains('\0') {

@@ -21,7 +21,7 @@ from types import ModuleType
 
 import pytest
 
-from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafePathError
+from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from artifactkit.store.manifest import Manifest, parse_manifest
 from tests.support.core_layout import held_layout
@@ -33,6 +33,7 @@ CHECK_ERRORS: dict[str, type[Exception]] = {
                      "special", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
     **dict.fromkeys(["path", "target", "tree"], UnsafePathError),
     "extents_count": ManifestLimitError,
+    "path_max": TreeTooDeepError,
 }
 #: How deep the format nests (document, entry list, entry, xattr list, xattr pair): deeper is unsure.
 FORMAT_DEPTH = 5

@@ -67,6 +67,24 @@ fn each_check_refuses_what_the_reference_refuses() {
 }
 
 #[test]
+fn a_path_longer_than_path_max_is_refused_and_the_longest_read() {
+    let chain = |bytes: usize| {
+        let parts = vec!["a"; bytes.div_ceil(2)];
+        let dirs: String = (1..parts.len())
+            .map(|level| {
+                format!(
+                    r#", {{"atime_ns": 1, "kind": "dir", "mode": 493, "mtime_ns": 1, "path": "{}"}}"#,
+                    parts[..level].join("/")
+                )
+            })
+            .collect();
+        doc(&(dirs + &file(&format!(r#", "path": "{}""#, parts.join("/")))))
+    };
+    assert_eq!(parse(chain(4095).as_bytes()).unwrap().entries.len(), 2049);
+    assert_eq!(refused_by(&chain(4097)), "path_max");
+}
+
+#[test]
 fn shapes_the_core_does_not_decide_are_unsure() {
     for text in [
         doc(&file(r#", "mode": -0"#)),
