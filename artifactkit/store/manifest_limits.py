@@ -75,6 +75,17 @@ MAX_PATH_BYTES: Final = 4095
 #: The deepest tree a manifest can describe: one-byte names and their slashes within :data:`MAX_PATH_BYTES`
 #: (deeper than the interpreter's 1,000 frames, so nothing that walks a tree may recurse).
 MAX_TREE_DEPTH: Final = (MAX_PATH_BYTES + 1) // 2
+#: Bytes of a manifest that pay for each list in it, and for each object (:func:`check_containers`). Decoded,
+#: a list costs about 100 bytes and an object about 200: ``[[[...]]]`` under a key nobody reads was 48 times
+#: its size (6.2 GiB for 128 MiB). A publish writes at most one list per 11 bytes (a data run, ``[0, 4096], ``;
+#: each later one is 14 or more) and an object per 70 (the smallest entry).
+LIST_BYTES: Final = 8
+OBJECT_BYTES: Final = 16
+#: What a manifest's lists and objects may cost when it is smaller than this: a small one never comes near.
+FREE_CONTAINER_BYTES: Final = 64 << 10
+#: The most a manifest within every bound here costs a reader, in times its size (peak RSS of ``verify`` and
+#: ``download``, both engines, measured by ``diagnostics/manifest_memory.py``).
+MAX_DECODED_FACTOR: Final = 24
 # linux/kdev_t.h (new_encode_dev): an inode holds a 12-bit major and a 20-bit minor; mknod(2) keeps no more.
 RDEV_MAJOR_LIMIT: Final = 1 << 12
 RDEV_MINOR_LIMIT: Final = 1 << 20
@@ -114,16 +125,15 @@ _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
 def decode_manifest(data: bytes, *, where: str) -> object:
     """The JSON value of a manifest's bytes, or a named error: never a RecursionError or a bare ValueError.
 
-    Nesting is bounded by the C decoder itself: it counts each level against the interpreter's recursion
-    limit (``sys.getrecursionlimit()``, 1000 by default, shared with the caller's own frames) and gives up
-    with ``RecursionError`` there, so a 100,000-level manifest costs at most that many C frames and no
-    Python recursion. The format nests 5 levels (document, entry list, entry, xattr list, xattr pair);
-    a value nested less deeply than the limit under a key the format does not know is dropped with the
-    parsed document, and nothing walks it (messages quote values through :func:`show`).
-
-    A depth bound of our own would need a look at every key of every entry the fast parse does not
-    take (a subset test, 0.3 us each: 3% of a manifest whose files all carry an SELinux label).
+    Its lists and objects are counted first (:func:`check_containers`): what the decoder makes of them is
+    what a forged manifest could cost. Nesting is bounded by the C decoder itself: it counts each level
+    against the interpreter's recursion limit (``sys.getrecursionlimit()``, 1000 by default, shared with the
+    caller's own frames) and gives up with ``RecursionError`` there, so a deep manifest costs at most that
+    many C frames and no Python recursion. The format nests 5 levels (document, entry list, entry, xattr
+    list, xattr pair); a value nested less deeply than the limit under a key the format does not know is
+    dropped with the parsed document, and nothing walks it (messages quote values through :func:`show`).
     """
+    check_containers(data, where=where)
     try:
         return _DECODER.decode(data.decode("utf-8"))
     except RecursionError as err:
@@ -133,6 +143,49 @@ def decode_manifest(data: bytes, *, where: str) -> object:
             "limit; the format nests 5)", path=where, limit=limit, actual=None, setting=None) from err
     except ValueError as err:  # UnicodeDecodeError, JSONDecodeError, NaN, an int past 4,300 digits
         raise IntegrityError(f"{where}: manifest is not valid JSON ({clip(str(err))})", path=where) from err
+
+
+def check_containers(data: bytes, *, where: str) -> None:
+    """:class:`ManifestLimitError` if ``data`` holds more lists and objects than its size pays for: each list
+    :data:`LIST_BYTES`, each object :data:`OBJECT_BYTES` of its bytes (or of :data:`FREE_CONTAINER_BYTES`,
+    for a small one), counting only those outside JSON strings.
+
+    Two counts of bytes decide for nearly every manifest (those inside strings counted too); only a manifest
+    they refuse is counted exactly (the native core declines it to this count: ``native/src/manifest_parse``).
+    """
+    budget = max(len(data), FREE_CONTAINER_BYTES)
+    if LIST_BYTES * data.count(b"[") + OBJECT_BYTES * data.count(b"{") <= budget:
+        return
+    lists, objects = _outside_strings(data)
+    if LIST_BYTES * lists + OBJECT_BYTES * objects > budget:
+        raise ManifestLimitError(
+            f"{where}: manifest has more lists and objects than its {len(data)} bytes pay for (lists: {lists}, "
+            f"objects: {objects}; one list per {LIST_BYTES} bytes and one object per {OBJECT_BYTES} at most): nesting "
+            f"or lists denser than any tree's manifest, which decoding could make over {MAX_DECODED_FACTOR} times "
+            "its size",
+            path=where, limit=budget, actual=LIST_BYTES * lists + OBJECT_BYTES * objects, setting=None)
+
+
+#: How much of a manifest :func:`_outside_strings` splits at once: its pieces cost about 50 bytes each.
+_CHUNK: Final = 1 << 16
+
+
+def _outside_strings(data: bytes) -> tuple[int, int]:
+    """The ``[`` and ``{`` of ``data`` outside JSON strings (exactly, for valid JSON), at C speed in bounded memory.
+
+    Escaped backslashes go first, then escaped quotes (left to right, as a reader pairs them); after that
+    every quote opens or closes a string, so the bytes outside are those after an even number of quotes.
+    """
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    lists = objects = 0
+    inside = False
+    for start in range(0, len(data), _CHUNK):
+        pieces = data[start:start + _CHUNK].split(b'"')
+        outside = b"".join(pieces[inside::2])
+        lists, objects = lists + outside.count(b"["), objects + outside.count(b"{")
+        inside ^= (len(pieces) - 1) % 2 == 1
+    return lists, objects
 
 
 def show(value: object) -> str:

@@ -29,7 +29,7 @@ const MAX_PATH_BYTES: usize = 4095;
 pub struct Decline {
     /// `false`: a check the reference makes fails; `true`: a shape the core does not decide.
     pub unsure: bool,
-    /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"json"`, `"utf8"`, `"doc"`,
+    /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"containers"`, `"json"`, `"utf8"`, `"doc"`,
     /// `"format"`, `"entries"`, `"entry"`, `"tree"`, `"path_max"`, `"hardlinks"`, `"name"`, `"noatime"`.
     pub check: &'static str,
     /// The entry's position in the list, where the check is one entry's.
@@ -106,9 +106,12 @@ pub struct Parsed<'a> {
     pub parents: Vec<usize>,
 }
 
-/// Read and check `data` in the reference's order: JSON, the document, each entry, the tree's shape, its
+/// Read and check `data` in the reference's order: its lists and objects counted, JSON, the document, each entry, the tree's shape, its
 /// hard links, the artifact name, `source_read_noatime`.
 pub fn parse(data: &[u8]) -> Result<Parsed<'_>, Decline> {
+    if json::too_dense(data) {
+        return Err(Decline::unsure("containers", None, "more lists and objects than its size pays for".into()));
+    }
     // bytes.decode("utf-8") refuses what from_utf8 refuses: bad sequences, encoded surrogates, overlongs.
     let text = std::str::from_utf8(data).map_err(|_| Decline::refused("utf8", None))?;
     let doc = json::read(text)?;

@@ -292,6 +292,8 @@ UNSURE: dict[str, bytes] = {
     "nan": raw(_with(x="@"), "@", b"NaN"),
     "nested-6-levels-unknown-key": raw(_with(x="@"), "@", b"[[[[[]]]]]"),
     "nested-100000-levels": raw(_with(x="@"), "@", b"[" * 100_000 + b"]" * 100_000),
+    "more-lists-than-the-size-pays-for": raw(_with(x="@"), "@", b"[" + b",".join([b"[]"] * 30_000) + b"]"),
+    "more-objects-than-the-size-pays-for": raw(_with(x="@"), "@", b"[" + b",".join([b"{}"] * 10_000) + b"]"),
     "trailing-comma": json.dumps(base()).encode()[:-1] + b",}",
 }
 
@@ -328,6 +330,9 @@ ACCEPTED: dict[str, bytes] = {
         {**e, "kind": "symlink", "mode": 0o777, "target": "/etc/shadow"} if e["path"] == "p" else e
         for e in base()["entries"]])).encode(),
     "pad-after-a-whole-quad": json.dumps(base()).encode().replace(b'"dg=="', b'"dmFs="'),
+    "brackets-inside-strings": json.dumps(_with(entries=base()["entries"] + [  # each path: 20 x '[{\\"'
+        {"path": f"{i}" + '[{\\"' * 20, "kind": "dir", "mode": 0o755, "mtime_ns": T, "atime_ns": T}
+        for i in range(1000)])).encode(),
     "the-longest-path": json.dumps(_with(entries=base()["entries"] + [
         {"path": "/".join(["x"] * level), "kind": "dir", "mode": 0o755, "mtime_ns": T, "atime_ns": T}
         for level in range(1, 2049)])).encode(),  # 4,095 bytes

@@ -85,6 +85,19 @@ fn a_path_longer_than_path_max_is_refused_and_the_longest_read() {
 }
 
 #[test]
+fn more_lists_and_objects_than_the_size_pays_for_are_unsure_before_anything_is_read() {
+    let dense = |unit: &str, count: usize| doc(&file(&format!(r#", "x": [{}]"#, vec![unit; count].join(","))));
+    // 65,536 bytes are free; past them 8 bytes a list and 16 an object: "[0]," and "{}," pay for neither.
+    assert!(check(&dense("[0]", 7000)).is_ok());
+    for text in [dense("[0]", 40_000), dense("{}", 40_000)] {
+        assert!(matches!(check(&text), Err(Decline { unsure: true, check: "containers", .. })));
+    }
+    // Inside strings they cost nothing: escaped quotes and backslashes end no string.
+    let named = dense(r#""[{\"[{\\\"[{""#, 40_000);
+    assert!(check(&named).is_ok(), "{}", &named[..200]);
+}
+
+#[test]
 fn shapes_the_core_does_not_decide_are_unsure() {
     for text in [
         doc(&file(r#", "mode": -0"#)),
