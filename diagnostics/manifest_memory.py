@@ -33,8 +33,8 @@ ENGINES: Final = ("python", "native")
 OPS: Final = ("verify", "download")
 T: Final = 1_600_000_000_000_000_000
 EMPTY: Final = hashlib.sha256(b"").hexdigest()
-HEAD: Final = ('"format": "artifactkit.manifest/2", "name": "demo", "source_read_noatime": true, "entries": '
-               '[{"path": ".", "kind": "dir", "mode": 493, "mtime_ns": 1, "atime_ns": 1}').encode()
+HEAD: Final = (b'"format": "artifactkit.manifest/2", "name": "demo", "source_read_noatime": true, "entries": '
+               b'[{"path": ".", "kind": "dir", "mode": 493, "mtime_ns": 1, "atime_ns": 1}')
 
 
 def _repeat(unit: bytes, size: int, lists: int = 0, objects: int = 0) -> bytes:
