@@ -9,6 +9,9 @@ manifest size              128 MiB, or                     :class:`ManifestLimit
                            BYTES``                         readers enforce it)
 nesting depth              the interpreter's recursion     :class:`ManifestLimitError` (the format nests 5
                            limit, 1000 by default          levels; see :func:`decode_manifest`)
+lists and objects          one list per 8 bytes and one    :class:`ManifestLimitError` before it is
+                           object per 16 (outside          decoded (:func:`check_containers`): what a
+                           strings; 64 KiB are free)       reader's memory is bounded by
 data runs of one file      2**20 (about 16 MiB of JSON)    :class:`ManifestLimitError`; publish refuses
                                                            such a file too
 file size                  2**63 - 1 (MAX_LFS_FILESIZE)    :class:`IntegrityError`: no Linux file is larger
@@ -29,11 +32,20 @@ that can be changed. Refusals quote hostile values through :func:`show`, so a 10
 100 MB message. The work is linear in the size otherwise: 200,000 hard-link groups (78 MiB) parse in
 3.8 s, 9.5 us an entry, as 50,000 do.
 
-What is not bounded below the size limit: memory. A manifest is decoded whole, a valid one into about
-5.4 times its size, a forged one of empty objects (``[{},{},...]``) into 25 times (28.6 MiB became a
-724 MiB peak). That is why the default is 128 MiB (a forged manifest then costs at most about 3 GiB, a
-valid one of ~500,000 usual entries about 700 MiB; at 512 MiB it would have been 13 GiB): raise
-``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees on machines that can afford it.
+Memory below the size limit: a manifest is decoded whole, and what that costs is in its lists and objects
+(about 100 and 200 bytes each in Python), so each must be paid for by :data:`LIST_BYTES` and
+:data:`OBJECT_BYTES` of the manifest. Within every bound here a manifest costs ``verify`` or ``download``
+at most :data:`MAX_DECODED_FACTOR` (24) times its size, on either engine: peak RSS over the same command's
+without it, ``python3 diagnostics/manifest_memory.py --mib 16`` (``diagnostics/results/manifest-memory.json``;
+at 32 MiB the same factors). The worst, 23.1x, is lists of one short string at that density (``["abc"]``
+and a space, repeated) on the reference engine, which decodes what nobody reads (the core skips it: 1x);
+short strings alone cost 16.5x, distinct short keys 14.6x (18.4x with short values), usual file entries
+4.7x (3.9x in the core), the smallest valid entries (one-character directories) 14-16x in a download.
+Before the count (the same script on 88b0400), ``[[[...]]]`` 900 deep under a key nobody reads cost both
+engines 50 times its size and ``[{},{},...]`` 26 (``tests/store/faults/test_hostile_memory.py``). At the
+default 128 MiB a manifest therefore costs at most 3 GiB, a valid one of ~500,000 usual entries about
+600 MiB (at 512 MiB it would have been 12 GiB): raise ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees
+on machines that can afford it.
 
 Repeated keys in one object: the last one counts, as in every Python JSON reader and ``jq``; it is the
 one validated, so a reader who keeps the first sees another value but never one that escaped a check.
@@ -51,7 +63,7 @@ from typing import Final
 from artifactkit.errors import IntegrityError, ManifestLimitError
 
 #: The default of :func:`manifest_size_limit`: about 500,000 usual file entries (~250 bytes each).
-#: Read whole, a manifest costs a few times its size in memory (5.4x for a valid one, 25x for a forged one).
+#: Read whole, a manifest costs a few times its size in memory (4.7x for usual entries, at most 24x).
 MAX_MANIFEST_BYTES: Final = 128 << 20
 MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
 #: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
