@@ -9,6 +9,9 @@ manifest size              128 MiB, or                     :class:`ManifestLimit
                            BYTES``                         readers enforce it)
 nesting depth              the interpreter's recursion     :class:`ManifestLimitError` (the format nests 5
                            limit, 1000 by default          levels; see :func:`decode_manifest`)
+lists and objects          one list per 8 bytes and one    :class:`ManifestLimitError` before it is
+                           object per 16 (outside          decoded (:func:`check_containers`): what a
+                           strings; 64 KiB are free)       reader's memory is bounded by
 data runs of one file      2**20 (about 16 MiB of JSON)    :class:`ManifestLimitError`; publish refuses
                                                            such a file too
 file size                  1 TiB, or                       :class:`ManifestLimitError` naming the entry,
@@ -18,6 +21,8 @@ file size                  1 TiB, or                       :class:`ManifestLimit
 xattr name / value / list  255 / 65,536 / 65,536 bytes     :class:`IntegrityError` (``linux/limits.h``:
                                                            the kernel stores no more)
 symlink target             4,095 bytes (PATH_MAX - 1)      :class:`IntegrityError` (``symlink(2)``)
+entry path (tree depth)    4,095 bytes (PATH_MAX - 1):     :class:`TreeTooDeepError` before anything is
+                           2,048 levels of one-byte names  written (publish refuses a deeper source so)
 device number (rdev)       major < 2**12, minor < 2**20    :class:`IntegrityError` (``linux/kdev_t.h``: what
                                                            ``mknod(2)`` can store in an inode)
 integers                   4,300 digits (Python's          :class:`IntegrityError`
@@ -30,11 +35,20 @@ that can be changed. Refusals quote hostile values through :func:`show`, so a 10
 100 MB message. The work is linear in the size otherwise: 200,000 hard-link groups (78 MiB) parse in
 3.8 s, 9.5 us an entry, as 50,000 do.
 
-What is not bounded below the size limit: memory. A manifest is decoded whole, a valid one into about
-5.4 times its size, a forged one of empty objects (``[{},{},...]``) into 25 times (28.6 MiB became a
-724 MiB peak). That is why the default is 128 MiB (a forged manifest then costs at most about 3 GiB, a
-valid one of ~500,000 usual entries about 700 MiB; at 512 MiB it would have been 13 GiB): raise
-``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees on machines that can afford it.
+Memory below the size limit: a manifest is decoded whole, and what that costs is in its lists and objects
+(about 100 and 200 bytes each in Python), so each must be paid for by :data:`LIST_BYTES` and
+:data:`OBJECT_BYTES` of the manifest. Within every bound here a manifest costs ``verify`` or ``download``
+at most :data:`MAX_DECODED_FACTOR` (24) times its size, on either engine: peak RSS over the same command's
+without it, ``python3 diagnostics/manifest_memory.py --mib 16`` (``diagnostics/results/manifest-memory.json``;
+at 32 MiB the same factors). The worst, 23.1x, is lists of one short string at that density (``["abc"]``
+and a space, repeated) on the reference engine, which decodes what nobody reads (the core skips it: 1x);
+short strings alone cost 16.5x, distinct short keys 14.6x (18.4x with short values), usual file entries
+4.7x (3.9x in the core), the smallest valid entries (one-character directories) 14-16x in a download.
+Before the count (the same script on 88b0400), ``[[[...]]]`` 900 deep under a key nobody reads cost both
+engines 50 times its size and ``[{},{},...]`` 26 (``tests/store/faults/test_hostile_memory.py``). At the
+default 128 MiB a manifest therefore costs at most 3 GiB, a valid one of ~500,000 usual entries about
+600 MiB (at 512 MiB it would have been 12 GiB): raise ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees
+on machines that can afford it.
 
 Why a file has a limit below the kernel's: the digest covers every byte, holes too, and a sparse blob costs
 its writer no space. An entry claiming 2**62 bytes over a planted blob of 2**62 bytes of hole made a download
@@ -58,7 +72,7 @@ from typing import Final
 from artifactkit.errors import IntegrityError, ManifestLimitError
 
 #: The default of :func:`manifest_size_limit`: about 500,000 usual file entries (~250 bytes each).
-#: Read whole, a manifest costs a few times its size in memory (5.4x for a valid one, 25x for a forged one).
+#: Read whole, a manifest costs a few times its size in memory (4.7x for usual entries, at most 24x).
 MAX_MANIFEST_BYTES: Final = 128 << 20
 MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
 #: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
@@ -77,6 +91,25 @@ XATTR_SIZE_MAX: Final = 65536
 XATTR_LIST_MAX: Final = 65536
 #: symlink(2) refuses a target of PATH_MAX (4096) bytes or more with ENAMETOOLONG.
 TARGET_MAX: Final = 4095
+#: The longest path of an entry: PATH_MAX (``linux/limits.h``) less its NUL, the longest a system call takes.
+#: Publish records none longer (its scan refuses a source nested deeper than PATH_MAX: ``TreeTooDeepError``),
+#: so every published version downloads; a forged deeper tree (1,200 levels of 8-byte names) failed its
+#: download midway with a bare ENAMETOOLONG.
+MAX_PATH_BYTES: Final = 4095
+#: The deepest tree a manifest can describe: one-byte names and their slashes within :data:`MAX_PATH_BYTES`
+#: (deeper than the interpreter's 1,000 frames, so nothing that walks a tree may recurse).
+MAX_TREE_DEPTH: Final = (MAX_PATH_BYTES + 1) // 2
+#: Bytes of a manifest that pay for each list in it, and for each object (:func:`check_containers`). Decoded,
+#: a list costs about 100 bytes and an object about 200: ``[[[...]]]`` under a key nobody reads was 48 times
+#: its size (6.2 GiB for 128 MiB). A publish writes at most one list per 11 bytes (a data run, ``[0, 4096], ``;
+#: each later one is 14 or more) and an object per 70 (the smallest entry).
+LIST_BYTES: Final = 8
+OBJECT_BYTES: Final = 16
+#: What a manifest's lists and objects may cost when it is smaller than this: a small one never comes near.
+FREE_CONTAINER_BYTES: Final = 64 << 10
+#: The most a manifest within every bound here costs a reader, in times its size (peak RSS of ``verify`` and
+#: ``download``, both engines, measured by ``diagnostics/manifest_memory.py``).
+MAX_DECODED_FACTOR: Final = 24
 # linux/kdev_t.h (new_encode_dev): an inode holds a 12-bit major and a 20-bit minor; mknod(2) keeps no more.
 RDEV_MAJOR_LIMIT: Final = 1 << 12
 RDEV_MINOR_LIMIT: Final = 1 << 20
@@ -125,16 +158,15 @@ _DECODER: Final = json.JSONDecoder(parse_constant=_refuse_constant)
 def decode_manifest(data: bytes, *, where: str) -> object:
     """The JSON value of a manifest's bytes, or a named error: never a RecursionError or a bare ValueError.
 
-    Nesting is bounded by the C decoder itself: it counts each level against the interpreter's recursion
-    limit (``sys.getrecursionlimit()``, 1000 by default, shared with the caller's own frames) and gives up
-    with ``RecursionError`` there, so a 100,000-level manifest costs at most that many C frames and no
-    Python recursion. The format nests 5 levels (document, entry list, entry, xattr list, xattr pair);
-    a value nested less deeply than the limit under a key the format does not know is dropped with the
-    parsed document, and nothing walks it (messages quote values through :func:`show`).
-
-    A depth bound of our own would need a look at every key of every entry the fast parse does not
-    take (a subset test, 0.3 us each: 3% of a manifest whose files all carry an SELinux label).
+    Its lists and objects are counted first (:func:`check_containers`): what the decoder makes of them is
+    what a forged manifest could cost. Nesting is bounded by the C decoder itself: it counts each level
+    against the interpreter's recursion limit (``sys.getrecursionlimit()``, 1000 by default, shared with the
+    caller's own frames) and gives up with ``RecursionError`` there, so a deep manifest costs at most that
+    many C frames and no Python recursion. The format nests 5 levels (document, entry list, entry, xattr
+    list, xattr pair); a value nested less deeply than the limit under a key the format does not know is
+    dropped with the parsed document, and nothing walks it (messages quote values through :func:`show`).
     """
+    check_containers(data, where=where)
     try:
         return _DECODER.decode(data.decode("utf-8"))
     except RecursionError as err:
@@ -144,6 +176,49 @@ def decode_manifest(data: bytes, *, where: str) -> object:
             "limit; the format nests 5)", path=where, limit=limit, actual=None, setting=None) from err
     except ValueError as err:  # UnicodeDecodeError, JSONDecodeError, NaN, an int past 4,300 digits
         raise IntegrityError(f"{where}: manifest is not valid JSON ({clip(str(err))})", path=where) from err
+
+
+def check_containers(data: bytes, *, where: str) -> None:
+    """:class:`ManifestLimitError` if ``data`` holds more lists and objects than its size pays for: each list
+    :data:`LIST_BYTES`, each object :data:`OBJECT_BYTES` of its bytes (or of :data:`FREE_CONTAINER_BYTES`,
+    for a small one), counting only those outside JSON strings.
+
+    Two counts of bytes decide for nearly every manifest (those inside strings counted too); only a manifest
+    they refuse is counted exactly (the native core declines it to this count: ``native/src/manifest_parse``).
+    """
+    budget = max(len(data), FREE_CONTAINER_BYTES)
+    if LIST_BYTES * data.count(b"[") + OBJECT_BYTES * data.count(b"{") <= budget:
+        return
+    lists, objects = _outside_strings(data)
+    if LIST_BYTES * lists + OBJECT_BYTES * objects > budget:
+        raise ManifestLimitError(
+            f"{where}: manifest has more lists and objects than its {len(data)} bytes pay for (lists: {lists}, "
+            f"objects: {objects}; one list per {LIST_BYTES} bytes and one object per {OBJECT_BYTES} at most): nesting "
+            f"or lists denser than any tree's manifest, which decoding could make over {MAX_DECODED_FACTOR} times "
+            "its size",
+            path=where, limit=budget, actual=LIST_BYTES * lists + OBJECT_BYTES * objects, setting=None)
+
+
+#: How much of a manifest :func:`_outside_strings` splits at once: its pieces cost about 50 bytes each.
+_CHUNK: Final = 1 << 16
+
+
+def _outside_strings(data: bytes) -> tuple[int, int]:
+    """The ``[`` and ``{`` of ``data`` outside JSON strings (exactly, for valid JSON), at C speed in bounded memory.
+
+    Escaped backslashes go first, then escaped quotes (left to right, as a reader pairs them); after that
+    every quote opens or closes a string, so the bytes outside are those after an even number of quotes.
+    """
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    lists = objects = 0
+    inside = False
+    for start in range(0, len(data), _CHUNK):
+        pieces = data[start:start + _CHUNK].split(b'"')
+        outside = b"".join(pieces[inside::2])
+        lists, objects = lists + outside.count(b"["), objects + outside.count(b"{")
+        inside ^= (len(pieces) - 1) % 2 == 1
+    return lists, objects
 
 
 def show(value: object) -> str:

@@ -6,12 +6,14 @@ follows a link (``dir_fd`` + ``O_NOFOLLOW``), so both a forged path and a plante
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import Final, Literal
 
-from artifactkit.errors import UnsafePathError
+from artifactkit.errors import TreeTooDeepError, UnsafePathError
 from artifactkit.metadata.model import ROOT, FileMeta
+from artifactkit.store.manifest_limits import MAX_PATH_BYTES, show
 
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
@@ -43,6 +45,28 @@ def check_relpath(path: object, *, where: str) -> str:
         raise UnsafePathError(f"{where}: path {path!r} {problem}; paths must stay inside the tree",
                               path=path)
     return path
+
+
+#: A path of this many characters or fewer is within :data:`MAX_PATH_BYTES`: each is at most 4 bytes of UTF-8.
+_SHORT: Final = MAX_PATH_BYTES // 4
+
+
+def check_path_max(path: str, *, where: str) -> None:
+    """:class:`TreeTooDeepError` for a path longer than a system call takes (:data:`MAX_PATH_BYTES` bytes, its
+    file name's bytes as ``os.fsencode`` makes them): no download could make it, and no publish records it."""
+    try:
+        size = len(os.fsencode(path))
+    except UnicodeEncodeError:
+        return  # no name's bytes at all: refused as that where it matters (manifest._check_encodable)
+    if size > MAX_PATH_BYTES:
+        raise TreeTooDeepError(
+            f"{where}: entry {show(path)} is nested deeper than a path the kernel accepts (PATH_MAX, "
+            f"{MAX_PATH_BYTES + 1} bytes with its NUL: it has {size}); artifacts hold trees whose every path "
+            "fits", path=path[:_SHOWN_PATH], where=where, limit=MAX_PATH_BYTES, actual=size)
+
+
+#: How much of a path too long a refusal keeps in its ``path``.
+_SHOWN_PATH: Final = 200
 
 
 def _clean(path: str) -> bool:
@@ -132,7 +156,8 @@ def check_artifact_name(name: object) -> str:
 
 
 def check_tree_shape(entries: Iterable[FileMeta], *, where: str) -> dict[str, FileMeta]:
-    """Validate a whole tree: unique clean paths, a root dir, every parent a listed directory."""
+    """Validate a whole tree: unique clean paths, a root dir, every parent a listed directory, every path no longer
+    than a system call takes."""
     by_path: dict[str, FileMeta] = {}
     for entry in entries:
         path = entry.path
@@ -153,6 +178,8 @@ def check_tree_shape(entries: Iterable[FileMeta], *, where: str) -> dict[str, Fi
             raise UnsafePathError(
                 f"{where}: {path!r} lies under {parent_of(path)!r}, which is {what}, not a directory",
                 path=path)
+        if len(path) > _SHORT:
+            check_path_max(path, where=where)
         if entry.kind == "symlink":
             check_symlink_target(path, entry.target, where=where)
     return by_path

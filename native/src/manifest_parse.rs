@@ -26,14 +26,17 @@ pub const MAX_FILE_BYTES: u64 = 1 << 40;
 /// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
 const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
 const ROOT: &str = ".";
+/// `manifest_limits.MAX_PATH_BYTES`: PATH_MAX less its NUL, the longest path a system call takes.
+const MAX_PATH_BYTES: usize = 4095;
 
 /// Why the core leaves a manifest to the reference parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decline {
     /// `false`: a check the reference makes fails; `true`: a shape the core does not decide.
     pub unsure: bool,
-    /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"json"`, `"utf8"`, `"doc"`,
-    /// `"format"`, `"entries"`, `"entry"`, `"file_size"`, `"tree"`, `"hardlinks"`, `"name"`, `"noatime"`.
+    /// The check: a field of an entry (`"mode"`, `"xattrs"`...), or `"containers"`, `"json"`, `"utf8"`, `"doc"`,
+    /// `"format"`, `"entries"`, `"entry"`, `"file_size"`, `"tree"`, `"path_max"`, `"hardlinks"`, `"name"`,
+    /// `"noatime"`.
     pub check: &'static str,
     /// The entry's position in the list, where the check is one entry's.
     pub at: Option<usize>,
@@ -109,9 +112,13 @@ pub struct Parsed<'a> {
     pub parents: Vec<usize>,
 }
 
-/// Read and check `data` in the reference's order: JSON, the document, each entry, every file's size against
-/// `file_size_limit`, the tree's shape, its hard links, the artifact name, `source_read_noatime`.
+/// Read and check `data` in the reference's order: its lists and objects counted, JSON, the document, each
+/// entry, every file's size against `file_size_limit`, the tree's shape, its hard links, the artifact name,
+/// `source_read_noatime`.
 pub fn parse(data: &[u8], file_size_limit: u64) -> Result<Parsed<'_>, Decline> {
+    if json::too_dense(data) {
+        return Err(Decline::unsure("containers", None, "more lists and objects than its size pays for".into()));
+    }
     // bytes.decode("utf-8") refuses what from_utf8 refuses: bad sequences, encoded surrogates, overlongs.
     let text = std::str::from_utf8(data).map_err(|_| Decline::refused("utf8", None))?;
     let doc = json::read(text)?;
@@ -158,8 +165,10 @@ fn clean(path: &str) -> bool {
         && path.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
-/// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every
-/// link target non-empty and without NUL. The entries by path, for the hard-link check, and each one's parent.
+/// `paths.check_tree_shape`: unique clean paths, a root directory, every parent a listed directory, every path
+/// no longer than `MAX_PATH_BYTES` (`"path_max"`, the reference's `TreeTooDeepError`: a path here is UTF-8,
+/// its bytes a name's), every link target non-empty and without NUL. The entries by path, for the hard-link
+/// check, and each one's parent.
 fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, Vec<usize>), Decline> {
     let refused = |at: usize| Decline::refused("tree", Some(at));
     let mut by_path = HashMap::with_capacity(entries.len());
@@ -181,6 +190,9 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
         match by_path.get(parent) {
             Some(&p) if entries[p].kind == Kind::Dir => parents[at] = p,
             _ => return Err(refused(at)),
+        }
+        if entry.path.len() > MAX_PATH_BYTES {
+            return Err(Decline::refused("path_max", Some(at)));
         }
         if let Some(target) = &entry.target {
             if target.is_empty() || target.contains('\0') {

@@ -187,6 +187,14 @@ def with_entry(at: str, /, **fields: Any) -> Callable[[Doc], object]:
     return edit
 
 
+def with_chain(name: str, depth: int) -> Callable[[Doc], object]:
+    """An edit adding ``name/name/...``: ``depth`` levels of directories."""
+    def edit(doc: Doc) -> None:
+        doc["entries"] += [{"path": "/".join([name] * level), "kind": "dir", "mode": 0o755, "mtime_ns": T,
+                            "atime_ns": T} for level in range(1, depth + 1)]
+    return edit
+
+
 DROP = object()
 REFUSED: dict[str, tuple[Callable[[Doc], object], str]] = {
     "no-format": (lambda d: d.pop("format"), "format"),
@@ -231,6 +239,9 @@ REFUSED: dict[str, tuple[Callable[[Doc], object], str]] = {
     "char-no-rdev": (with_entry("c", rdev=DROP), "rdev"),
     **{f"path-{path!r}": (with_entry("a", path=path), "tree")
        for path in ["../a", "a//b", "/a", "a/", "a\0b", "d/./b", "", "x/a", "a/b", "d/l/x", "d"]},
+    "path-past-path-max": (with_chain("x", 2049), "path_max"),  # 4,097 bytes
+    "path-past-path-max-in-utf8": (with_chain("é", 1366), "path_max"),  # 2,731 characters, 4,097 bytes
+    "path-past-path-max-under-a-missing-dir": (with_entry("a", path="x/" * 2048 + "a"), "tree"),
     "no-root": (lambda d: d["entries"].pop(0), "tree"),
     "root-a-file": (with_entry(".", kind="file", size=0, sha256=SHA), "tree"),
     "target-empty": (with_entry("d/l", target=""), "tree"),
@@ -289,6 +300,8 @@ UNSURE: dict[str, bytes] = {
     "nan": raw(_with(x="@"), "@", b"NaN"),
     "nested-6-levels-unknown-key": raw(_with(x="@"), "@", b"[[[[[]]]]]"),
     "nested-100000-levels": raw(_with(x="@"), "@", b"[" * 100_000 + b"]" * 100_000),
+    "more-lists-than-the-size-pays-for": raw(_with(x="@"), "@", b"[" + b",".join([b"[]"] * 30_000) + b"]"),
+    "more-objects-than-the-size-pays-for": raw(_with(x="@"), "@", b"[" + b",".join([b"{}"] * 10_000) + b"]"),
     "trailing-comma": json.dumps(base()).encode()[:-1] + b",}",
 }
 
@@ -323,6 +336,12 @@ ACCEPTED: dict[str, bytes] = {
         {**e, "kind": "symlink", "mode": 0o777, "target": "/etc/shadow"} if e["path"] == "p" else e
         for e in base()["entries"]])).encode(),
     "pad-after-a-whole-quad": json.dumps(base()).encode().replace(b'"dg=="', b'"dmFs="'),
+    "brackets-inside-strings": json.dumps(_with(entries=base()["entries"] + [  # each path: 20 x '[{\\"'
+        {"path": f"{i}" + '[{\\"' * 20, "kind": "dir", "mode": 0o755, "mtime_ns": T, "atime_ns": T}
+        for i in range(1000)])).encode(),
+    "the-longest-path": json.dumps(_with(entries=base()["entries"] + [
+        {"path": "/".join(["x"] * level), "kind": "dir", "mode": 0o755, "mtime_ns": T, "atime_ns": T}
+        for level in range(1, 2049)])).encode(),  # 4,095 bytes
 }
 
 

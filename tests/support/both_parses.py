@@ -21,10 +21,10 @@ from types import ModuleType
 
 import pytest
 
-from artifactkit.errors import IntegrityError, ManifestLimitError, UnsafePathError
+from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from artifactkit.store.manifest import Manifest, parse_manifest
-from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, file_size_limit
+from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from tests.support.core_layout import held_layout
 
 #: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
@@ -34,6 +34,7 @@ CHECK_ERRORS: dict[str, type[Exception]] = {
                      "extents", "kind_field", "rdev", "hardlinks", "name", "noatime"], IntegrityError),
     **dict.fromkeys(["path", "target", "tree"], UnsafePathError),
     **dict.fromkeys(["extents_count", "file_size"], ManifestLimitError),
+    "path_max": TreeTooDeepError,
 }
 #: How deep the format nests (document, entry list, entry, xattr list, xattr pair): deeper is unsure.
 FORMAT_DEPTH = 5
@@ -98,10 +99,14 @@ def fields_of(manifest: Manifest) -> str:
 
 
 def unsure_shape(data: bytes) -> bool:
-    """Whether ``data`` holds what the core leaves to the reference: text that is not JSON to Python, a
-    lone surrogate, an integer past 64 bits, a float past the double range, ``-0``, or nesting past the
-    format's five levels."""
+    """Whether ``data`` holds what the core leaves to the reference: more lists and objects than its size pays
+    for, text that is not JSON to Python, a lone surrogate, an integer past 64 bits, a float past the double
+    range, ``-0``, or nesting past the format's five levels."""
     if _MINUS_ZERO.search(data):
+        return True
+    try:
+        check_containers(data, where="m")
+    except ManifestLimitError:
         return True
     try:
         doc = json.loads(data, parse_constant=_not_json)

@@ -74,6 +74,37 @@ fn each_check_refuses_what_the_reference_refuses() {
 }
 
 #[test]
+fn a_path_longer_than_path_max_is_refused_and_the_longest_read() {
+    let chain = |bytes: usize| {
+        let parts = vec!["a"; bytes.div_ceil(2)];
+        let dirs: String = (1..parts.len())
+            .map(|level| {
+                format!(
+                    r#", {{"atime_ns": 1, "kind": "dir", "mode": 493, "mtime_ns": 1, "path": "{}"}}"#,
+                    parts[..level].join("/")
+                )
+            })
+            .collect();
+        doc(&(dirs + &file(&format!(r#", "path": "{}""#, parts.join("/")))))
+    };
+    assert_eq!(parse(chain(4095).as_bytes()).unwrap().entries.len(), 2049);
+    assert_eq!(refused_by(&chain(4097)), "path_max");
+}
+
+#[test]
+fn more_lists_and_objects_than_the_size_pays_for_are_unsure_before_anything_is_read() {
+    let dense = |unit: &str, count: usize| doc(&file(&format!(r#", "x": [{}]"#, vec![unit; count].join(","))));
+    // 65,536 bytes are free; past them 8 bytes a list and 16 an object: "[0]," and "{}," pay for neither.
+    assert!(check(&dense("[0]", 7000)).is_ok());
+    for text in [dense("[0]", 40_000), dense("{}", 40_000)] {
+        assert!(matches!(check(&text), Err(Decline { unsure: true, check: "containers", .. })));
+    }
+    // Inside strings they cost nothing: escaped quotes and backslashes end no string.
+    let named = dense(r#""[{\"[{\\\"[{""#, 40_000);
+    assert!(check(&named).is_ok(), "{}", &named[..200]);
+}
+
+#[test]
 fn shapes_the_core_does_not_decide_are_unsure() {
     for text in [
         doc(&file(r#", "mode": -0"#)),
