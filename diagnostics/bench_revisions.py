@@ -155,11 +155,19 @@ def main(argv: list[str] | None = None) -> int:
                            "publish_cpu_ms": statistics.median(p for p, _ in cpu[label]) / 1000,
                            "download_cpu_ms": statistics.median(d for _, d in cpu[label]) / 1000}
                    for label, values in samples.items()}
+        # Each round ran every label: the median of a label's per-round ratios to "old" (above 1: slower than old).
+        def over_old(mine: list[tuple[int, int]], old: list[tuple[int, int]]) -> float:
+            return statistics.median(p / o for (p, _), (o, _) in zip(mine, old, strict=True))
+
+        paired = {label: {"publish": over_old(values, samples["old"]), "publish_cpu": over_old(cpu[label], cpu["old"])}
+                  for label, values in samples.items() if label != "old"}
         for label, values in samples.items():
             print(f"{label}: publish median {medians[label]['publish_ms']:.0f} ms, download median "
                   f"{medians[label]['download_ms']:.0f} ms, round trip {medians[label]['round_trip_ms']:.0f} ms; CPU "
                   f"{medians[label]['publish_cpu_ms']:.0f} + {medians[label]['download_cpu_ms']:.0f} ms; "
                   f"samples (us) {values}")
+        for label, ratio in paired.items():
+            print(f"{label} / old, paired median: publish {ratio['publish']:.2f}x, its CPU {ratio['publish_cpu']:.2f}x")
     if args.output:
         revs = {label: subprocess.run(["git", "rev-parse", "HEAD"], cwd=c, capture_output=True, text=True,
                                       check=False).stdout.strip() for label, (c, _) in labels.items()}
@@ -176,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                "measured": {"cached": "cached re-publish", "republish": "uncached re-publish"}.get(mode,
                                                                                                   "publish + download"),
                "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
-               "medians": medians, "samples_us": samples, "cpu_samples_us": cpu}
+               "medians": medians, "paired_over_old": paired, "samples_us": samples, "cpu_samples_us": cpu}
         with open(args.output, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)
     return 0

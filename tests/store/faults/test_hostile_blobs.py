@@ -189,3 +189,19 @@ def test_verify_blames_only_the_version_whose_recorded_size_the_blob_does_not_ha
     assert report.broken_versions == ["demo@2"], report
     (problem,) = report.corrupt
     assert problem.endswith("; breaks demo@2"), problem
+
+
+def test_a_bucket_republish_of_an_unchanged_tree_checks_its_blobs_by_the_listings_etags_without_a_get(
+        request: pytest.FixtureRequest, fast_tmp: Path) -> None:
+    """A one-PUT object's ETag is the MD5 of its bytes (artifactkit/store/s3/checks.py): equal to the MD5 of the
+    bytes in hand, it is the content, and no GET is sent; a planted object's is not, and it is GET and put again."""
+    store = store_of_kind("s3", request, fast_tmp)
+    src = _tree(fast_tmp / "src", "small")
+    sha = _victim(store, store.publish(src, "demo"))
+    store.bucket.requests.clear()
+    store.publish(src, "demo")
+    assert store.bucket.requests["GetObject"] == 0, store.bucket.requests
+    _plant(store, sha)
+    store.bucket.requests.clear()
+    _publish_repairing(store, src, sha)
+    assert store.bucket.requests["GetObject"] == 1, store.bucket.requests  # only the planted one's
