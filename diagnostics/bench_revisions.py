@@ -16,22 +16,27 @@ refactor did not make the code path slower; ``bench_store.py`` is the full bench
 "download" is then 0): each label gets its own store, primed by two cached publishes once the tree is older
 than the cache's racy window (each checkout writes the cache schema it reads). ``--republish`` times an
 uncached re-publish of the unchanged tree (every file read, every blob already stored: what the publish-time
-blob check costs, issue 48), each label's store primed by one publish. ``--file-bytes`` sets the file size
+blob check costs, issue 48), each label's store primed by one publish; with ``--s3`` into a bucket of a
+throw-away SeaweedFS (``weed mini`` on loopback, its data on the tmpfs). ``--file-bytes`` sets the file size
 (``--files 4 --file-bytes 67108864``: a few large files); ``--engine`` the engine every child runs on.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import random
+import secrets
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from bench_env import code_state, scratch_on_tmpfs
 
@@ -114,14 +119,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="time an uncached re-publish of the unchanged tree (each label's own primed store)")
     parser.add_argument("--file-bytes", type=int, default=1024, help="bytes per file (default %(default)s)")
     parser.add_argument("--engine", choices=("native", "python"), help="ARTIFACTKIT_ENGINE of every child")
+    parser.add_argument("--s3", action="store_true", help="with --republish: the stores in a bucket (SeaweedFS)")
     args = parser.parse_args(argv)
+    if args.s3 and not args.republish:
+        raise SystemExit("--s3 times a re-publish only (--republish)")
     if args.engine:
         os.environ["ARTIFACTKIT_ENGINE"] = args.engine  # every child inherits it: both checkouts alike
     mode = "cached" if args.stat_cache else "republish" if args.republish else "fresh"
     kept = mode != "fresh"
     labels = {"old": (args.old, None)}
     labels.update({f"new@w{n}": (args.new, n) for n in args.new_workers} or {"new": (args.new, None)})
-    with scratch_on_tmpfs() as root:
+    with scratch_on_tmpfs() as root, contextlib.ExitStack() as stack:
+        new_store: Callable[[], str] = functools.partial(tempfile.mkdtemp, dir=root)
+        if args.s3:
+            from artifactkit.testing.seaweedfs import running_seaweedfs  # noqa: PLC0415 - only for --s3
+
+            endpoint = stack.enter_context(running_seaweedfs(os.path.join(root, "weed")))
+            os.environ.update({**endpoint.env(), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,
+                               "AWS_SHARED_CREDENTIALS_FILE": os.devnull})  # the children's, nothing of this machine's
+            new_store = lambda: f"s3://{endpoint.bucket}/{secrets.token_hex(6)}"  # noqa: E731
         src = os.path.join(root, "src")
         make_tree(src, args.files, args.file_bytes)
         primed = {}
@@ -129,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_past_racy_window(src)
         if kept:
             for label, (checkout, workers) in labels.items():
-                primed[label] = tempfile.mkdtemp(dir=root)
+                primed[label] = new_store()
                 # Cached: the first records, the second records the atimes the first's reads left.
                 for _ in range(2 if args.stat_cache else 1):
                     run_child(src, primed[label], checkout, workers, cached=args.stat_cache, mode=mode)
@@ -180,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                            "kernel": os.uname().release, "python": sys.version.split()[0]},
                "code_under_test": code_state(),
                "files": args.files, "file_bytes": args.file_bytes, "engine": os.environ.get("ARTIFACTKIT_ENGINE", ""),
-               "rounds": args.rounds, "loadavg_1m_per_round": loads,
+               "rounds": args.rounds, "loadavg_1m_per_round": loads, "store": "s3" if args.s3 else "local",
                "measured": {"cached": "cached re-publish", "republish": "uncached re-publish"}.get(mode,
                                                                                                   "publish + download"),
                "checkouts": {label: {"commit": revs[label], "workers": w} for label, (c, w) in labels.items()},
