@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Final, NamedTuple
+from typing import Final
 
 import attrs
 
@@ -24,19 +24,8 @@ from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import Extents
 from artifactkit.store import layout
 from artifactkit.store.content import CHUNK, IN_MEMORY_LIMIT, open_regular, read_small, sha256_of_fd
+from artifactkit.store.layout import Held, StagedCopy
 
-
-class StagedCopy(NamedTuple):
-    """A file's bytes as the publish staged them: ``name`` in the directory ``dir_fd``, with the source's data
-    runs (``None``: dense)."""
-
-    dir_fd: int
-    name: str
-    extents: Extents | None
-
-
-#: What a publish has of a file's content when it asks about its blob: the bytes, the staged copy, or nothing.
-Held = bytes | StagedCopy | None
 #: :func:`blob_holds`' answer for a name that holds something else than its content, or no regular file.
 DAMAGED: Final = False
 

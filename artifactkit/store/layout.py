@@ -16,16 +16,14 @@ import contextlib
 import errno
 import os
 import re
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
 from artifactkit.errors import NotAStoreError
+from artifactkit.metadata.model import Extents
 from artifactkit.store.paths import check_artifact_name
-
-if TYPE_CHECKING:
-    from artifactkit.store.blob_check import Held
 
 
 @attrs.frozen(order=True)
@@ -176,6 +174,19 @@ def commit_name(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
 #: of a missing name, with its FileNotFoundError, 4.1 us): :func:`~artifactkit.store.blob_check.blob_lookup` lists
 #: it when that is cheaper than this many looks per name it will be asked about.
 LIST_BLOBS_PER_LOOKUP: Final = 4
+
+
+class StagedCopy(NamedTuple):
+    """A file's bytes as a publish staged them: ``name`` in the directory ``dir_fd``, with the source's data runs
+    (``None``: dense)."""
+
+    dir_fd: int
+    name: str
+    extents: Extents | None
+
+
+#: What a publish has of a file's content when it asks about its blob: the bytes, the staged copy, or nothing.
+Held = bytes | StagedCopy | None
 
 
 class HasBlob(Protocol):

@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, overload
 
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.blob_check import StagedCopy
 from artifactkit.store.content import SourceRead, read_source, write_staged
-from artifactkit.store.layout import HasBlob
+from artifactkit.store.layout import HasBlob, StagedCopy
 
 
 def staging_name(index: int) -> str:

@@ -23,24 +23,34 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from artifactkit.errors import RemoteStoreError
-from artifactkit.store.blob_check import Held, StagedCopy
 from artifactkit.store.content import CHUNK
+from artifactkit.store.layout import Held, StagedCopy
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import Bucket, ObjectInfo
-from artifactkit.store.s3.transfer import upload_blob
 
-if TYPE_CHECKING:
-    from artifactkit.store.s3.transfer import BucketTxn
+
+class Uploads(Protocol):
+    """What the checks need of the bucket's publish transaction (:class:`~artifactkit.store.s3.transfer.BucketTxn`)."""
+
+    bucket: Bucket
+    stage_path: str
+
+    def submit(self, check: Callable[[], None], in_flight: int) -> None:
+        """Run ``check`` on the upload pool, its ``in_flight`` bytes held until it ends."""
+
+    def put_again(self, sha: str, data: bytes | None, staged: str | None) -> None:
+        """Put the blob from the bytes in hand (a staged copy is removed after)."""
 
 
 class BucketBlobs:
     """Whether the bucket holds a blob (:class:`~artifactkit.store.layout.HasBlob`), checked by content as this
     module says. ``listed``: the listing's objects by digest (``None``: none taken)."""
 
-    def __init__(self, txn: BucketTxn, listed: dict[str, ObjectInfo] | None) -> None:
+    def __init__(self, txn: Uploads, listed: dict[str, ObjectInfo] | None) -> None:
         self._txn, self._listed = txn, listed
         self.repaired: set[str] = set()
         self._verdicts: dict[str, bool | None] = {}  # settled here: holds, damaged, absent
@@ -80,7 +90,7 @@ class BucketBlobs:
             verdict = True if kept is not None and _md5_etag(etag) == _md5_of(kept) else \
                 object_holds(self._txn.bucket, sha, size, data)
             if verdict is not True:
-                upload_blob(self._txn.bucket, sha, data, kept)  # removes the kept copy
+                self._txn.put_again(sha, data, kept)  # removes the kept copy
                 kept = None
                 if verdict is False:
                     with self._lock:

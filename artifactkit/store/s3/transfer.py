@@ -19,6 +19,7 @@ from typing import Final
 
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
+from artifactkit.store.s3.checks import BucketBlobs
 from artifactkit.store.s3.layout import blob_key, listed_versions, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket, ObjectInfo
 from artifactkit.store.stage import Staged
@@ -51,14 +52,16 @@ class BucketTxn:
     def blob_lookup(self, lookups: int) -> HasBlob:
         """One listing of ``blobs/`` (each object's length and ETag) where it costs fewer requests than a HEAD per
         file, else none; every object is checked by content (:class:`~artifactkit.store.s3.checks.BucketBlobs`)."""
-        from artifactkit.store.s3.checks import BucketBlobs  # noqa: PLC0415 - it imports upload_blob from here
-
         listed: dict[str, ObjectInfo] = {}
         for count, info in enumerate(self.bucket.objects_under("blobs/")):
             if count >= max(lookups, 1) * NAMES_PER_LOOKUP:
                 return BucketBlobs(self, None)
             listed[info.key.removeprefix("blobs/")] = info
         return BucketBlobs(self, listed)
+
+    def put_again(self, sha: str, data: bytes | None, staged: str | None) -> None:
+        """A blob whose object was not its content, put from the bytes in hand (checks.BucketBlobs)."""
+        upload_blob(self.bucket, sha, data, staged)
 
     def submit(self, check: Callable[[], None], in_flight: int) -> None:
         """Run ``check`` on the upload pool, its ``in_flight`` bytes held until it ends (bounded as uploads are)."""
