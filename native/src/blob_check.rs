@@ -31,14 +31,17 @@ pub fn open_regular(dir: RawFd, name: &CStr) -> Result<Looked, Errno> {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Ok(Looked::Other(st));
     }
-    reopen(&look, dir, name, &st).map(|fd| Looked::Regular(fd, st))
+    reopen(PROC_FD, &look, dir, name, &st).map(|fd| Looked::Regular(fd, st))
 }
 
-/// content.py's `_reopen`: through `/proc/self/fd`; where there is no procfs, by name again, `O_NONBLOCK`, the
-/// inode the look saw required (`ENOENT` if it was replaced meanwhile).
-fn reopen(look: &OwnedFd, dir: RawFd, name: &CStr, st: &libc::stat) -> Result<OwnedFd, Errno> {
-    // Digits only after the prefix: never a NUL.
-    let proc = CString::new(format!("/proc/self/fd/{}", sys::raw(look))).map_err(|_| libc::EINVAL)?;
+/// Where an `O_PATH` fd is opened again for reading (content.py's `PROC_FD`).
+const PROC_FD: &str = "/proc/self/fd";
+
+/// content.py's `_reopen`: through `proc` (`/proc/self/fd`); where there is no procfs, by name again,
+/// `O_NONBLOCK`, the inode the look saw required (`ENOENT` if it was replaced meanwhile).
+fn reopen(proc: &str, look: &OwnedFd, dir: RawFd, name: &CStr, st: &libc::stat) -> Result<OwnedFd, Errno> {
+    // A path and digits: never a NUL.
+    let proc = CString::new(format!("{proc}/{}", sys::raw(look))).map_err(|_| libc::EINVAL)?;
     match sys::open_at(libc::AT_FDCWD, &proc, libc::O_RDONLY, 0) {
         Err(libc::ENOENT) => {}
         opened => return opened,
@@ -227,6 +230,22 @@ mod tests {
         let held = Held::Copy { fd: copy.as_raw_fd(), extents: None };
         assert_eq!(check(fd.as_raw_fd(), None, "planted", content.len() as u64, held).unwrap(), Stored::Damaged);
         assert_eq!(check(fd.as_raw_fd(), None, "good", content.len() as u64, held).unwrap(), Stored::Holds);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_procfs_a_regular_blob_is_opened_by_name_as_the_inode_looked_at() {
+        let (dir, fd) = blobs("no-procfs");
+        std::fs::write(dir.join("blob"), b"content").unwrap();
+        let name = CString::new("blob").unwrap();
+        let look = sys::open_at(fd.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW, 0).unwrap();
+        let st = sys::fstat(sys::raw(&look)).unwrap();
+        let missing = dir.join("no-procfs").to_string_lossy().into_owned();
+        let opened = reopen(&missing, &look, fd.as_raw_fd(), &name, &st).unwrap();
+        assert_eq!(sys::fstat(sys::raw(&opened)).unwrap().st_ino, st.st_ino);
+        std::fs::rename(dir.join("blob"), dir.join("old")).unwrap();
+        std::fs::write(dir.join("blob"), b"swapped").unwrap(); // another inode under the name since the look
+        assert_eq!(reopen(&missing, &look, fd.as_raw_fd(), &name, &st).unwrap_err(), libc::ENOENT);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
