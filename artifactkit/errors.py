@@ -139,6 +139,19 @@ class ReownedWarning(UserWarning):
         return (type(self), (str(self), self.entries))
 
 
+class RepairedBlobsWarning(UserWarning):
+    """A publish found blobs in the store holding other bytes than their names say (planted, or rotted) and stored
+    its own bytes over them: ``blobs`` lists their digests. Its version and every earlier one naming them download
+    again; someone or something wrote those bytes."""
+
+    def __init__(self, message: str, blobs: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.blobs = list(blobs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.blobs))
+
+
 class UnreadableManifestWarning(UserWarning):
     """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
     message names its key and why; ``name``, ``version``, ``path``, ``reason`` and ``kind`` (the error's class)

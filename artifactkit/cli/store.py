@@ -14,7 +14,7 @@ import attrs
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_bytes, one_line, table
 from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
-from artifactkit.errors import ArtifactkitError, ReownedWarning, UnreadableManifestWarning
+from artifactkit.errors import ArtifactkitError, ReownedWarning, RepairedBlobsWarning, UnreadableManifestWarning
 from artifactkit.store.layout import parse_ref
 from artifactkit.store.store import Store
 
@@ -162,11 +162,17 @@ def _without_cyclic_gc(build: Callable[[argparse.Namespace], Result]) -> Callabl
 
 
 def _publish(a: argparse.Namespace) -> Result:
-    with store_activity(f"publishing {a.name}", json_output=a.json) as progress:
-        ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
-                                     progress=progress)
-    return success({"schema": "artifactkit.publish/1", **_ref_doc(ref)},
-                   f"published {ref} (manifest sha256 {ref.digest})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RepairedBlobsWarning)
+        with store_activity(f"publishing {a.name}", json_output=a.json) as progress:
+            ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
+                                         progress=progress)
+    warned = [w.message for w in caught if issubclass(w.category, RepairedBlobsWarning)]
+    # Every damaged blob the publish stored its bytes over, as data; the warning's message is the note for people.
+    repaired = sorted(sha for message in warned for sha in vars(message).get("blobs", []))
+    notes = "".join(f"\nnote: {message}" for message in warned)
+    return success({"schema": "artifactkit.publish/1", "repaired_blobs": repaired, **_ref_doc(ref)},
+                   f"published {ref} (manifest sha256 {ref.digest}){notes}")
 
 
 def _download(a: argparse.Namespace) -> Result:
@@ -199,9 +205,11 @@ def _verify(a: argparse.Namespace) -> Result:
         verdict += (f"; {len(report.kept)} leftover(s) younger than gc's grace of {duration_text(report.grace_s)} "
                     f"are kept for now (`artifactkit gc --store {a.store} --grace 0` removes them once no "
                     "operation holds them)")
+    broken = (f"\nversions that do not download exactly: {', '.join(report.broken_versions)}; a publish of their "
+              "content stores damaged blobs again" if report.broken_versions else "")
     return success({"schema": "artifactkit.verify/1", "clean": report.clean, **attrs.asdict(report)},
                    f"{table(rows, ('finding', 'count', 'items'))}\n\n"
-                   f"{report.versions} version(s), {report.blobs_checked} blob(s) hashed: {verdict}",
+                   f"{report.versions} version(s), {report.blobs_checked} blob(s) hashed: {verdict}{broken}",
                    exit_code=EXIT_OK if report.clean else EXIT_FAILED)
 
 

@@ -26,9 +26,9 @@ from artifactkit import _native
 from artifactkit.store import _native_batches, _native_manifest, _native_scan, _native_staged
 from artifactkit.store._native_capture import CapturedEntries, CapturedReads
 from artifactkit.store._native_tree import CoreRun
+from artifactkit.store.blob_check import BlobLookup
 from artifactkit.store.download import create_items
 from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered, usable_cores
-from artifactkit.store.layout import BlobLookup
 from artifactkit.store.plan import Plan
 from artifactkit.store.scan import ScannedTree, Walker
 from artifactkit.store.stage import Staged, StageItem, stage_file
@@ -66,6 +66,7 @@ class NativeExecutor:
             # batch's slowest file).
             yield _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (0, len(items)),
                                                  threads=self.threads, state=state, on_progress=job.on_batch)
+            job.has_blob.repaired.update(state.repaired())  # the core checked the blobs it read the content of
             return
         for batch in _batches(items, lambda item: (1, item[1].size)):
             if in_core:
@@ -77,6 +78,7 @@ class NativeExecutor:
                          for item in batch]
             job.on_batch(len(batch), sum(entry.size for _, entry, _ in batch))
             yield found
+        job.has_blob.repaired.update(state.repaired())
 
     def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
         blobs = job.blobs

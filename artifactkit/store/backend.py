@@ -74,8 +74,9 @@ class PublishTxn(Protocol):
     in_memory: bool
 
     def blob_lookup(self, lookups: int) -> HasBlob:
-        """``has_blob(sha, size)`` for about ``lookups`` questions: whether the store holds ``sha`` (as a regular
-        object of ``size`` bytes, unless ``None``), answered from one listing where that is cheaper."""
+        """``has_blob(sha, size, held)`` for about ``lookups`` questions: whether the store holds ``sha``, checked
+        by content (:mod:`~artifactkit.store.blob_check`), names taken from one listing where that is cheaper; a
+        damaged blob is stored again by the publish and listed in ``has_blob.repaired`` once :meth:`flush` ends."""
 
     def add(self, staged: Sequence[Staged]) -> None:
         """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them

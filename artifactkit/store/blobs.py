@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Final
 
 import attrs
 
-from artifactkit.store.content import UNOPENABLE_KINDS, not_regular, open_blob
-
-_BLOB_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # as open_blob's
+from artifactkit.store.content import open_blob, open_regular
 
 
 @attrs.frozen
@@ -32,18 +29,21 @@ class BlobSource:
             return self.opener(sha)
         return f"/proc/self/fd/{self.dir_fd}/{sha}" if self.dir_fd is not None else f"{self.directory}/{sha}"
 
-    def open(self, sha: str, *, path: str) -> int:
-        """The blob opened for reading, through ``dir_fd`` where there is one (an ``openat`` on it costs half an
-        open by path: 1.4 against 2.8 us on tmpfs); :class:`IntegrityError` if it is missing or a link."""
+    def open(self, sha: str, *, path: str) -> tuple[int, os.stat_result]:
+        """The blob opened for reading, with its ``fstat``, through ``dir_fd`` where there is one (an ``openat`` on
+        it costs half an open by path: 1.4 against 2.8 us on tmpfs); :class:`IntegrityError` if it is missing, a
+        link or no regular file, which is never opened (:func:`~artifactkit.store.content.open_regular`)."""
+        name, dir_fd = (sha, self.dir_fd) if self.dir_fd is not None else (self(sha), None)
         try:
-            return os.open(sha, _BLOB_FLAGS, dir_fd=self.dir_fd) if self.dir_fd is not None else \
-                os.open(self(sha), _BLOB_FLAGS)
-        except OSError as err:  # open_blob says what is wrong with it (or opens it, if it appeared meanwhile)
-            where = f"for {path!r}"  # built only here: a download formats nothing per file that succeeds
-            if err.errno in UNOPENABLE_KINDS:  # a socket: refused as a FIFO's fstat is (check_blob_fd)
-                raise not_regular(sha, where=where, path=path) from err
-            return open_blob(sha, sha, where=where, check_regular=False, dir_fd=self.dir_fd) \
-                if self.dir_fd is not None else open_blob(self(sha), sha, where=where, check_regular=False)
+            fd, st = open_regular(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            return fd, st
+        # open_blob says what is wrong with it (or opens it, if it appeared meanwhile); the message is built only
+        # here: a download formats nothing per file that succeeds.
+        fd = open_blob(name, sha, where=f"for {path!r}", dir_fd=dir_fd, entry=path)
+        return fd, os.fstat(fd)
 
 
 @attrs.frozen

@@ -74,39 +74,69 @@ def sha256_of_fd(fd: int) -> tuple[str, int]:
     return digest.hexdigest(), total
 
 
-def open_blob(path: str, sha: str, *, where: str, check_regular: bool = True, dir_fd: int | None = None) -> int:
+def open_blob(path: str, sha: str, *, where: str, dir_fd: int | None = None, entry: str | None = None) -> int:
     """Open a stored blob for reading: a regular file, or an :class:`IntegrityError` saying what it is.
 
-    ``O_NOFOLLOW | O_NONBLOCK``: a blob replaced by a symlink, a FIFO or a socket is corruption of the
-    store (reported as such), never something to follow or to hang on. ``check_regular=False`` leaves the
-    ``fstat`` to the caller (a download checks kind and size at once: :func:`check_blob_fd`).
+    Looked at through an ``O_PATH`` fd first (:func:`open_regular`): a blob replaced by a symlink, a FIFO, a
+    device or a socket is corruption of the store (reported as such), never followed, waited on or opened.
+    ``entry``: the manifest path a download reads it for, which its refusal of a blob that is no file names
+    (:func:`not_regular`, as the core's).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        fd, st = open_regular(path, dir_fd=dir_fd)
     except FileNotFoundError as err:
         raise IntegrityError(f"blob {sha} {where} is missing from the store", path=path, blob=sha,
                              failed=IntegrityFailure.MISSING) from err
-    except OSError as err:
-        if err.errno in UNOPENABLE_KINDS:  # a socket: no open reads it (a download names it first: BlobSource.open)
-            raise _not_a_file(sha, where, path) from err
-        if err.errno != errno.ELOOP:
-            raise
+    if fd is not None:
+        return fd
+    if stat.S_ISLNK(st.st_mode):
+        cause = OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
         raise IntegrityError(f"blob {sha} {where} is a symlink, not stored content", path=path, blob=sha,
-                             failed=IntegrityFailure.CORRUPT) from err
-    if check_regular and not stat.S_ISREG(os.fstat(fd).st_mode):
+                             failed=IntegrityFailure.CORRUPT) from cause
+    if entry is not None:
+        raise not_regular(sha, where=where, path=entry)
+    raise IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
+                         failed=IntegrityFailure.CORRUPT)
+
+
+#: ``O_PATH``: an fd that names the inode without opening the file, so no driver's ``open`` runs and no FIFO
+#: writer wakes; ``O_NOFOLLOW`` with it gives the link itself, never its target.
+_LOOK: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Where an ``O_PATH`` fd is opened again for reading (procfs; ``_reopen`` says what happens without it).
+PROC_FD: Final = "/proc/self/fd"
+
+
+def open_regular(name: str, *, dir_fd: int | None = None) -> tuple[int | None, os.stat_result]:
+    """``name`` opened for reading if it is a regular file, with its ``fstat``; else ``(None, its fstat)``.
+
+    The name is looked at through an ``O_PATH`` fd (``fstat`` on it), and only a regular file is opened, by
+    reopening that very inode through procfs: a FIFO, a device node or a socket a writer of the store put under a
+    blob's name is never opened, not even for an instant (opening a device runs its driver; opening a FIFO
+    wakes a writer waiting on it). ``FileNotFoundError`` if nothing is there.
+    """
+    look = os.open(name, _LOOK, dir_fd=dir_fd)
+    try:
+        st = os.fstat(look)
+        if not stat.S_ISREG(st.st_mode):
+            return None, st
+        return _reopen(look, name, dir_fd, st), st
+    finally:
+        os.close(look)
+
+
+def _reopen(look: int, name: str, dir_fd: int | None, st: os.stat_result) -> int:
+    try:
+        return os.open(f"{PROC_FD}/{look}", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        pass
+    # No procfs (a chroot or a container without /proc): by name again, O_NONBLOCK and the same inode required,
+    # so only a swap in the microseconds between the look and this open could make it open something else.
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    again = os.fstat(fd)
+    if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
         os.close(fd)
-        raise _not_a_file(sha, where, path)
+        raise FileNotFoundError(errno.ENOENT, "replaced while it was opened", name)
     return fd
-
-
-def _not_a_file(sha: str, where: str, path: str) -> IntegrityError:
-    return IntegrityError(f"blob {sha} {where} is not a regular file", path=path, blob=sha,
-                          failed=IntegrityFailure.CORRUPT)
-
-
-#: What ``open`` of a name says when the name is not a file it can open at all: a socket (``ENXIO``), a device
-#: with no driver (``ENXIO``, ``ENODEV``). Under a blob's name, like a FIFO or a device, it is not stored content.
-UNOPENABLE_KINDS: Final = frozenset({errno.ENXIO, errno.ENODEV})
 
 
 def not_regular(sha: str, *, where: str, path: str) -> IntegrityError:

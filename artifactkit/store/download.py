@@ -263,9 +263,8 @@ def _copy_blob(entry: FileMeta, blob_path: BlobSource, out: int) -> None:
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
     named, size = entry.sha256, entry.size
     assert named is not None
-    blob = blob_path.open(named, path=entry.path)
+    blob, st = blob_path.open(named, path=entry.path)  # with its fstat: kind and size before a byte is read
     try:
-        st = os.fstat(blob)  # kind and size before a byte is read; the message only when it is wrong
         if st.st_size != size or not stat.S_ISREG(st.st_mode):
             check_blob_fd(blob, named, size, where=f"for {entry.path!r}", path=entry.path)
         if entry.extents is not None:

@@ -16,14 +16,13 @@ import contextlib
 import errno
 import os
 import re
-import stat
-from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple, Protocol
 
 import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
 from artifactkit.errors import NotAStoreError
+from artifactkit.metadata.model import Extents
 from artifactkit.store.paths import check_artifact_name
 
 
@@ -172,50 +171,33 @@ def commit_name(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
 
 
 #: Listing ``blobs/`` costs about a tenth of a ``stat`` per name listed (on tmpfs: 0.3 against 2.5 us; a ``stat``
-#: of a missing name, with its FileNotFoundError, 4.1 us).
+#: of a missing name, with its FileNotFoundError, 4.1 us): :func:`~artifactkit.store.blob_check.blob_lookup` lists
+#: it when that is cheaper than this many looks per name it will be asked about.
 LIST_BLOBS_PER_LOOKUP: Final = 4
 
 
-#: ``has_blob(sha, size)``: :func:`blob_lookup`'s answer (``size`` ``None``: of any size).
-HasBlob = Callable[[str, int | None], bool]
+class StagedCopy(NamedTuple):
+    """A file's bytes as a publish staged them: ``name`` in the directory ``dir_fd``, with the source's data runs
+    (``None``: dense)."""
+
+    dir_fd: int
+    name: str
+    extents: Extents | None
 
 
-def blob_lookup(blobs_fd: int, lookups: int) -> HasBlob:
-    """Whether a blob is in the store, for about ``lookups`` questions: one listing of ``blobs/`` if that is
-    cheaper than a ``stat`` each, else a ``stat`` each. A directory's size bounds its entries from above: at
-    least 20 bytes each on tmpfs (its exact figure), ext4, xfs and btrfs. With ``size``, only a regular file
-    of exactly that size counts: a planted or truncated blob under the right name is stored again by the
-    publish that has the content in hand, so a publish that says "ok" has a version that downloads.
-
-    The caller holds the store's lock, so ``gc`` (which takes it exclusively) cannot remove a blob between an
-    answer and the commit. A listing can only miss a blob a concurrent publisher adds after it: that
-    content is then staged again and its rename swaps in the same bytes, as when both publish at once.
-    """
-    if lookups == 0 or os.fstat(blobs_fd).st_size // 20 > LIST_BLOBS_PER_LOOKUP * lookups:
-        return BlobLookup(blobs_fd, None)
-    return BlobLookup(blobs_fd, frozenset(os.listdir(blobs_fd)))
+#: What a publish has of a file's content when it asks about its blob: the bytes, the staged copy, or nothing.
+Held = bytes | StagedCopy | None
 
 
-@attrs.frozen
-class BlobLookup:
-    """:func:`blob_lookup`'s answer over a ``blobs/`` fd: ``names`` is its one listing (``None``: a ``stat``
-    each), kept as a value so an engine answering the question itself (the native core) asks exactly as this
-    does, with the same listing."""
+class HasBlob(Protocol):
+    """Whether the store holds a blob, asked by a publish of each content it read or a stat cache vouches for
+    (:class:`~artifactkit.store.blob_check.BlobLookup` for a directory, the bucket's transaction's own): true
+    only once the blob is proven to hold that content (compared with ``held``, the bytes the publish has in
+    hand, or hashed where it has none). A blob under the name that holds anything else is *damaged*: the answer
+    is false, so the publish stores its own bytes over it, and a damaged name the publish had the bytes of is
+    in :attr:`repaired`."""
 
-    blobs_fd: int
-    names: frozenset[str] | None
+    #: Names found damaged while the publish held their content, which it therefore stores again.
+    repaired: set[str]
 
-    def __call__(self, sha: str, size: int | None) -> bool:
-        if self.names is None:
-            return stored_at(self.blobs_fd, sha, size)
-        return sha in self.names and (size is None or stored_at(self.blobs_fd, sha, size))
-
-
-def stored_at(dir_fd: int, name: str, size: int | None) -> bool:
-    """Whether ``name`` exists in the directory ``dir_fd`` (not followed), as a regular file of ``size`` bytes
-    unless ``size`` is ``None``."""
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return size is None or (stat.S_ISREG(st.st_mode) and st.st_size == size)
+    def __call__(self, sha: str, size: int | None, held: Held = None, /) -> bool: ...

@@ -20,10 +20,11 @@ from typing import Final
 from artifactkit._syscalls import syncfs
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.backend import Garbage, Guard, Mover
+from artifactkit.store.blob_check import blob_lookup
 from artifactkit.store.blob_moves import Moving
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
-from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, blob_lookup, commit_name
+from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 
+from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
 from artifactkit.store.engines import executor_for
@@ -106,8 +109,26 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Exec
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
             digest = digest_of(body)
-        txn.flush(body)
-        return claim_version(txn, guard, name, body, digest)
+        txn.flush(body)  # a bucket's checks of what it deduplicated end here, their repairs too
+        ref = claim_version(txn, guard, name, body, digest)
+    if planned.has_blob.repaired:
+        warnings.warn(repaired_warning(planned.has_blob.repaired), stacklevel=3)
+    return ref
+
+
+#: Digests a :class:`~artifactkit.errors.RepairedBlobsWarning`'s message names (its ``blobs`` lists them all).
+SHOWN_REPAIRS: Final = 5
+
+
+def repaired_warning(repaired: set[str]) -> RepairedBlobsWarning:
+    """What a publish says of the damaged blobs it stored its own bytes over (:mod:`~artifactkit.store.blob_check`)."""
+    blobs = sorted(repaired)
+    shown = ", ".join(blobs[:SHOWN_REPAIRS]) + (f" and {len(blobs) - SHOWN_REPAIRS} more" if len(blobs) > SHOWN_REPAIRS
+                                                 else "")
+    return RepairedBlobsWarning(
+        f"repaired {len(blobs)} damaged blob{'s' if len(blobs) != 1 else ''} in the store: {shown} held other bytes "
+        "than their names say (planted by a writer of the store, or rotted on its disk); this publish stored its own "
+        "over them, so every version naming them downloads again", blobs)
 
 
 def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged], *,

@@ -11,7 +11,7 @@ from typing import NamedTuple, overload
 
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.content import SourceRead, read_source, write_staged
-from artifactkit.store.layout import HasBlob
+from artifactkit.store.layout import HasBlob, StagedCopy
 
 
 def staging_name(index: int) -> str:
@@ -94,13 +94,16 @@ Reader = Callable[..., SourceRead]
 def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen: set[str], *,
                read: Reader | None = None, in_memory: bool = False) -> Staged:
     """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
-    ``has_blob``: :func:`~artifactkit.store.layout.blob_lookup`'s answer; ``seen``: digests this publish
-    staged already; ``in_memory``: a small file's new bytes are returned, not written to staging."""
+    ``has_blob``: the transaction's answer (:func:`~artifactkit.store.blob_check.blob_lookup`'s, for a directory),
+    which checks a stored blob against the bytes read, so a damaged one is stored again; ``seen``: digests this
+    publish staged already; ``in_memory``: a small file's new bytes are returned, not written to staging."""
     index, entry, identity = item
     stage_name = staging_name(index)
     # read_source looked up at each call, not bound as a default: the tests count reads by wrapping it.
     found = (read or read_source)(f"{root}/{entry.path}", entry, identity, stage_fd=txn_fd, stage_name=stage_name)
-    is_new = found.sha256 not in seen and not has_blob(found.sha256, entry.size)
+    # A stored blob is checked against the bytes in hand: the small file's, or the copy staged (and hashed) as read.
+    held = found.data if found.data is not None else StagedCopy(txn_fd, stage_name, found.extents)
+    is_new = found.sha256 not in seen and not has_blob(found.sha256, entry.size, held)
     data = None
     if is_new:
         if found.data is not None and in_memory:

@@ -31,6 +31,9 @@ class VerifyReport:
     store meanwhile; otherwise such items may belong to a publish in flight and are ``in_progress``.
     Leftovers younger than the grace ``gc`` gives by default (``grace_s``: a bucket's hour) are ``kept``, as
     ``gc`` reports them: not orphaned, since ``gc`` would not remove them yet.
+    ``broken_versions``: every version (``name@version``) that cannot be downloaded exactly, because its
+    manifest or a blob it names is corrupt, missing or unreadable; a publish of the same content repairs a
+    damaged blob (:mod:`~artifactkit.store.blob_check`).
     """
 
     ok: bool
@@ -43,6 +46,7 @@ class VerifyReport:
     in_progress: list[str]
     kept: list[str] = attrs.field(factory=list)
     grace_s: float = 0.0
+    broken_versions: list[str] = attrs.field(factory=list)
 
     @property
     def clean(self) -> bool:
@@ -65,10 +69,11 @@ def read_version(opened: Opened, name: str, version: int) -> Manifest | None:
     return None if ref is None else verified_manifest(ref, *opened.manifest_bytes(ref, check_digest=False))
 
 
-def mark(opened: Opened, progress: Reporter | None = None) -> tuple[int, Needed, list[str], list[str]]:
+def mark(opened: Opened, progress: Reporter | None = None, *,
+         broken: set[tuple[str, int]] | None = None) -> tuple[int, Needed, list[str], list[str]]:
     """Read every manifest: ``(versions read, blob -> its users with the size each records, corrupt,
     unreadable)``. Bytes that do not match their digest are corrupt; bytes that cannot be read or parsed as a
-    manifest are unreadable."""
+    manifest are unreadable; ``broken`` gets the ``(name, version)`` of each."""
     needed: Needed = {}
     corrupt: list[str] = []
     unreadable: list[str] = []
@@ -90,6 +95,8 @@ def mark(opened: Opened, progress: Reporter | None = None) -> tuple[int, Needed,
         if problem:
             kind, _, why = problem.partition(":")
             (corrupt if kind == "corrupt" else unreadable).append(f"manifest {ArtifactRef(name, version, '')}: {why}")
+            if broken is not None:
+                broken.add((name, version))
         if manifest is None:
             continue
         versions += 1
@@ -108,7 +115,8 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
     """
     with opened.quiescent() as quiet:
         progress = progress or Reporter(None)
-        versions, needed, corrupt, unreadable = mark(opened, progress)
+        broken: set[tuple[str, int]] = set()
+        versions, needed, corrupt, unreadable = mark(opened, progress, broken=broken)
         present = opened.blob_names()
         # What gc would keep for the grace is kept here too; the sizes are not walked: verify frees nothing.
         leftovers = [(f"blobs/{item.name}", item) for item in opened.blob_garbage(needed, measure=False)]
@@ -116,28 +124,34 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
         quiescent = quiet()
     missing: list[str] = []
 
-    def check(item: tuple[str, list[tuple[str, int]]]) -> tuple[str, str]:
+    def check(item: tuple[str, list[tuple[str, int]]]) -> tuple[str, str, list[tuple[str, int]]]:
+        """What is wrong with a blob ("" if nothing), the problem, and the users it breaks."""
         sha, users = item
         names = ", ".join(user for user, _ in users)
+        breaks = f"breaks {', '.join(str(ref) for ref in _versions_of(users))}"
         if sha not in present:
-            return "missing", f"blob {sha} (needed by {names})"
+            return "missing", f"blob {sha}; {breaks} (needed by {names})", users
         try:
             size, actual = opened.blob_digest(sha, {claimed for _, claimed in users}, present[sha])
         except IntegrityError as err:
             if getattr(err, "failed", None) == IntegrityFailure.MISSING:
-                return "missing", f"blob {sha} (needed by {names})"
-            return "corrupt", f"blob {sha}: {err} (needed by {names})"
-        # A size no manifest could have is reported with the versions that record it, and never hashed for.
-        wrong = [f"{user} (manifest says {claimed} bytes)" for user, claimed in users if claimed != size]
+                return "missing", f"blob {sha}; {breaks} (needed by {names})", users
+            return "corrupt", f"blob {sha}: {err}; {breaks} (needed by {names})", users
+        # A size no manifest could have is reported with the versions that record it, and never hashed for; only
+        # those versions are broken by it.
+        wrong = [(user, claimed) for user, claimed in users if claimed != size]
         if wrong:
-            return "corrupt", f"blob {sha}: {size} bytes, not the size recorded by {', '.join(wrong)}"
+            recorded = ", ".join(f"{user} (manifest says {claimed} bytes)" for user, claimed in wrong)
+            return "corrupt", (f"blob {sha}: {size} bytes, not the size recorded by {recorded}; breaks "
+                               f"{', '.join(str(ref) for ref in _versions_of(wrong))}"), wrong
         if actual != sha:
-            return "corrupt", f"blob {sha}: content hashes to {actual} (needed by {names})"
-        return "", ""
+            return "corrupt", f"blob {sha}: content hashes to {actual}; {breaks} (needed by {names})", users
+        return "", "", []
     progress.phase("blobs", entries_total=len(needed), bytes_total=sum(users[0][1] for users in needed.values()))
-    for (_, users), (kind, problem) in zip(sorted(needed.items()), each(opened, check, sorted(needed.items())),
-                                           strict=True):
+    for (_, users), (kind, problem, broke) in zip(sorted(needed.items()), each(opened, check, sorted(needed.items())),
+                                                  strict=True):
         (missing if kind == "missing" else corrupt if kind else []).append(problem)
+        broken.update((ref.name, ref.version) for ref in _versions_of(broke))
         progress.advance(1, users[0][1])
     grace = opened.default_grace_s
     kept = [name for name, item in leftovers if item.young(grace)] if quiescent else []
@@ -145,4 +159,11 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
         ok=not (corrupt or missing or unreadable), versions=versions, blobs_checked=len(needed),
         corrupt=corrupt, missing=missing, unreadable=unreadable,
         orphaned=[name for name, item in leftovers if not item.young(grace)] if quiescent else [],
-        in_progress=[] if quiescent else [name for name, _ in leftovers], kept=kept, grace_s=grace)
+        in_progress=[] if quiescent else [name for name, _ in leftovers], kept=kept, grace_s=grace,
+        broken_versions=[f"{name}@{version}" for name, version in sorted(broken)])
+
+
+def _versions_of(users: list[tuple[str, int]]) -> list[ArtifactRef]:
+    """The versions among a blob's users (``name@version:path``), each once, in order."""
+    found = {user.partition(":")[0].rpartition("@")[::2] for user, _ in users}
+    return sorted(ArtifactRef(name, int(version), "") for name, version in found)

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use crate::blob_check::{self, Held, Stored};
 use crate::copy::{copy_sparse, hex};
 use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
@@ -64,6 +65,8 @@ struct Read {
     /// Whether `blob-{index}` was made in staging: always for a large or sparse file, for a small one only where
     /// its content was new when it was read (see [`Claims`]).
     copied: bool,
+    /// Whether the store holds its content (`blob_check::check`, asked of the bytes read).
+    stored: Stored,
 }
 
 /// errnos meaning "no flags here" (flags.py's `_UNSUPPORTED` and `_FORBIDDEN`): recorded as `None`.
@@ -174,13 +177,15 @@ fn stage_cname(index: u64) -> CString {
 }
 
 /// `read_source`: hash once; a new small dense file's bytes are written to staging straight from this thread's
-/// buffer (`stage_copy` says whether to: the decision needs the digest), anything else is copied into staging while
-/// it is hashed. Writing here rather than after every read of the batch keeps no file's bytes past its own read: a
-/// batch's bytes held at once were the cold first publish's page faults (about 5 µs each on this machine's VMs:
-/// 2.5 ms of CPU for the 2 MiB of `small`), and a second pass of threads to write them was one spawn more.
-fn read_source<D>(root: &[u8], item: &Item<'_>, txn: RawFd, stage_copy: D) -> Result<Read, Failure>
+/// buffer, anything else is copied into staging while it is hashed. `check(sha, held)` says whether the store holds
+/// the content, asked of the bytes in hand (the small file's, or the staged copy: `blob_check::Held`), and whether
+/// this read writes a small file's copy (the decision needs the digest). Writing here rather than after every read
+/// of the batch keeps no file's bytes past its own read: a batch's bytes held at once were the cold first publish's
+/// page faults (about 5 µs each on this machine's VMs: 2.5 ms of CPU for the 2 MiB of `small`), and a second pass
+/// of threads to write them was one spawn more.
+fn read_source<D>(root: &[u8], item: &Item<'_>, txn: RawFd, check: D) -> Result<Read, Failure>
 where
-    D: FnOnce(&str) -> Result<bool, Failure>,
+    D: FnOnce(&str, Held<'_>) -> Result<(Stored, bool), Failure>,
 {
     let mut full_bytes = root.to_vec();
     full_bytes.push(b'/');
@@ -200,18 +205,28 @@ where
     let create = || {
         sys::open_at(txn, &name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o444).map_err(|e| os(e, name.as_bytes()))
     };
-    let (sha256, count, copied) = if extents.is_none() && item.size <= IN_MEMORY_LIMIT {
+    // A file that grew or shrank is refused before its blob is asked about: never stage a wrong length.
+    let whole = |count: u64| {
+        if count == item.size {
+            Ok(())
+        } else {
+            Err(Failure::SourceLength { path: shown.clone(), count })
+        }
+    };
+    let (sha256, stored, copied) = if extents.is_none() && item.size <= IN_MEMORY_LIMIT {
         SMALL_BYTES.with_borrow_mut(|data| {
             read_small_into(src, item.size, data).map_err(|e| Failure::os(e, None))?;
             let sha = hex(&Sha256::digest(&data[..]));
-            // A file that grew or shrank is refused below, before its copy could count: never stage a wrong length.
-            let count = data.len() as u64;
-            let copied = count == item.size && stage_copy(&sha)?;
-            if copied {
-                sys::pwrite_all(sys::raw(&create()?), data, 0).map_err(|e| Failure::os(e, None))?;
-            }
+            let checked = whole(data.len() as u64).and_then(|()| check(&sha, Held::Bytes(data)));
+            let written = match checked {
+                Ok((stored, true)) => sys::pwrite_all(sys::raw(&create()?), data, 0)
+                    .map(|()| (sha, stored, true))
+                    .map_err(|e| Failure::os(e, None)),
+                Ok((stored, false)) => Ok((sha, stored, false)),
+                Err(failure) => Err(failure),
+            };
             keep_small(data); // last: it may empty the buffer
-            Ok::<_, Failure>((sha, count, copied))
+            written
         })?
     } else {
         let out = create()?;
@@ -220,13 +235,12 @@ where
             Some(runs) => copy_sparse(src, sys::raw(&out), item.size, runs),
         };
         let (sha, count) = copied.map_err(|e| Failure::os(e, None))?;
-        (sha, count, true)
+        whole(count)?;
+        let (stored, _) = check(&sha, Held::Copy { fd: sys::raw(&out), extents: extents.as_deref() })?;
+        (sha, stored, true)
     };
-    if count != item.size {
-        return Err(Failure::SourceLength { path: shown, count });
-    }
     check_unchanged(item, &shown, src, 1)?;
-    Ok(Read { sha256, noatime, flags, extents, copied })
+    Ok(Read { sha256, noatime, flags, extents, copied, stored })
 }
 
 /// A small file's bytes are read into the buffer its thread keeps: cleared, never freed between files, so a
@@ -245,25 +259,13 @@ fn keep_small(data: &mut Vec<u8>) {
 }
 
 /// What the calls of one publish share: the content staged by an earlier file of the publish (so equal content
-/// is staged once, whichever call it came in) and, where the caller listed `blobs/` once, that listing.
+/// is staged once, whichever call it came in), where the caller listed `blobs/` once, that listing, and the
+/// damaged blobs the publish staged its own bytes over (`BlobLookup.repaired`).
 #[derive(Debug, Default)]
 pub struct Seen {
     pub staged: HashSet<String>,
     pub listed: Option<HashSet<String>>,
-}
-
-/// `layout.BlobLookup`: whether `sha` is in the blobs directory as a regular file of `size` bytes — a name the
-/// caller's listing lacks is not (no `lstat`), any other is `lstat`ed (`layout.stored_at`).
-fn has_blob(blobs: RawFd, listed: Option<&HashSet<String>>, sha: &str, size: u64) -> Result<bool, Failure> {
-    if listed.is_some_and(|names| !names.contains(sha)) {
-        return Ok(false);
-    }
-    let name = cstr(sha.as_bytes())?;
-    match sys::lstat_at(blobs, &name) {
-        Ok(st) => Ok(st.st_mode & libc::S_IFMT == libc::S_IFREG && u64::try_from(st.st_size).ok() == Some(size)),
-        Err(libc::ENOENT) => Ok(false),
-        Err(e) => Err(os(e, sha.as_bytes())),
-    }
+    pub repaired: Vec<String>,
 }
 
 /// Which small file of this call writes a content's staged copy, claimed as the reads happen: a content is written
@@ -309,11 +311,12 @@ pub fn stage_files<T: ToRead>(
     let (claims, tally) = (Claims::default(), Tally::default());
     let known = &*seen;
     let at = |i: usize| move |failure| Located { at: i, failure };
-    let is_stored = |sha: &str, size: u64| {
+    // A stored blob is checked against the bytes in hand (`blob_check::check`): a damaged one is not stored.
+    let is_stored = |sha: &str, size: u64, held: Held<'_>| {
         if known.staged.contains(sha) {
-            return Ok(true);
+            return Ok(Stored::Holds);
         }
-        has_blob(blobs, known.listed.as_ref(), sha, size)
+        blob_check::check(blobs, known.listed.as_ref(), sha, size, held)
     };
     // The calling thread waits, asking `poll` (signals) meanwhile: a big file's read stops at its next step.
     let mut reads = pool::map_polling(
@@ -321,19 +324,12 @@ pub fn stage_files<T: ToRead>(
         threads,
         |i, read| {
             let item = read.item();
-            let mut stored = None;
-            let read = read_source(root, &item, txn, |sha| {
-                let old = is_stored(sha, item.size)?;
-                stored = Some(old);
-                Ok(!old && claims.claim(sha, i))
+            let read = read_source(root, &item, txn, |sha, held| {
+                let stored = is_stored(sha, item.size, held)?;
+                Ok((stored, stored != Stored::Holds && matches!(held, Held::Bytes(_)) && claims.claim(sha, i)))
             })
             .map_err(at(i))?;
-            // Large and sparse files were copied before their digest was known: whether they are stored is asked now.
-            let stored = match stored {
-                Some(old) => old,
-                None => is_stored(&read.sha256, item.size).map_err(at(i))?,
-            };
-            let Read { sha256, noatime, flags, extents, copied } = read;
+            let Read { sha256, noatime, flags, extents, copied, stored } = read;
             // The output as it will be kept, `staged` decided below in input order: no second list of them made.
             Ok((Staged { index: item.index, sha256, noatime, flags, extents, staged: false }, stored, copied))
         },
@@ -346,9 +342,12 @@ pub fn stage_files<T: ToRead>(
     }
     let mut dropped: Vec<(usize, u64)> = Vec::new();
     for (i, (read, stored, copied)) in reads.iter_mut().enumerate() {
-        read.staged = !*stored && !seen.staged.contains(&read.sha256);
+        read.staged = *stored != Stored::Holds && !seen.staged.contains(&read.sha256);
         if read.staged {
             seen.staged.insert(read.sha256.clone());
+            if *stored == Stored::Damaged {
+                seen.repaired.push(read.sha256.clone()); // its own bytes are renamed over the damaged blob
+            }
         } else if *copied {
             dropped.push((i, read.index)); // copied while hashing (or claimed out of step), but already stored
         }

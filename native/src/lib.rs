@@ -6,6 +6,7 @@
 //! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
+mod blob_check;
 mod cancel;
 mod captured;
 mod content;

@@ -8,6 +8,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
+use crate::blob_check::{open_regular, Looked};
 use crate::content::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::copy::{copy_sparse, hex};
 use crate::copy_hashed::hash_while_copying;
@@ -118,19 +119,17 @@ impl Scratch {
 fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
     let sha = entry.sha256.ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(entry.path))))?;
     let name = Scratch::c(&mut scratch.name, sha.as_bytes())?;
-    let blob = match sys::open_at(blobs, name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0) {
-        Ok(fd) => fd,
+    // Looked at before it is opened (`blob_check::open_regular`): a FIFO or a device under the name is never opened.
+    let (blob, st) = match open_regular(blobs, name) {
+        Ok(Looked::Regular(fd, st)) => (fd, st),
+        Ok(Looked::Other(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+            return Err(blob_failure("symlink", entry, sha))
+        }
+        Ok(Looked::Other(_)) => return Err(blob_failure("not_regular", entry, sha)),
         Err(libc::ENOENT) => return Err(blob_failure("missing", entry, sha)),
-        Err(libc::ELOOP) => return Err(blob_failure("symlink", entry, sha)),
-        // A socket, or a device with no driver: no file to open, so not stored content (`UNOPENABLE_KINDS`).
-        Err(libc::ENXIO | libc::ENODEV) => return Err(blob_failure("not_regular", entry, sha)),
         Err(e) => return Err(os(e, sha.as_bytes())),
     };
     let src = sys::raw(&blob);
-    let st = sys::fstat(src).map_err(|e| Failure::os(e, None))?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(blob_failure("not_regular", entry, sha));
-    }
     let stored = u64::try_from(st.st_size).unwrap_or(0);
     if stored != entry.size {
         return Err(blob_found("size", entry, sha, stored, String::new()));

@@ -39,7 +39,12 @@ impl StageState {
     #[new]
     #[pyo3(signature = (listed=None))]
     fn new(listed: Option<HashSet<String>>) -> Self {
-        Self { seen: content::Seen { staged: HashSet::new(), listed }, reads: Vec::new() }
+        Self { seen: content::Seen { staged: HashSet::new(), listed, repaired: Vec::new() }, reads: Vec::new() }
+    }
+
+    /// The damaged blobs (same name, other bytes) this publish's reads staged their own bytes over, in order.
+    fn repaired(&self) -> Vec<String> {
+        self.seen.repaired.clone()
     }
 
     /// How many reads `stage_captured` kept here.

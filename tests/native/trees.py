@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
+from artifactkit.store.blob_check import BlobLookup, blob_lookup
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
-from artifactkit.store.layout import BlobLookup, HasBlob, blob_lookup
+from artifactkit.store.layout import HasBlob
 from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import plan
 from artifactkit.store.scan import capture_tree, scan_tree

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import IntegrityError, Store
+from artifactkit import IntegrityError, Store, assert_metadata_equal, capture_tree
 from artifactkit.conformance.corpus import materialize
+from artifactkit.store import content
 from tests.support.engines import ENGINE_NAMES, running_on
+from tests.support.opened_files import files_opened
 
 
 def _fifo(blobs_fd: int, name: str) -> None:
@@ -53,3 +55,26 @@ def test_a_blob_that_is_no_file_is_corruption_for_download_and_verify(fast_tmp: 
     assert not (fast_tmp / "out").exists()
     report = store.verify()
     assert not report.ok and any(sha in item for item in report.corrupt), report
+
+
+def test_without_procfs_a_blob_is_opened_by_name_once_it_is_looked_at(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no procfs is mounted (a chroot), the reference opens a regular blob by name again, requiring the inode
+    it looked at (content._reopen); a FIFO is still refused by the look, never opened. The core's fallback is
+    the same (native/src/blob_check.rs, reopen, and its test without procfs)."""
+    monkeypatch.setattr(content, "PROC_FD", str(fast_tmp / "no-procfs"))
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    with running_on("python"):
+        ref = store.publish(fast_tmp / "src", "demo")
+        store.publish(fast_tmp / "src", "demo")  # every blob checked by content, opened by name
+        store.download(ref, fast_tmp / "out")
+        assert_metadata_equal(store.manifest(ref).entries, capture_tree(fast_tmp / "out"), stage="download")
+        sha = next(e.sha256 for e in store.manifest(ref).entries if e.path == "README.txt")
+        assert sha is not None
+        os.unlink(store.layout.blob_path(sha))
+        os.mkfifo(store.layout.blob_path(sha), 0o444)
+        with files_opened(Path(store.layout.blobs_dir)) as opened:
+            with pytest.raises(IntegrityError, match="not a regular file"):
+                store.download(ref, fast_tmp / "again")
+            assert sha not in opened.take()

@@ -45,12 +45,17 @@ from tests.support.engines import ENGINE_NAMES, running_on
 # The native core (issue 28), measured the same way: 13.56 / 10.56 / 13.56, call for call the reference's but
 # pwrite64 for write. It answers "is this blob stored?" from the plan's one listing of blobs/ as the reference
 # does (layout.BlobLookup); before it did, it stat'ed each new blob (+1 per file published: 14.56).
+# Issue 48 (a planted blob, a device under a blob's name): 14.56 / 15.5 / 15.5 on both engines. A re-publish checks
+# every blob it deduplicates against by content: the blob looked at through an O_PATH fd (openat, fstat: the fstat
+# replaces the lstat), reopened through /proc/self/fd, one pread compared with the bytes in hand, two closes (+5).
+# A download looks at each blob through an O_PATH fd before opening it (+1 openat, +1 close): a FIFO or a device
+# under a blob's name is never opened. Both are the price of the rule, not a new pass over the files.
 # Each budget is that count plus ~1 syscall of slack: a refactor may move a call around, but a
 # new pass over the files (+4 to +7 per file) trips it. Lower these when a fast path lands; never
 # raise them without saying why in the commit.
 BUDGETS: Final = {
-    "python": {"publish": 14.5, "republish": 11.5, "download": 14.5},
-    "native": {"publish": 14.5, "republish": 11.5, "download": 14.5},
+    "python": {"publish": 14.5, "republish": 16.5, "download": 16.5},
+    "native": {"publish": 14.5, "republish": 16.5, "download": 16.5},
 }
 
 N_FILES: Final = 100

@@ -13,14 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
+from artifactkit.store.s3.checks import BucketBlobs
 from artifactkit.store.s3.layout import blob_key, highest_taken, manifest_key
-from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket
+from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket, ObjectInfo
 from artifactkit.store.stage import Staged
 
 #: Bytes of small files held in memory waiting for their upload, at most (plus one batch being read).
@@ -49,21 +50,23 @@ class BucketTxn:
         self._writer = secrets.token_hex(8)
 
     def blob_lookup(self, lookups: int) -> HasBlob:
-        """One listing of ``blobs/`` where it costs fewer requests than a HEAD per file, else a HEAD each."""
-        sizes: dict[str, int] = {}
+        """One listing of ``blobs/`` (each object's length and ETag) where it costs fewer requests than a HEAD per
+        file, else none; every object is checked by content (:class:`~artifactkit.store.s3.checks.BucketBlobs`)."""
+        listed: dict[str, ObjectInfo] = {}
         for count, info in enumerate(self.bucket.objects_under("blobs/")):
             if count >= max(lookups, 1) * NAMES_PER_LOOKUP:
-                return self._head
-            sizes[info.key.removeprefix("blobs/")] = info.size
-        # An object of another length under the name (truncated, or planted by another writer of the bucket)
-        # is replaced with our bytes, which are in hand: trusting it would make a version that says
-        # "published" and can never be downloaded. One of the same length is trusted on its name (checking
-        # its content would cost a GET of every blob); ``verify`` hashes it.
-        return lambda sha, size: sha in sizes and (size is None or sizes[sha] == size)
+                return BucketBlobs(self, None)
+            listed[info.key.removeprefix("blobs/")] = info
+        return BucketBlobs(self, listed)
 
-    def _head(self, sha: str, size: int | None) -> bool:
-        stored = self.bucket.head(blob_key(sha))
-        return stored is not None and (size is None or stored.size == size)
+    def put_again(self, sha: str, data: bytes | None, staged: str | None) -> None:
+        """A blob whose object was not its content, put from the bytes in hand (checks.BucketBlobs)."""
+        upload_blob(self.bucket, sha, data, staged)
+
+    def submit(self, check: Callable[[], None], in_flight: int) -> None:
+        """Run ``check`` on the upload pool, its ``in_flight`` bytes held until it ends (bounded as uploads are)."""
+        self._pending[self._pool.submit(check)] = in_flight
+        self._drain(IN_FLIGHT_LIMIT)
 
     def add(self, staged: Sequence[Staged]) -> None:
         for found in staged:
