@@ -67,6 +67,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
@@ -136,14 +137,23 @@ def file_size_limit() -> int:
 
 
 def _bytes_setting(setting: str, default: int, what: str) -> int:
+    def refused(text: str) -> ManifestLimitError:
+        return ManifestLimitError(
+            f"{setting}={show(text)} is not {what}: give a positive whole number of bytes (the default is "
+            f"{default})", limit=None, actual=text, setting=setting)
+    return positive_setting(setting, default, refused)
+
+
+def positive_setting(setting: str, default: int, refused: Callable[[str], Exception]) -> int:
+    """The environment's ``setting`` as a positive whole number in ASCII digits (surrounding whitespace allowed),
+    ``default`` where it is unset or empty; any other value raises ``refused(value)``, never silently the default:
+    a limit someone meant to set must not quietly be another."""
     text = os.environ.get(setting, "")
     if not text:
         return default
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit() and int(digits) > 0):
-        raise ManifestLimitError(
-            f"{setting}={show(text)} is not {what}: give a positive whole number of bytes (the default is "
-            f"{default})", limit=None, actual=text, setting=setting)
+        raise refused(text)
     return int(digits)
 
 

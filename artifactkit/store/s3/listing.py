@@ -28,7 +28,6 @@ to the key bound: that is the most one can cost (docs/s3.md has the figures).
 
 from __future__ import annotations
 
-import os
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import ListingLimitError, RemoteStoreError
-from artifactkit.store.manifest_limits import show
+from artifactkit.store.manifest_limits import positive_setting, show
 
 #: The default of :func:`max_listed_keys`.
 MAX_LISTED_KEYS: Final = 20_000_000
@@ -62,15 +61,11 @@ class ListingBounds:
 def max_listed_keys() -> int:
     """:data:`MAX_LISTED_KEYS`, unless ``ARTIFACTKIT_MAX_LISTED_KEYS`` is set (an empty value counts as unset)
     to a positive whole number in ASCII digits; any other value is refused by name, never the default."""
-    text = os.environ.get(LISTED_KEYS_SETTING, "")
-    if not text:
-        return MAX_LISTED_KEYS
-    digits = text.strip()
-    if not (digits.isascii() and digits.isdigit() and int(digits) > 0):
-        raise ListingLimitError(
+    def refused(text: str) -> ListingLimitError:
+        return ListingLimitError(
             f"{LISTED_KEYS_SETTING}={show(text)} is not a number of keys: give a positive whole number (the "
             f"default is {MAX_LISTED_KEYS})", url="", code="BadSetting", limit="keys", setting=LISTED_KEYS_SETTING)
-    return int(digits)
+    return positive_setting(LISTED_KEYS_SETTING, MAX_LISTED_KEYS, refused)
 
 
 class ListingGuard:
