@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from artifactkit.store.s3.sigv4 import EMPTY_SHA256, encode_query, signed_headers
+from tests.support.capability import require_module
 
 # The documentation's example keys (AWS's "Signature Calculations for the Authorization Header").
 ACCESS, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -31,6 +32,7 @@ def test_the_documented_list_objects_example_signs_to_the_documented_signature()
 ])
 @pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEXAMPLE//session+token="])
 def test_a_listing_request_signs_as_botocore_signs_it(params: dict[str, str], token: str | None) -> None:
+    require_module("botocore", "pip install 'artifactkit[s3]' (boto3 brings botocore, the signer held against)")
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
