@@ -20,6 +20,9 @@ from tests.support.hostile_manifest import DATA, SHA, T, body, doc, file_entry
 from tests.support.hostile_store import STORE_KINDS, forge_manifest, put_blob, store_of_kind
 
 FOREIGN = 4242
+#: The owner every entry claims where the test is not about owners: the downloader's own, so a user without
+#: CAP_CHOWN restores it (0 made every such download NotRestorableError for a normal user).
+OWN = {"uid": os.geteuid(), "gid": os.getegid()}
 #: security.capability of cap_setuid=ep (VFS_CAP_REVISION_2): what a later name claimed, and was dropped.
 CAPABILITY = base64.b64encode(bytes.fromhex("01000002" "80000000" "00000000" "00000000" "00000000")).decode()
 
@@ -28,7 +31,7 @@ CAPABILITY = base64.b64encode(bytes.fromhex("01000002" "80000000" "00000000" "00
 def store(request: pytest.FixtureRequest, fast_tmp: Path) -> Store:
     made = store_of_kind(request.param, request, fast_tmp)
     put_blob(made, SHA, DATA)
-    forge_manifest(made, "demo", 1, body(doc(file_entry(uid=0, gid=0))))
+    forge_manifest(made, "demo", 1, body(doc(file_entry(**OWN))))
     return made
 
 
@@ -65,13 +68,13 @@ def test_half_an_owner_is_refused_on_every_kind(store: Store, fast_tmp: Path, ki
 
 # --- 9. a hard-link group whose names disagree -----------------------------------------------------------
 
-FIRST = file_entry(uid=0, gid=0, xattrs=[])
+FIRST = file_entry(**OWN, xattrs=[])
 #: What a later name may claim about the inode it shares with its first name: each differs from FIRST's.
 DISAGREEING: dict[str, dict[str, Any]] = {
     "xattrs": {"xattrs": [["security.capability", CAPABILITY]]},
     "mode": {"mode": 0o4755},
-    "uid": {"uid": FOREIGN, "gid": 0},
-    "gid": {"uid": 0, "gid": FOREIGN},
+    "uid": {"uid": FOREIGN},
+    "gid": {"gid": FOREIGN},
     "mtime_ns": {"mtime_ns": T + 1},
     "atime_ns": {"atime_ns": T - 1},
     "flags": {"flags": int(InodeFlag.FS_NOATIME_FL)},
