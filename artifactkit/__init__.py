@@ -33,12 +33,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below i
     )
     from artifactkit.isolation.probe import AtimeProbe, probe_atime
     from artifactkit.isolation.tree import NoatimeTree, check_tree_flagged, private_noatime_tree
+    from artifactkit.manifest.encode import Manifest
     from artifactkit.metadata.compare import assert_metadata_equal, compare
     from artifactkit.metadata.mismatch import Mismatch
     from artifactkit.metadata.model import FileMeta, capture
     from artifactkit.store.gc import GcReport
     from artifactkit.store.layout import ArtifactRef
-    from artifactkit.store.manifest import Manifest
     from artifactkit.store.scan import capture_tree
     from artifactkit.store.store import Store
     from artifactkit.store.verify import VerifyReport
@@ -55,7 +55,7 @@ _HOME = {
     "GcReport": "artifactkit.store.gc",
     "IntegrityError": "artifactkit.errors",
     "IsolationError": "artifactkit.errors",
-    "Manifest": "artifactkit.store.manifest",
+    "Manifest": "artifactkit.manifest.encode",
     "ManifestLimitError": "artifactkit.errors",
     "MetadataMismatchError": "artifactkit.errors",
     "Mismatch": "artifactkit.metadata.mismatch",

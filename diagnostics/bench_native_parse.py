@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_store import build_corpus  # this directory's module, by the line above
 
 from artifactkit import Store
+from artifactkit.manifest.encode import parse_manifest
 from artifactkit.store import _native_manifest, manifest_file
-from artifactkit.store.manifest import parse_manifest
 
 
 def cpu_ns(*, child: bool) -> int:

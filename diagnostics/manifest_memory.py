@@ -4,7 +4,7 @@ in times the manifest's size.
 
     python3 diagnostics/manifest_memory.py [--mib 16] [--shapes a,b] [--output FILE.json]
 
-Each shape is the worst of its kind that ``manifest_limits`` lets through, or the one it refuses (the issue's
+Each shape is the worst of its kind that ``manifest.limits`` lets through, or the one it refuses (the issue's
 ``[[[...]]]`` 900 deep under a key nobody reads was 48 times its size): a dense one is padded with spaces to
 exactly the bytes its lists and objects must pay for (``LIST_BYTES``, ``OBJECT_BYTES``). Each run is the
 console script under GNU ``time``, whose ``%M`` is the child's own peak (``ru_maxrss`` of a child of this
@@ -27,7 +27,7 @@ from typing import Any, Final
 from bench_env import child_env, command_line, environment, scratch_on_tmpfs
 
 from artifactkit import Store
-from artifactkit.store.manifest_limits import LIST_BYTES, MAX_EXTENTS, OBJECT_BYTES
+from artifactkit.manifest.limits import LIST_BYTES, MAX_EXTENTS, OBJECT_BYTES
 
 ENGINES: Final = ("python", "native")
 OPS: Final = ("verify", "download")

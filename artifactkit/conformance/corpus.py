@@ -26,11 +26,11 @@ from typing import Any
 
 import attrs
 
+from artifactkit.manifest.paths import check_tree_shape
 from artifactkit.metadata.flags import FLAG_LETTERS, restore_flags_fd
 from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, ROOT, SPECIAL_KINDS, Extents, FileMeta, Xattrs
 from artifactkit.metadata.render import ACL_NAMES, acl_bytes, acl_text
 from artifactkit.metadata.times import deepest_first, set_times_exact
-from artifactkit.store.paths import check_tree_shape
 
 
 @attrs.frozen

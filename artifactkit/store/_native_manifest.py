@@ -1,16 +1,16 @@
 """The manifest in the native core, both ways, each with the reference's errors.
 
 **Encoding** (publish; :func:`artifactkit._native.manifest_bytes`): the bytes
-:func:`~artifactkit.store.manifest.manifest_bytes` makes of the same entries, with the reference's errors.
+:func:`~artifactkit.manifest.encode.manifest_bytes` makes of the same entries, with the reference's errors.
 
 The core merges each entry with what its read found as ``assemble`` does (a hard link's later names take
-their first name's), encodes it as :func:`~artifactkit.store.manifest.encode_entry` does (the C JSON
+their first name's), encodes it as :func:`~artifactkit.manifest.encode.encode_entry` does (the C JSON
 encoder's bytes: sorted keys, every non-ASCII character escaped, lone surrogates included), sorts the lines
 as Python sorts ``(path, line)`` and joins them. It takes only values of exact JSON types and answers ``None`` for
 anything else, so the caller encodes those with the reference: no value is ever encoded two ways.
 
 **Parse** (every read of a manifest; :func:`artifactkit._native.parse_manifest`), with the reference's
-refusals: :func:`parse` returns what :func:`~artifactkit.store.manifest.parse_manifest` returns for the same
+refusals: :func:`parse` returns what :func:`~artifactkit.manifest.encode.parse_manifest` returns for the same
 bytes, and raises what it raises.
 
 The core reads and checks the whole manifest with the GIL released and makes each ``FileMeta`` by calling
@@ -19,7 +19,7 @@ the class, as the reference does; it decides acceptance only. Whatever it does n
 parses those bytes again: so a refusal is the reference's own error, every message written once, and a
 shape the core leaves to Python (a lone surrogate, an integer past 64 bits, ``-0``, nesting deeper than the
 format's five levels; see ``native/src/manifest_parse/json.rs``) still reads as the reference reads it.
-Refusals are the rare path, and the reference's parse is bounded (``manifest_limits``); a decline costs
+Refusals are the rare path, and the reference's parse is bounded (``manifest.limits``); a decline costs
 the core's read, a fraction of the reference's.
 
 Importing this module fails with ``ImportError`` where the core is not built.
@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from artifactkit import _native
+from artifactkit.manifest.encode import Manifest, check_manifest_size, manifest_head, parse_manifest
+from artifactkit.manifest.extended import too_many_runs
+from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store._native_capture import CapturedEntries
-from artifactkit.store.manifest import Manifest, check_manifest_size, manifest_head, parse_manifest
-from artifactkit.store.manifest_extended import too_many_runs
-from artifactkit.store.manifest_limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.store.plan import Content
 from artifactkit.store.stage import Staged
 
@@ -75,13 +75,13 @@ def _checked(name: str, entries: Sequence[FileMeta], encode: Callable[[], bytes 
 
 
 def size_limit() -> int:
-    """:func:`~artifactkit.store.manifest_limits.file_size_limit` as the core takes it: past ``SIZE_LIMIT`` no size
+    """:func:`~artifactkit.manifest.limits.file_size_limit` as the core takes it: past ``SIZE_LIMIT`` no size
     parses anyway, so a larger setting is that (the core's integer is 64 bits)."""
     return min(file_size_limit(), SIZE_LIMIT)
 
 
 def parse(data: bytes, *, where: str) -> Manifest:
-    """:func:`~artifactkit.store.manifest.parse_manifest` of ``data`` (``where`` names it in a refusal)."""
+    """:func:`~artifactkit.manifest.encode.parse_manifest` of ``data`` (``where`` names it in a refusal)."""
     limit = size_limit()  # a setting that is no limit: the reference's error, before anything is read
     try:
         name, noatime, entries = _native.parse_manifest(data, FileMeta, limit)

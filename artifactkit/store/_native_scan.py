@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from artifactkit import _native
+from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store._native_capture import CapturedEntries, CapturedIdentities
-from artifactkit.store.paths import check_symlink_target
 from artifactkit.store.scan import ScannedTree, dir_replaced, link_changed, not_a_directory, unsupported, vanished
 
 #: ``DirReplaced``'s ``when``: listing the directory, or reading its links.

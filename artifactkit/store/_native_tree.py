@@ -1,7 +1,7 @@
 """A download's manifest parsed by the native core and kept there (:class:`~artifactkit._native.ParsedTree`), so
 its files go from the parse to the core's create without becoming ``FileMeta`` objects on the way.
 
-:func:`parse` reads and checks the bytes as :func:`~artifactkit.store.manifest.parse_manifest` does (the same
+:func:`parse` reads and checks the bytes as :func:`~artifactkit.manifest.encode.parse_manifest` does (the same
 core parse as :mod:`~artifactkit.store._native_manifest`'s, with the same declines, left to the reference). The
 :class:`CoreTree` it returns is the manifest's entries as a :class:`~artifactkit.store.download.Prepared`
 sequence: each ``FileMeta`` is made (by calling the class, as the parse makes them) only when something asks
@@ -25,6 +25,7 @@ from typing import overload
 
 from artifactkit import _native
 from artifactkit.errors import ManifestLimitError
+from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store._native_lazy import MadeOnDemand
@@ -32,7 +33,6 @@ from artifactkit.store._native_manifest import size_limit
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import Layout, Prepared
 from artifactkit.store.executor import CreateItem, EntryRun
-from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import Owners, plans_nothing
 
 

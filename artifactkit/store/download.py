@@ -21,6 +21,8 @@ import attrs
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_beneath, rename_noreplace
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
+from artifactkit.manifest.limits import MAX_EXTENTS
+from artifactkit.manifest.paths import check_tree_shape, parent_of
 from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
@@ -34,8 +36,6 @@ from artifactkit.store.content import (
     write_all,
 )
 from artifactkit.store.executor import CreateItem, CreateJob, Executor, covered
-from artifactkit.store.manifest_limits import MAX_EXTENTS
-from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
 from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan

@@ -22,8 +22,8 @@ import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
 from artifactkit.errors import NotAStoreError
+from artifactkit.manifest.paths import check_artifact_name
 from artifactkit.metadata.model import Extents
-from artifactkit.store.paths import check_artifact_name
 
 
 @attrs.frozen(order=True)

@@ -9,10 +9,10 @@ import stat
 from collections.abc import Sequence
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
+from artifactkit.manifest.encode import Manifest, digest_of, manifest_size_limit, parse_manifest
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.engines import engine_name
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
 from artifactkit.store.store_dirs import StoreDirs
 
 
@@ -55,7 +55,7 @@ def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
 
 
 def _parse(body: bytes, *, where: str) -> Manifest:
-    """:func:`~artifactkit.store.manifest.parse_manifest`, in the native core where the native engine is chosen
+    """:func:`~artifactkit.manifest.encode.parse_manifest`, in the native core where the native engine is chosen
     (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
     if engine_name() == "native":  # only where the core imports: then this import cannot fail
         from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built

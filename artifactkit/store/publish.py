@@ -21,13 +21,13 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import RepairedBlobsWarning
+from artifactkit.manifest.encode import check_representable, digest_of, encode_entry, file_line, manifest_bytes
+from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
 from artifactkit.store.engines import executor_for
 from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
-from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.store.plan import CoreCapture, Plan, plan_reads
 from artifactkit.store.progress import Reporter
 from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
@@ -48,7 +48,7 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
     """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
     ``on_progress(entries so far)`` is called as the scan goes; ``cached`` is the stat cache
     (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a tree with links that
-    may leave it (:func:`~artifactkit.store.paths.check_links_contained`); ``walker``: the executor's own walk
+    may leave it (:func:`~artifactkit.manifest.paths.check_links_contained`); ``walker``: the executor's own walk
     (:attr:`~artifactkit.store.executor.Executor.walker`), used where no cache asks questions."""
     if check_link_policy(links) == "contained":
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave

@@ -27,12 +27,12 @@ import attrs
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_noatime
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
+from artifactkit.manifest.encode import check_source_sizes, file_too_large
+from artifactkit.manifest.limits import file_size_limit
+from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
-from artifactkit.store.manifest import check_source_sizes, file_too_large
-from artifactkit.store.manifest_limits import file_size_limit
-from artifactkit.store.paths import check_symlink_target
 
 
 @attrs.frozen

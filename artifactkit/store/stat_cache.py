@@ -82,9 +82,9 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import IntegrityError, UnsafeCacheError
+from artifactkit.manifest.encode import ATIME_PREFIX, manifest_head
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, HasBlob
-from artifactkit.store.manifest import ATIME_PREFIX, manifest_head
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,

@@ -10,9 +10,9 @@ from typing import TypeVar
 import attrs
 
 from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailure
+from artifactkit.manifest.encode import Manifest
 from artifactkit.store.backend import Opened
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import Manifest
 from artifactkit.store.manifest_file import verified_manifest
 from artifactkit.store.progress import Reporter
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.manifest.encode import parse_manifest
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import blobs_needed
-from artifactkit.store.manifest import parse_manifest
 from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 

@@ -16,10 +16,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifactkit.errors import ManifestLimitError
+from artifactkit.manifest.encode import encode_entry, manifest_bytes
+from artifactkit.manifest.limits import MAX_EXTENTS
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.engines import executor_for
-from artifactkit.store.manifest import encode_entry, manifest_bytes
-from artifactkit.store.manifest_limits import MAX_EXTENTS
 from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble, with_content
 from artifactkit.store.scan import ScannedTree

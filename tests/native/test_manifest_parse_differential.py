@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import Store
+from artifactkit.manifest.encode import FORMAT, Manifest
+from artifactkit.manifest.limits import FILE_BYTES_SETTING
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_file
-from artifactkit.store.manifest import FORMAT, Manifest
-from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
 from artifactkit.store.scan import capture_tree
 from tests.native.trees import File, build, names, unique
 from tests.strategies import timestamps_ns
@@ -79,8 +79,8 @@ def test_the_manifest_of_a_generated_tree_reads_as_the_reference_reads_it(
 
 def test_the_core_parses_exactly_where_the_native_engine_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     from artifactkit import _native
+    from artifactkit.manifest.encode import digest_of
     from artifactkit.store.layout import ArtifactRef
-    from artifactkit.store.manifest import digest_of
 
     calls: list[bytes] = []
     real = _native.parse_manifest

@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
@@ -19,7 +20,6 @@ from artifactkit.store.blob_check import BlobLookup, blob_lookup
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
 from artifactkit.store.layout import HasBlob
-from artifactkit.store.paths import parent_of
 from artifactkit.store.restore_meta import plan
 from artifactkit.store.scan import capture_tree, scan_tree
 from artifactkit.store.stage import Staged, StageItem, stage_file

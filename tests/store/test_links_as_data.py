@@ -15,7 +15,7 @@ import pytest
 
 from artifactkit import Store, UnsafePathError
 from artifactkit.cli.main import main
-from artifactkit.store.paths import link_leaves_tree
+from artifactkit.manifest.paths import link_leaves_tree
 from tests.support.stores import nothing_stored
 
 T = 1_600_000_000_123_456_789

@@ -9,9 +9,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifactkit import FileMeta, IntegrityError, UnsafePathError
-from artifactkit.store import paths
-from artifactkit.store.manifest import FORMAT, Manifest
-from artifactkit.store.paths import check_relpath, check_symlink_target
+from artifactkit.manifest import paths
+from artifactkit.manifest.encode import FORMAT, Manifest
+from artifactkit.manifest.paths import check_relpath, check_symlink_target
 from tests.support.both_parses import parse_both
 
 ROOT = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)

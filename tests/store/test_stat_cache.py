@@ -19,9 +19,9 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.cli.main import main
+from artifactkit.manifest.encode import encode_entry
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import stat_cache, stat_cache_file
-from artifactkit.store.manifest import encode_entry
 from artifactkit.store.stat_cache import CachedRead, StatCache
 from tests.support.hostile_store import blob_exists, remove_blob
 from tests.support.inode_clock import settle as _settle

@@ -13,8 +13,8 @@ import artifactkit.store.download as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure
+from artifactkit.manifest.encode import digest_of
 from artifactkit.store import manifest_file
-from artifactkit.store.manifest import digest_of
 from artifactkit.store.s3 import layout as s3_layout
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.testing.crash import snapshot

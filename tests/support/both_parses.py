@@ -1,4 +1,4 @@
-"""Both manifest parses side by side: the reference's (:func:`~artifactkit.store.manifest.parse_manifest`) and
+"""Both manifest parses side by side: the reference's (:func:`~artifactkit.manifest.encode.parse_manifest`) and
 the native core's (:mod:`artifactkit.store._native_manifest`), held to the same :class:`Manifest` or the same
 error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
 ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1``).
@@ -22,9 +22,9 @@ from types import ModuleType
 import pytest
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
+from artifactkit.manifest.encode import Manifest, parse_manifest
+from artifactkit.manifest.limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
-from artifactkit.store.manifest import Manifest, parse_manifest
-from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from tests.support.core_layout import held_layout
 
 #: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).

@@ -13,9 +13,9 @@ import hashlib
 import warnings
 
 from artifactkit.errors import NotRestorableError
+from artifactkit.manifest.encode import Manifest
 from artifactkit.metadata.model import FIELD_ORDER, SPECIAL_KINDS, FileMeta
 from artifactkit.store.download import Layout, lay_out
-from artifactkit.store.manifest import Manifest
 from artifactkit.store.restore_meta import OWNER_POLICIES, plan
 
 

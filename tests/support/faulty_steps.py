@@ -10,8 +10,8 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 
+from artifactkit.manifest.paths import ROOT
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.paths import ROOT
 
 NS = 1_000_000_000
 

@@ -11,7 +11,7 @@ import pytest
 
 from artifactkit import IntegrityError, TimestampNotRepresentable, UnsafePathError
 from artifactkit.errors import ManifestLimitError
-from artifactkit.store.manifest import FORMAT
+from artifactkit.manifest.encode import FORMAT
 from tests.support.both_parses import parse_both
 
 NAMED = (IntegrityError, UnsafePathError, ManifestLimitError, TimestampNotRepresentable)

@@ -37,7 +37,7 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import ListingLimitError, RemoteStoreError
-from artifactkit.store.manifest_limits import positive_setting, show
+from artifactkit.manifest.limits import positive_setting, show
 
 #: The default of :func:`max_listed_keys`.
 MAX_LISTED_KEYS: Final = 20_000_000

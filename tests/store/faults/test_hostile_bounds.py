@@ -2,7 +2,7 @@
 and ends in a named error, never a RecursionError, TypeError or an hour of hashing zeros (issue 23).
 
 The format side only: what ``parse_manifest`` accepts is self-consistent and within documented bounds
-(``artifactkit.store.manifest_limits``); checking a claimed size against the blob is the download's job.
+(``artifactkit.manifest.limits``); checking a claimed size against the blob is the download's job.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from artifactkit import IntegrityError, Store
 from artifactkit.errors import ManifestLimitError
+from artifactkit.manifest import limits as manifest_limits
+from artifactkit.manifest.encode import Manifest, encode_entry
+from artifactkit.manifest.limits import FILE_BYTES_SETTING
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import manifest_limits
-from artifactkit.store.manifest import Manifest, encode_entry
-from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
 from artifactkit.store.scan import capture_tree
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (

@@ -18,7 +18,7 @@ import pytest
 from artifactkit import IntegrityError, Store
 from artifactkit._fsutil import remove_tree
 from artifactkit.errors import TreeTooDeepError
-from artifactkit.store.manifest_limits import MAX_PATH_BYTES, MAX_TREE_DEPTH
+from artifactkit.manifest.limits import MAX_PATH_BYTES, MAX_TREE_DEPTH
 from tests.support.hostile_manifest import DATA, SHA, body, doc, file_entry
 from tests.support.hostile_store import STORE_KINDS, forge_manifest, put_blob, store_of_kind
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from artifactkit import IntegrityError, UnsafePathError
 from artifactkit.errors import ManifestLimitError
-from artifactkit.store import manifest as manifest_module
-from artifactkit.store.manifest import FORMAT
+from artifactkit.manifest import encode as manifest_module
+from artifactkit.manifest.encode import FORMAT
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
     MESSAGE_LIMIT,

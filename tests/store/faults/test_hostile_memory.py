@@ -3,8 +3,8 @@
 An unknown key holding ``[[[...]]]`` 900 levels deep, repeated, cost 48 times the manifest's size (6.2 GiB for
 128 MiB) where the docs promised at most 25: the reference decodes it whole, about 100 bytes a list, and the
 core declined it to the reference. Now a manifest holding more lists and objects than its size pays for
-(``manifest_limits.check_containers``) is refused before it is decoded, and every shape within the limits stays
-within :data:`~artifactkit.store.manifest_limits.MAX_DECODED_FACTOR` times its size
+(``manifest.limits.check_containers``) is refused before it is decoded, and every shape within the limits stays
+within :data:`~artifactkit.manifest.limits.MAX_DECODED_FACTOR` times its size
 (``diagnostics/manifest_memory.py`` measures them all; here the issue's shape, the old worst and the new).
 
 Each case runs in a child process, whose peak RSS (``VmHWM``) is read before and after the operation.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
-from artifactkit.store.manifest_limits import LIST_BYTES, MAX_DECODED_FACTOR
+from artifactkit.manifest.limits import LIST_BYTES, MAX_DECODED_FACTOR
 from tests.support.hostile_manifest import DATA, SHA, body, doc, file_entry
 from tests.support.hostile_store import STORE_KINDS, forge_manifest, put_blob, store_of_kind
 

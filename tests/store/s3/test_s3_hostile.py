@@ -289,7 +289,7 @@ def test_a_bucket_manifest_claiming_a_file_past_the_size_limit_is_refused_before
     # A writer of the bucket composes a huge object from copied parts for little (UploadPartCopy) and claims it:
     # the single-file limit refuses the claim at the parse, before any GET (issue 48, class 7).
     from artifactkit.errors import ManifestLimitError
-    from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, MAX_FILE_BYTES
+    from artifactkit.manifest.limits import FILE_BYTES_SETTING, MAX_FILE_BYTES
     from tests.support.engines import running_on
     from tests.support.hostile_manifest import body, doc, file_entry
     from tests.support.hostile_store import forge_manifest, put_blob

@@ -14,9 +14,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 import attrs
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TimestampNotRepresentable, UnsafePathError
-from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
-from artifactkit.store.manifest_extended import check_hardlinks, encode_extended, extended_fields, rdev_field
-from artifactkit.store.manifest_limits import (
+from artifactkit.manifest.extended import check_hardlinks, encode_extended, extended_fields, rdev_field
+from artifactkit.manifest.limits import (
     FILE_BYTES_SETTING,
     MANIFEST_BYTES_SETTING,
     SIZE_LIMIT,
@@ -27,9 +26,10 @@ from artifactkit.store.manifest_limits import (
     may_hold_surrogates,
     show,
 )
-from artifactkit.store.manifest_limits import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES  # noqa: PLC0414 - re-export
-from artifactkit.store.manifest_limits import manifest_size_limit as manifest_size_limit  # noqa: PLC0414 - re-export
-from artifactkit.store.paths import check_artifact_name, check_tree_shape
+from artifactkit.manifest.limits import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES  # noqa: PLC0414 - re-export
+from artifactkit.manifest.limits import manifest_size_limit as manifest_size_limit  # noqa: PLC0414 - re-export
+from artifactkit.manifest.paths import check_artifact_name, check_tree_shape
+from artifactkit.metadata.model import KINDS, MODE_MASK, FileMeta
 
 FORMAT: Final = "artifactkit.manifest/2"
 # FIFOs and devices (kinds "fifo", "char", "block"; a device's "rdev": [major, minor]) were added to format 2
@@ -186,7 +186,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
     """Parse and validate untrusted manifest bytes; any defect raises a named error, never a KeyError.
 
     Bounded work for any input: nesting, sizes, data runs and xattrs are held to the bounds documented in
-    ``manifest_limits``, and every message quotes a hostile value shortened.
+    ``manifest.limits``, and every message quotes a hostile value shortened.
     """
     size_limit = file_size_limit()  # a setting that is no limit is refused before the bytes are looked at
     doc = decode_manifest(data, where=where)
@@ -221,7 +221,7 @@ def parse_manifest(data: bytes, *, where: str) -> Manifest:
 
 
 def check_file_sizes(entries: Sequence[FileMeta], limit: int, *, where: str) -> None:
-    """Every file within ``limit`` (:func:`~artifactkit.store.manifest_limits.file_size_limit`), or
+    """Every file within ``limit`` (:func:`~artifactkit.manifest.limits.file_size_limit`), or
     :class:`ManifestLimitError` naming the first past it: the claim is refused before a byte is hashed or
     written, whatever blob a writer of the store planted to match it. Publish refuses such a source file
     (``scan.py``), so every version it makes reads back here."""

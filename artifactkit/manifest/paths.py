@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Final, Literal
 
 from artifactkit.errors import TreeTooDeepError, UnsafePathError
+from artifactkit.manifest.limits import MAX_PATH_BYTES, show
 from artifactkit.metadata.model import ROOT, FileMeta
-from artifactkit.store.manifest_limits import MAX_PATH_BYTES, show
 
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 

@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
-from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, Extents, FileMeta, Rdev, Xattrs
-from artifactkit.store.manifest_limits import (
+from artifactkit.manifest.limits import (
     MAX_EXTENTS,
     RDEV_MAJOR_LIMIT,
     RDEV_MINOR_LIMIT,
@@ -25,6 +24,7 @@ from artifactkit.store.manifest_limits import (
     XATTR_SIZE_MAX,
     show,
 )
+from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, Extents, FileMeta, Rdev, Xattrs
 
 _ID_LIMIT: Final = 2**32
 #: The fields of the format that only some kinds have (every kind has a path, mode, times, owner and xattrs;
