@@ -1,13 +1,12 @@
-"""The manifest/2 fields beyond modes and times: owners, xattrs, hard links, holes, inode flags.
+"""Reading the manifest/2 fields beyond modes and times: owners, xattrs, hard links, holes, inode flags, devices.
 
-Encoded so a person can still read the JSON: xattr values in base64 (they are bytes), holes as
-``[offset, length]`` data runs, a hard link as the path of its first name. Decoded with the same
+Written (``encode.py``) so a person can still read the JSON: xattr values in base64 (they are bytes), holes as
+``[offset, length]`` data runs, a hard link as the path of its first name. Read back with the same
 suspicion as every other field: a forged value is an :class:`IntegrityError`, never a crash.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
 import operator
 import os
@@ -15,47 +14,18 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
+from artifactkit.manifest.fields import ID_LIMIT, KIND_FIELDS, LINK_CONTENT, field_of_type
 from artifactkit.manifest.limits import (
     MAX_EXTENTS,
-    RDEV_MAJOR_LIMIT,
-    RDEV_MINOR_LIMIT,
     XATTR_LIST_MAX,
     XATTR_NAME_MAX,
     XATTR_SIZE_MAX,
     show,
 )
-from artifactkit.metadata.model import DEVICE_KINDS, LINKABLE_KINDS, Extents, FileMeta, Rdev, Xattrs
+from artifactkit.metadata.model import LINKABLE_KINDS, Extents, FileMeta, Xattrs
 
-_ID_LIMIT: Final = 2**32
-#: The fields of the format that only some kinds have (every kind has a path, mode, times, owner and xattrs;
-#: ``hardlink`` and ``rdev`` are checked where they are read). No capture writes one on another kind and no
-#: restore could honour it there, so a manifest that does is refused: never a claim quietly left out.
-KIND_FIELDS: Final = {"size": frozenset({"file"}), "sha256": frozenset({"file"}), "target": frozenset({"symlink"}),
-                      "extents": frozenset({"file"}), "flags": frozenset({"file", "dir"})}
 #: The longest base64 text of a value of XATTR_SIZE_MAX bytes: longer is refused before it is decoded.
 _B64_MAX: Final = (XATTR_SIZE_MAX + 2) // 3 * 4
-
-
-def encode_extended(entry: FileMeta, doc: dict[str, Any]) -> dict[str, Any]:
-    """Add the recorded extended fields of ``entry`` to its JSON object (unrecorded ones are left out)."""
-    if entry.uid is not None:
-        doc["uid"] = entry.uid
-    if entry.gid is not None:
-        doc["gid"] = entry.gid
-    if entry.xattrs:
-        doc["xattrs"] = [[name, base64.b64encode(value).decode("ascii")] for name, value in entry.xattrs]
-    if entry.hardlink is not None:
-        doc["hardlink"] = entry.hardlink
-    if entry.extents is not None:
-        if len(entry.extents) > MAX_EXTENTS:
-            # Publish writes through here: a version its own reader refuses must never be made.
-            raise too_many_runs(entry.path, len(entry.extents))
-        doc["extents"] = [list(run) for run in entry.extents]
-    if entry.flags is not None:
-        doc["flags"] = entry.flags
-    if entry.rdev is not None:
-        doc["rdev"] = list(entry.rdev)
-    return doc
 
 
 def too_many_runs(path: str, count: int) -> ManifestLimitError:
@@ -86,8 +56,8 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     """The validated ``(uid, gid, xattrs, hardlink, extents, flags)`` of an entry's JSON object: the
     parser builds each entry once from these (an ``evolve`` per entry cost a third of a download's parse)."""
     # The usual file entry never gets here: parse_entry checks it inline.
-    uid, gid, flags = _int(raw, "uid", _ID_LIMIT, where), _int(raw, "gid", _ID_LIMIT, where), \
-        _int(raw, "flags", _ID_LIMIT, where)
+    uid, gid, flags = _int(raw, "uid", ID_LIMIT, where), _int(raw, "gid", ID_LIMIT, where), \
+        _int(raw, "flags", ID_LIMIT, where)
     if (uid is None) != (gid is None):
         # Restored with one fchown, read back as a pair: half an owner was restored by one engine, an internal
         # error on the other, and a gid alone was dropped while the download said "verified exact".
@@ -108,17 +78,24 @@ def extended_fields(raw: dict[str, Any], path: str, kind: str, size: int, *, whe
     return uid, gid, xattrs, hardlink, extents, flags
 
 
-def rdev_field(raw: dict[str, Any], path: str, kind: str, *, where: str) -> Rdev | None:
+#: The device number's row: a device entry requires it, every other kind refuses it (``mknod`` needs one; no
+#: other kind has one).
+_DEVICE: Final = field_of_type("device")
+_DEVICE_KEY: Final = str(_DEVICE.key)
+_MAJOR_LIMIT, _MINOR_LIMIT = (high for _, high in _DEVICE.bounds)
+
+
+def device_number(raw: dict[str, Any], path: str, kind: str, *, where: str) -> tuple[int, int] | None:
     """The ``[major, minor]`` of a device entry (required), ``None`` for every other kind (which has none)."""
-    value = raw.get("rdev")
-    if kind not in DEVICE_KINDS:
+    value = raw.get(_DEVICE_KEY)
+    if kind not in _DEVICE.kinds:
         if value is not None:
             raise _bad(where, path, f"a device number {show(value)}, which a {kind} does not have")
         return None
     if not (type(value) is list and len(value) == 2 and type(major := value[0]) is int
-            and type(minor := value[1]) is int and 0 <= major < RDEV_MAJOR_LIMIT and 0 <= minor < RDEV_MINOR_LIMIT):
-        raise _bad(where, path, f"an invalid device number {show(value)} (want [major < {RDEV_MAJOR_LIMIT}, "
-                                f"minor < {RDEV_MINOR_LIMIT}])")
+            and type(minor := value[1]) is int and 0 <= major < _MAJOR_LIMIT and 0 <= minor < _MINOR_LIMIT):
+        raise _bad(where, path, f"an invalid device number {show(value)} (want [major < {_MAJOR_LIMIT}, "
+                                f"minor < {_MINOR_LIMIT}])")
     return major, minor
 
 
@@ -181,10 +158,12 @@ def _extents(value: object, size: int, path: str, where: str) -> tuple[tuple[int
     return tuple(runs)
 
 
-#: What a hard link's later name shares with its first name beyond content: one inode has one of each. The
-#: writer records every name's own capture (the scan gives later names their first name's), so they agree.
+#: What a hard link's later name shares with its first name beyond content (``fields.LINK_INODE``, in the order a
+#: refusal looks for the one that differs): one inode has one of each. The writer records every name's own
+#: capture (the scan gives later names their first name's), so they agree.
 INODE_FIELDS: Final = ("mode", "uid", "gid", "mtime_ns", "atime_ns", "xattrs", "flags", "extents")
 _inode: Final = operator.attrgetter(*INODE_FIELDS)
+_content: Final = operator.attrgetter(*LINK_CONTENT)
 
 
 def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
@@ -199,8 +178,7 @@ def check_hardlinks(entries: Iterable[FileMeta], *, where: str) -> None:
             continue
         first = by_path.get(entry.hardlink)
         if (first is None or first.kind != entry.kind or first.hardlink is not None or first.path >= entry.path
-                or (first.sha256, first.size, first.rdev, first.target)
-                != (entry.sha256, entry.size, entry.rdev, entry.target)):
+                or _content(first) != _content(entry)):
             raise IntegrityError(f"{where}: entry {show(entry.path)} is a hard link to {show(entry.hardlink)}, which "
                                  f"is not an earlier {entry.kind} of this manifest with the same content", path=where)
         if _inode(entry) == _inode(first):  # 0.9 us a later name; the field is looked for only when one differs

@@ -10,7 +10,7 @@ as Python sorts ``(path, line)`` and joins them. It takes only values of exact J
 anything else, so the caller encodes those with the reference: no value is ever encoded two ways.
 
 **Parse** (every read of a manifest; :func:`artifactkit._native.parse_manifest`), with the reference's
-refusals: :func:`parse` returns what :func:`~artifactkit.manifest.encode.parse_manifest` returns for the same
+refusals: :func:`parse` returns what :func:`~artifactkit.manifest.parse.parse_manifest` returns for the same
 bytes, and raises what it raises.
 
 The core reads and checks the whole manifest with the GIL released and makes each ``FileMeta`` by calling
@@ -30,9 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from artifactkit import _native
-from artifactkit.manifest.encode import Manifest, check_manifest_size, manifest_head, parse_manifest
+from artifactkit.manifest.encode import Manifest, check_manifest_size, manifest_head
 from artifactkit.manifest.extended import too_many_runs
 from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
+from artifactkit.manifest.parse import parse_manifest
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store._native_capture import CapturedEntries
 from artifactkit.store.plan import Content
@@ -81,7 +82,7 @@ def size_limit() -> int:
 
 
 def parse(data: bytes, *, where: str) -> Manifest:
-    """:func:`~artifactkit.manifest.encode.parse_manifest` of ``data`` (``where`` names it in a refusal)."""
+    """:func:`~artifactkit.manifest.parse.parse_manifest` of ``data`` (``where`` names it in a refusal)."""
     limit = size_limit()  # a setting that is no limit: the reference's error, before anything is read
     try:
         name, noatime, entries = _native.parse_manifest(data, FileMeta, limit)

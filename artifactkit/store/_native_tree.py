@@ -1,7 +1,7 @@
 """A download's manifest parsed by the native core and kept there (:class:`~artifactkit._native.ParsedTree`), so
 its files go from the parse to the core's create without becoming ``FileMeta`` objects on the way.
 
-:func:`parse` reads and checks the bytes as :func:`~artifactkit.manifest.encode.parse_manifest` does (the same
+:func:`parse` reads and checks the bytes as :func:`~artifactkit.manifest.parse.parse_manifest` does (the same
 core parse as :mod:`~artifactkit.store._native_manifest`'s, with the same declines, left to the reference). The
 :class:`CoreTree` it returns is the manifest's entries as a :class:`~artifactkit.store.download.Prepared`
 sequence: each ``FileMeta`` is made (by calling the class, as the parse makes them) only when something asks

@@ -9,7 +9,9 @@ import stat
 from collections.abc import Sequence
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
-from artifactkit.manifest.encode import Manifest, digest_of, manifest_size_limit, parse_manifest
+from artifactkit.manifest.encode import Manifest, digest_of
+from artifactkit.manifest.limits import manifest_size_limit
+from artifactkit.manifest.parse import parse_manifest
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.engines import engine_name
 from artifactkit.store.layout import ArtifactRef
@@ -55,7 +57,7 @@ def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
 
 
 def _parse(body: bytes, *, where: str) -> Manifest:
-    """:func:`~artifactkit.manifest.encode.parse_manifest`, in the native core where the native engine is chosen
+    """:func:`~artifactkit.manifest.parse.parse_manifest`, in the native core where the native engine is chosen
     (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
     if engine_name() == "native":  # only where the core imports: then this import cannot fail
         from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built

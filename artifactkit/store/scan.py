@@ -27,8 +27,7 @@ import attrs
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_noatime
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
-from artifactkit.manifest.encode import check_source_sizes, file_too_large
-from artifactkit.manifest.limits import file_size_limit
+from artifactkit.manifest.limits import check_source_sizes, file_size_limit, file_too_large
 from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat

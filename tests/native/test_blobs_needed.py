@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
-from artifactkit.manifest.encode import parse_manifest
+from artifactkit.manifest.parse import parse_manifest
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import blobs_needed
 from tests.support.engines import running_on

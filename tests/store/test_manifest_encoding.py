@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
 from artifactkit.errors import IntegrityError
-from artifactkit.manifest.encode import encode_entry, encode_entry_by_json, parse_entry, parse_entry_in_full
+from artifactkit.manifest.encode import encode_entry, encode_entry_by_json
 from artifactkit.manifest.extended import extended_fields
+from artifactkit.manifest.parse import parse_entry, parse_entry_in_full
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import capture_tree
 from tests.strategies import modes, timestamps_ns

@@ -1,4 +1,4 @@
-"""Both manifest parses side by side: the reference's (:func:`~artifactkit.manifest.encode.parse_manifest`) and
+"""Both manifest parses side by side: the reference's (:func:`~artifactkit.manifest.parse.parse_manifest`) and
 the native core's (:mod:`artifactkit.store._native_manifest`), held to the same :class:`Manifest` or the same
 error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
 ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1``).
@@ -22,8 +22,9 @@ from types import ModuleType
 import pytest
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
-from artifactkit.manifest.encode import Manifest, parse_manifest
+from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
+from artifactkit.manifest.parse import parse_manifest
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
 from tests.support.core_layout import held_layout
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from artifactkit import IntegrityError, UnsafePathError
 from artifactkit.errors import ManifestLimitError
-from artifactkit.manifest import encode as manifest_module
+from artifactkit.manifest import limits as manifest_module
 from artifactkit.manifest.encode import FORMAT
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
