@@ -79,9 +79,9 @@ class FileMeta:
     rdev: Rdev | None = None
 
 
-#: FileMeta's fields in declaration order: the hot paths construct it positionally (a test pins this).
-FIELD_ORDER: Final = ("path", "kind", "mode", "mtime_ns", "atime_ns", "size", "sha256", "target", "ctime_ns", "uid",
-                      "gid", "xattrs", "hardlink", "nlink", "extents", "flags", "rdev")
+#: FileMeta's fields in declaration order: the hot paths construct it positionally, so the manifest's field table
+#: (``manifest/fields.py``) pins it, row by row (``tests/test_house_manifest.py``).
+FIELD_ORDER: Final = tuple(field.name for field in attrs.fields(FileMeta))
 
 
 def kind_of(st_mode: int, path: str) -> Kind:

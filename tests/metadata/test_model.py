@@ -10,6 +10,7 @@ import pytest
 from pyfakefs.fake_filesystem import FakeFilesystem
 
 from artifactkit import UnsupportedFileType, capture
+from artifactkit.manifest.fields import FIELDS
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta, kind_of, meta_from_stat
 
 
@@ -46,6 +47,8 @@ def _every_field(meta: FileMeta) -> dict[str, object]:
 
 def test_the_field_order_the_positional_constructions_assume_is_the_classs() -> None:
     assert tuple(field.name for field in attrs.fields(FileMeta)) == FIELD_ORDER
+    # FIELD_ORDER is read off the class: the manifest's field table, written out by hand, is what pins it.
+    assert tuple(field.name for field in FIELDS) == FIELD_ORDER
 
 
 def test_meta_from_stat_puts_every_value_in_its_own_field(fs: FakeFilesystem) -> None:
