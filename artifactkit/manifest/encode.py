@@ -151,8 +151,14 @@ def digest_of(data: bytes) -> str:
 
 
 def _entry_doc(entry: FileMeta) -> dict[str, Any]:
-    """The entry's JSON object from the field table: every field its kind carries, an optional one only where it
-    is recorded (xattrs only where there are any), each value as its type is written."""
+    """The entry's JSON object from the field table: every required field its kind carries, each optional one where
+    it is recorded, on any kind (the reader refuses it where no row lets it be), each value as its type is written.
+
+    The slow path (directories, links, files with xattrs, holes or a second name): the table's loop costs a
+    directory's line 55,100 instructions where the dict it replaced cost 41,600 (callgrind; ``_dumps`` is most of
+    both; fetching the values in one ``attrgetter`` call saved none of it). The usual file's line
+    (:func:`file_line`) and the native core's encoder do not come here.
+    """
     doc: dict[str, Any] = {}
     for key, field in WRITTEN:
         value = getattr(entry, field.name)
