@@ -14,11 +14,13 @@ import attrs
 import pytest
 
 from artifactkit.errors import IntegrityError
-from artifactkit.manifest.encode import encode_entry, encode_entry_by_json
+from artifactkit.manifest.encode import Manifest, encode_entry, encode_entry_by_json
 from artifactkit.manifest.extended import INODE_FIELDS
 from artifactkit.manifest.fields import ALL_KINDS, FIELDS, KIND_FIELDS, LINK_INODE, Field
+from artifactkit.manifest.limits import FILE_BYTES_SETTING
 from artifactkit.manifest.parse import parse_entry, parse_entry_in_full
 from artifactkit.metadata.model import FIELD_ORDER, KINDS, FileMeta
+from tests.support.both_parses import parse_both
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the crate keeps its copy of the table: ``(key, the kinds that carry it)``, one row per written field.
@@ -206,3 +208,37 @@ def test_the_crate_guard_fails_on_a_table_with_a_field_the_crate_does_not_know(t
     problems = rust_drift(_with_a_field_added(), rust)
     assert "the crate's MANIFEST_FIELDS has no 'colour'" in problems
     assert "'path' is carried by ['dir', 'file'] in the crate, " + str(sorted(ALL_KINDS)) + " in the table" in problems
+
+
+def manifest_of(*entries: FileMeta) -> dict[str, Any]:
+    """A whole manifest's document of ``entries`` under ``d/`` (their parents made)."""
+    parents = (FileMeta(".", "dir", 0o755, 1, 1), FileMeta("d", "dir", 0o755, 1, 1))
+    doc: dict[str, Any] = json.loads(Manifest("demo", (*parents, *entries)).to_bytes())
+    return doc
+
+
+def test_both_engines_read_every_row_as_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core's parse held to the table through the reference (``parse_both``): every full entry read back,
+    every value past a row's bounds and every field on a kind without it refused by both, with one error."""
+    monkeypatch.setenv(FILE_BYTES_SETTING, str(2**63 - 1))  # the table's size bound, not the download's policy
+    for kind in KINDS:
+        later = full_entry(kind)
+        entries = [later] if later.hardlink is None else [attrs.evolve(later, path=later.hardlink, hardlink=None),
+                                                          later]
+        doc = manifest_of(*entries)
+        assert parse_both(json.dumps(doc).encode()).entries[2:] == tuple(entries)
+        for field in FIELDS:
+            if not field.key:
+                continue
+            values = _past_bounds(field) if field.bounds and kind in field.kinds else []
+            if kind not in field.kinds:
+                values.append(_wire(sample(field, sorted(field.kinds)[0])))
+            for value in values:
+                doc["entries"][-1][field.key] = value
+                data = json.dumps(doc).encode()
+                if field.refused or kind not in field.kinds:
+                    with pytest.raises(IntegrityError):
+                        parse_both(data)
+                else:
+                    assert getattr(parse_both(data).entries[-1], field.name) is None
+            doc = manifest_of(*entries)
