@@ -15,7 +15,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use crate::content::{cstr, data_extents, os_string};
 use crate::copy::CHUNK;
 use crate::error::Failure;
-use crate::syscalls::{self as sys, Errno};
+use crate::sys::calls::{self as sys, Errno};
 
 /// What is under a name: a regular file opened for reading (with its `fstat`), or anything else (never opened).
 pub enum Looked {

@@ -13,8 +13,8 @@ use crate::blob_check::{self, Held, Stored};
 use crate::copy::{copy_sparse, hex};
 use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
-use crate::pool;
-use crate::syscalls::{self as sys, Errno};
+use crate::sys::pool;
+use crate::sys::calls::{self as sys, Errno};
 use crate::tally::Tally;
 
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.

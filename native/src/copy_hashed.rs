@@ -18,8 +18,8 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use sha2::{Digest, Sha256};
 
 use crate::copy::{copy_range, hex, CHUNK};
-use crate::syscalls::{self as sys, Errno};
-use crate::{cancel, threads};
+use crate::sys::calls::{self as sys, Errno};
+use crate::sys::{cancel, threads};
 
 /// The kernel copies this much per call before it tells the hasher (content.py's `COPY_CHUNK` is 8 MiB): small
 /// enough that the hasher starts soon after the copy.

@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 
-use crate::syscalls::Errno;
+use crate::sys::calls::Errno;
 
 /// The `lstat`/`fstat` fields a check compared, handed back so Python can explain the difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
 mod blob_check;
-mod cancel;
 mod captured;
 mod content;
 mod copy;
@@ -21,7 +20,6 @@ mod manifest_edge;
 mod manifest_parse;
 mod manifest_parse_edge;
 mod moves;
-mod pool;
 mod restore;
 mod restore_edge;
 mod restore_meta;
@@ -30,9 +28,8 @@ mod scan_dir;
 mod scan_edge;
 mod scan_split;
 mod stage_edge;
-mod syscalls;
+mod sys;
 mod tally;
-mod threads;
 mod tree;
 
 use std::ffi::{OsStr, OsString};

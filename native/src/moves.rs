@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStringExt;
 
 use crate::error::{Failure, Located};
-use crate::syscalls as sys;
+use crate::sys::calls as sys;
 
 /// Rename `src` in `src_dir` to `dst` in `dst_dir` for every pair in order, replacing what `dst` names; the first
 /// failure as `OSError(errno, strerror, src, None, dst)`, the pairs after it not renamed.

@@ -14,9 +14,9 @@ use crate::copy::{copy_sparse, hex};
 use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
 use crate::manifest_parse::MAX_EXTENTS;
-use crate::pool;
+use crate::sys::pool;
 use crate::restore_meta::apply_fd;
-use crate::syscalls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, Errno, XTarget};
 
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.
 const UNIT: usize = 128;

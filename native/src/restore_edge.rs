@@ -18,7 +18,7 @@ use crate::manifest_parse::{self, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::restore;
 use crate::restore_meta;
-use crate::threads;
+use crate::sys::threads;
 use crate::tree::Tree;
 
 /// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`restore::Entry` borrows them).

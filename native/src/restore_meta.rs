@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 use crate::content::{cstr, os_string};
 use crate::error::Failure;
 use crate::restore::Entry;
-use crate::syscalls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, Errno, XTarget};
 
 /// flags.py's `RESTORABLE_FLAGS` (sync, nodump, dirsync) and `COMPARED_FLAGS` (those, immutable, append).
 pub const RESTORABLE_FLAGS: i32 = 0x0000_0008 | 0x0000_0040 | 0x0001_0000;

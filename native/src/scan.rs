@@ -19,7 +19,7 @@ use crate::error::{Failure, StatFacts};
 pub use crate::kind::Kind;
 use crate::scan_dir::{capture_dir, dir_key, read_xattrs, DirPart};
 use crate::scan_split::Capture;
-use crate::syscalls::{self as sys, Errno};
+use crate::sys::calls::{self as sys, Errno};
 
 pub(crate) const ROOT: &[u8] = b".";
 

@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use crate::content::{cstr, os_string};
 use crate::error::Failure;
 use crate::scan::{fs_points, join, os, slash, Xattrs, ROOT};
-use crate::syscalls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, Errno, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
 const NO_FLAGS: [Errno; 7] =

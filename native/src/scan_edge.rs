@@ -22,7 +22,7 @@ use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::scan::{self, Entry, Kind};
 use crate::scan_split::SPLIT_MIN;
-use crate::threads;
+use crate::sys::threads;
 use crate::{bytes_of, failure_to_py, fs_str};
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.

@@ -32,8 +32,8 @@ use crate::content::{cstr, os_string};
 use crate::error::Failure;
 use crate::scan::{os, slash, Xattrs};
 use crate::scan_dir::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
-use crate::syscalls as sys;
-use crate::threads;
+use crate::sys::calls as sys;
+use crate::sys::threads;
 
 /// A directory with at least this many names has them split between two threads when the scan has two and
 /// the helper is free; below it, the handover costs more than the half it saves.

@@ -20,7 +20,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 use crate::error::Located;
-use crate::{cancel, threads};
+use crate::sys::{cancel, threads};
 
 /// How long [`map_reporting`]'s calling thread waits for an item before it asks `report(None)` anyway: how soon a
 /// Ctrl-C is seen while one big file is being done.

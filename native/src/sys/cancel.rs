@@ -3,7 +3,7 @@
 //! 24 GiB file ran to its end first (13-21 s here; the reference stops at once).
 //!
 //! The thread that waits for a batch (`pool::map_reporting`, `pool::map_polling`: a download's files, a
-//! publish's reads) looks for signals with the GIL every [`POLL`](crate::pool::POLL) and, on one, sets the
+//! publish's reads) looks for signals with the GIL every [`POLL`](crate::sys::pool::POLL) and, on one, sets the
 //! batch's flag. Each thread doing the batch's work watches it: the pool's workers, and the threads they start (a
 //! large file's copier, through [`current`]). [`requested`] is what the loops ask, and the `EINTR` retries of
 //! `syscalls.rs` too; a step already in the kernel ends first. Work outside such a batch (the scan, a manifest's
@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::syscalls::Errno;
+use crate::sys::calls::Errno;
 
 thread_local! {
     static WATCHED: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };

@@ -205,7 +205,7 @@ fn a_thread_refused_anywhere_in_the_chain_leaves_the_items_to_those_that_started
                     Ok(x * 3)
                 };
                 let mut reported = 0;
-                let out = crate::threads::budget::allowing(allowed, || {
+                let out = crate::sys::threads::budget::allowing(allowed, || {
                     if reporting {
                         map_reporting(&items, threads, f, |i| {
                             reported += usize::from(i.is_some());

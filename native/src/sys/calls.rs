@@ -48,7 +48,7 @@ fn retried<T: Copy + PartialOrd + From<i8>>(mut call: impl FnMut() -> T) -> T {
 
 /// Whether a call that failed with `e` is to be made again: `EINTR`, unless the batch was asked to stop.
 fn interrupted_again(e: Errno) -> bool {
-    e == libc::EINTR && !crate::cancel::requested()
+    e == libc::EINTR && !crate::sys::cancel::requested()
 }
 
 fn owned(fd: libc::c_int) -> Result<OwnedFd> {
