@@ -14,10 +14,10 @@ use std::ffi::OsString;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::content;
 use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::manifest::{Entry as Doc, Json, Text};
+use crate::read::stage as content;
 use crate::scan::{self, Entry, Kind};
 use crate::scan_edge::Made;
 use crate::scan_split::SPLIT_MIN;

@@ -6,11 +6,7 @@
 //! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
-mod blob_check;
 mod captured;
-mod content;
-mod copy;
-mod copy_hashed;
 mod error;
 mod ints;
 mod kind;
@@ -19,7 +15,7 @@ mod manifest_body;
 mod manifest_edge;
 mod manifest_parse;
 mod manifest_parse_edge;
-mod moves;
+mod read;
 mod restore;
 mod restore_edge;
 mod restore_meta;
@@ -29,7 +25,6 @@ mod scan_edge;
 mod scan_split;
 mod stage_edge;
 mod sys;
-mod tally;
 mod tree;
 
 use std::ffi::{OsStr, OsString};
@@ -174,7 +169,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
     m.add("RESTORABLE_FLAGS", restore_meta::RESTORABLE_FLAGS)?;
     m.add("COMPARED_FLAGS", restore_meta::COMPARED_FLAGS)?;
-    m.add("IN_MEMORY_LIMIT", content::IN_MEMORY_LIMIT)?;
+    m.add("IN_MEMORY_LIMIT", read::stage::IN_MEMORY_LIMIT)?;
     m.add_class::<stage_edge::StageState>()?;
     m.add_function(wrap_pyfunction!(stage_edge::stage_files, m)?)?;
     m.add_function(wrap_pyfunction!(stage_edge::rename_files, m)?)?;

@@ -8,15 +8,15 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::blob_check::{open_regular, Looked};
-use crate::content::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
-use crate::copy::{copy_sparse, hex};
-use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
 use crate::manifest_parse::MAX_EXTENTS;
-use crate::sys::pool;
+use crate::read::blob_check::{open_regular, Looked};
+use crate::read::copy::{copy_sparse, hex};
+use crate::read::hash_while_copying::hash_while_copying;
+use crate::read::stage::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::restore_meta::apply_fd;
 use crate::sys::calls::{self as sys, Errno, XTarget};
+use crate::sys::pool;
 
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.
 const UNIT: usize = 128;

@@ -13,9 +13,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use sha2::{Digest, Sha256};
 
-use crate::copy::hex;
 use crate::manifest_parse::{self, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
+use crate::read::copy::hex;
 use crate::restore;
 use crate::restore_meta;
 use crate::sys::threads;

@@ -4,8 +4,8 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 
-use crate::content::{cstr, os_string};
 use crate::error::Failure;
+use crate::read::stage::{cstr, os_string};
 use crate::restore::Entry;
 use crate::sys::calls::{self as sys, Errno, XTarget};
 

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::fd::OwnedFd;
 
-use crate::content::{cstr, os_string};
 use crate::error::{Failure, StatFacts};
 pub use crate::kind::Kind;
+use crate::read::stage::{cstr, os_string};
 use crate::scan_dir::{capture_dir, dir_key, read_xattrs, DirPart};
 use crate::scan_split::Capture;
 use crate::sys::calls::{self as sys, Errno};

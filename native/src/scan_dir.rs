@@ -5,8 +5,8 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::content::{cstr, os_string};
 use crate::error::Failure;
+use crate::read::stage::{cstr, os_string};
 use crate::scan::{fs_points, join, os, slash, Xattrs, ROOT};
 use crate::sys::calls::{self as sys, Errno, XTarget};
 

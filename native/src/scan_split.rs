@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
-use crate::content::{cstr, os_string};
 use crate::error::Failure;
+use crate::read::stage::{cstr, os_string};
 use crate::scan::{os, slash, Xattrs};
 use crate::scan_dir::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
 use crate::sys::calls as sys;

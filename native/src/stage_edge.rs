@@ -16,8 +16,9 @@ use pyo3::prelude::*;
 
 use crate::captured::CapturedTree;
 use crate::manifest::{Facts, Json, Text};
-use crate::tally::{Tally, Told};
-use crate::{bytes_of, content, failure_to_py, moves};
+use crate::read::progress::{Tally, Told};
+use crate::read::{renames as moves, stage as content};
+use crate::{bytes_of, failure_to_py};
 
 type Extents = Option<Vec<(u64, u64)>>;
 /// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).

@@ -1,7 +1,7 @@
 //! `copy_hashed.rs`'s tests: the two threads' outcomes on real files, cut, failing and panicking copies.
 
 use super::*;
-use crate::copy::tests::{pattern, scratch};
+use crate::read::copy::tests::{pattern, scratch};
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 

@@ -12,9 +12,9 @@ use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::os::fd::{OwnedFd, RawFd};
 
-use crate::content::{cstr, data_extents, os_string};
-use crate::copy::CHUNK;
 use crate::error::Failure;
+use crate::read::copy::CHUNK;
+use crate::read::stage::{cstr, data_extents, os_string};
 use crate::sys::calls::{self as sys, Errno};
 
 /// What is under a name: a regular file opened for reading (with its `fstat`), or anything else (never opened).

@@ -8,8 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::sys::cancel;
 use crate::sys::calls::{self as sys, Errno};
+use crate::sys::cancel;
 use std::os::fd::RawFd;
 
 /// As content.py's `CHUNK`: the read-back's buffer.

@@ -9,13 +9,13 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::blob_check::{self, Held, Stored};
-use crate::copy::{copy_sparse, hex};
-use crate::copy_hashed::hash_while_copying;
 use crate::error::{Failure, Located, StatFacts};
-use crate::sys::pool;
+use crate::read::blob_check::{self, Held, Stored};
+use crate::read::copy::{copy_sparse, hex};
+use crate::read::hash_while_copying::hash_while_copying;
+use crate::read::progress::Tally;
 use crate::sys::calls::{self as sys, Errno};
-use crate::tally::Tally;
+use crate::sys::pool;
 
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.
 pub const IN_MEMORY_LIMIT: u64 = 8 << 20;

@@ -17,7 +17,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use sha2::{Digest, Sha256};
 
-use crate::copy::{copy_range, hex, CHUNK};
+use crate::read::copy::{copy_range, hex, CHUNK};
 use crate::sys::calls::{self as sys, Errno};
 use crate::sys::{cancel, threads};
 
@@ -275,5 +275,5 @@ fn read_full(fd: RawFd, buf: &mut [u8], at: u64) -> Result<usize, Errno> {
 }
 
 #[cfg(test)]
-#[path = "copy_hashed_tests.rs"]
+#[path = "hash_while_copying_tests.rs"]
 mod tests;
