@@ -18,9 +18,9 @@ use crate::error::Located;
 use crate::ints::{int_py, Ints};
 use crate::manifest::{Entry as Doc, Json, Text};
 use crate::read::stage as content;
-use crate::scan::{self, Entry, Kind};
+use crate::scan::second_thread::SPLIT_MIN;
+use crate::scan::walk::{self as scan, Entry, Kind};
 use crate::scan_edge::Made;
-use crate::scan_split::SPLIT_MIN;
 use crate::{bytes_of, failure_to_py};
 
 /// A read of a captured tree: its entry's position and the entry.

@@ -20,8 +20,8 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::error::Located;
 use crate::ints::{int_py, Ints};
-use crate::scan::{self, Entry, Kind};
-use crate::scan_split::SPLIT_MIN;
+use crate::scan::second_thread::SPLIT_MIN;
+use crate::scan::walk::{self as scan, Entry, Kind};
 use crate::sys::threads;
 use crate::{bytes_of, failure_to_py, fs_str};
 

@@ -30,8 +30,8 @@ use std::thread::Scope;
 
 use crate::error::Failure;
 use crate::read::stage::{cstr, os_string};
-use crate::scan::{os, slash, Xattrs};
-use crate::scan_dir::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
+use crate::scan::directory::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
+use crate::scan::walk::{os, slash, Xattrs};
 use crate::sys::calls as sys;
 use crate::sys::threads;
 

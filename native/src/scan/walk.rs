@@ -17,8 +17,8 @@ use std::os::fd::OwnedFd;
 use crate::error::{Failure, StatFacts};
 pub use crate::kind::Kind;
 use crate::read::stage::{cstr, os_string};
-use crate::scan_dir::{capture_dir, dir_key, read_xattrs, DirPart};
-use crate::scan_split::Capture;
+use crate::scan::directory::{capture_dir, dir_key, read_xattrs, DirPart};
+use crate::scan::second_thread::Capture;
 use crate::sys::calls::{self as sys, Errno};
 
 pub(crate) const ROOT: &[u8] = b".";

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 
 use crate::error::Failure;
 use crate::read::stage::{cstr, os_string};
-use crate::scan::{fs_points, join, os, slash, Xattrs, ROOT};
+use crate::scan::walk::{fs_points, join, os, slash, Xattrs, ROOT};
 use crate::sys::calls::{self as sys, Errno, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).

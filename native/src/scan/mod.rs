@@ -1,0 +1,6 @@
+//! A publish's scan: the walk in the reference's order (`walk`), one directory's capture (`directory`) and the
+//! second thread that captures ahead or splits a wide directory (`second_thread`).
+
+pub mod directory;
+pub mod second_thread;
+pub mod walk;
