@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::error::Located;
 use crate::ints::{int_py, Ints};
-use crate::manifest::{Entry as Doc, Json, Text};
+use crate::manifest::encode::{Entry as Doc, Json, Text};
 use crate::read::stage as content;
 use crate::scan::second_thread::SPLIT_MIN;
 use crate::scan::walk::{self as scan, Entry, Kind};

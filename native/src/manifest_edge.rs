@@ -9,8 +9,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::captured::CapturedTree;
 use crate::failure_to_py;
-use crate::manifest::{Entry, Facts, Json, Text};
-use crate::manifest_body::{Assembly, Lines};
+use crate::manifest::assemble::{Assembly, Lines};
+use crate::manifest::encode::{Entry, Facts, Json, Text};
 use crate::stage_edge::{facts_of_kept, StageState};
 
 /// Entries read off their `FileMeta`s and encoded this many at a time, the GIL released for each chunk's

@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::manifest_parse;
+use crate::manifest::parse as manifest_parse;
 use crate::NativeFailure;
 
 pub(crate) fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {

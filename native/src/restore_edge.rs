@@ -13,7 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use sha2::{Digest, Sha256};
 
-use crate::manifest_parse::{self, Kind};
+use crate::manifest::parse::{self as manifest_parse, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::read::copy::hex;
 use crate::restore;

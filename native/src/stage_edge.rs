@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::captured::CapturedTree;
-use crate::manifest::{Facts, Json, Text};
+use crate::manifest::encode::{Facts, Json, Text};
 use crate::read::progress::{Tally, Told};
 use crate::read::{renames as moves, stage as content};
 use crate::{bytes_of, failure_to_py};

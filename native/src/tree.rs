@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use crate::manifest_parse::{Entry, Kind, Parsed};
+use crate::manifest::parse::{Entry, Kind, Parsed};
 use crate::restore;
 use crate::restore_meta;
 
@@ -132,7 +132,7 @@ fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest_parse::{parse, MAX_FILE_BYTES};
+    use crate::manifest::parse::{parse, MAX_FILE_BYTES};
 
     const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use crate::error::Located;
-use crate::manifest::{encode_entry, Entry, Facts, Json, Text};
+use crate::manifest::encode::{encode_entry, Entry, Facts, Json, Text};
 
 /// The lines' buffers are of this size (a longer line has one of its own): never grown, so never copied (a
 /// growing 29 MB buffer was copied whole, old and new alive at once, where `malloc` had it on the heap).
