@@ -16,12 +16,10 @@ mod manifest_parse_edge;
 mod read;
 mod restore;
 mod restore_edge;
-mod restore_meta;
 mod scan;
 mod scan_edge;
 mod stage_edge;
 mod sys;
-mod tree;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -163,8 +161,8 @@ pub(crate) fn fs_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeFailure", m.py().get_type::<NativeFailure>())?;
-    m.add("RESTORABLE_FLAGS", restore_meta::RESTORABLE_FLAGS)?;
-    m.add("COMPARED_FLAGS", restore_meta::COMPARED_FLAGS)?;
+    m.add("RESTORABLE_FLAGS", restore::metadata::RESTORABLE_FLAGS)?;
+    m.add("COMPARED_FLAGS", restore::metadata::COMPARED_FLAGS)?;
     m.add("IN_MEMORY_LIMIT", read::stage::IN_MEMORY_LIMIT)?;
     m.add_class::<stage_edge::StageState>()?;
     m.add_function(wrap_pyfunction!(stage_edge::stage_files, m)?)?;

@@ -16,10 +16,10 @@ use sha2::{Digest, Sha256};
 use crate::manifest::parse::{self as manifest_parse, Kind};
 use crate::manifest_parse_edge::{decline_to_py, entry_args};
 use crate::read::copy::hex;
-use crate::restore;
-use crate::restore_meta;
+use crate::restore::create as restore;
+use crate::restore::layout::Tree;
+use crate::restore::metadata as restore_meta;
 use crate::sys::threads;
-use crate::tree::Tree;
 
 /// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`restore::Entry` borrows them).
 struct Wire {

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use crate::error::Failure;
 use crate::read::stage::{cstr, os_string};
-use crate::restore::Entry;
+use crate::restore::create::Entry;
 use crate::sys::calls::{self as sys, Errno, XTarget};
 
 /// flags.py's `RESTORABLE_FLAGS` (sync, nodump, dirsync) and `COMPARED_FLAGS` (those, immutable, append).

@@ -14,7 +14,7 @@ use crate::read::blob_check::{open_regular, Looked};
 use crate::read::copy::{copy_sparse, hex};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::stage::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
-use crate::restore_meta::apply_fd;
+use crate::restore::metadata::apply_fd;
 use crate::sys::calls::{self as sys, Errno, XTarget};
 use crate::sys::pool;
 

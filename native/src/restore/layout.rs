@@ -11,8 +11,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::manifest::parse::{Entry, Kind, Parsed};
-use crate::restore;
-use crate::restore_meta;
+use crate::restore::create as restore;
+use crate::restore::metadata as restore_meta;
 
 /// The fields `restore_meta.plan` reads of an entry besides its path (`tests/store/test_restore_layout.py`
 /// records what it reads): entries equal in these are planned alike.
