@@ -15,13 +15,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::error::Located;
-use crate::ints::{int_py, Ints};
 use crate::manifest::encode::{Entry as Doc, Json, Text};
+use crate::py::ints::{int_py, Ints};
+use crate::py::scan_tree::Made;
+use crate::py::{bytes_of, failure_to_py};
 use crate::read::stage as content;
 use crate::scan::second_thread::SPLIT_MIN;
 use crate::scan::walk::{self as scan, Entry, Kind};
-use crate::scan_edge::Made;
-use crate::{bytes_of, failure_to_py};
 
 /// A read of a captured tree: its entry's position and the entry.
 pub(crate) struct CapturedRead<'a>(usize, &'a Entry);
@@ -135,7 +135,7 @@ impl CapturedTree {
         let mut ints = Ints::new(py);
         let found = PyDict::new(py);
         for e in &self.entries {
-            found.set_item(crate::fs_str(py, &e.path)?, (ints.of(e.st.dev)?, int_py(py, e.st.ino.into())?))?;
+            found.set_item(crate::py::fs_str(py, &e.path)?, (ints.of(e.st.dev)?, int_py(py, e.st.ino.into())?))?;
         }
         Ok(found)
     }

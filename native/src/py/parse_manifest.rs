@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::manifest::parse as manifest_parse;
-use crate::NativeFailure;
+use crate::py::NativeFailure;
 
 pub(crate) fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
     let fields = PyDict::new(py);

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use sha2::{Digest, Sha256};
 
 use crate::manifest::parse::{self as manifest_parse, Kind};
-use crate::manifest_parse_edge::{decline_to_py, entry_args};
+use crate::py::parse_manifest::{decline_to_py, entry_args};
 use crate::read::copy::hex;
 use crate::restore::create as restore;
 use crate::restore::layout::Tree;
@@ -285,5 +285,5 @@ pub(crate) fn create_files(
     if let Some(err) = raised {
         return Err(err);
     }
-    made.map_err(|located| crate::failure_to_py(py, located))
+    made.map_err(|located| crate::py::failure_to_py(py, located))
 }

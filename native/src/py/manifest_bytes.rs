@@ -7,11 +7,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use crate::captured::CapturedTree;
-use crate::failure_to_py;
 use crate::manifest::assemble::{Assembly, Lines};
 use crate::manifest::encode::{Entry, Facts, Json, Text};
-use crate::stage_edge::{facts_of_kept, StageState};
+use crate::py::captured_tree::CapturedTree;
+use crate::py::failure_to_py;
+use crate::py::stage::{facts_of_kept, StageState};
 
 /// Entries read off their `FileMeta`s and encoded this many at a time, the GIL released for each chunk's
 /// encoding: a chunk's `Entry` values are 3 MB, a whole tree's were 80 MB for 100,000 files.

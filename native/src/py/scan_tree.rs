@@ -19,11 +19,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::error::Located;
-use crate::ints::{int_py, Ints};
+use crate::py::ints::{int_py, Ints};
+use crate::py::{bytes_of, failure_to_py, fs_str};
 use crate::scan::second_thread::SPLIT_MIN;
 use crate::scan::walk::{self as scan, Entry, Kind};
 use crate::sys::threads;
-use crate::{bytes_of, failure_to_py, fs_str};
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.
 type Captured = (usize, Vec<(usize, Entry)>);

@@ -14,11 +14,11 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::captured::CapturedTree;
 use crate::manifest::encode::{Facts, Json, Text};
+use crate::py::captured_tree::CapturedTree;
+use crate::py::{bytes_of, failure_to_py};
 use crate::read::progress::{Tally, Told};
 use crate::read::{renames as moves, stage as content};
-use crate::{bytes_of, failure_to_py};
 
 type Extents = Option<Vec<(u64, u64)>>;
 /// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
