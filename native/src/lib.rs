@@ -6,8 +6,8 @@
 //! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
-mod error;
-mod kind;
+mod entry_kind;
+mod failure;
 mod manifest;
 mod py;
 mod read;

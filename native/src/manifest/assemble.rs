@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::Located;
+use crate::failure::Located;
 use crate::manifest::encode::{encode_entry, Entry, Facts, Json, Text};
 
 /// The lines' buffers are of this size (a longer line has one of its own): never grown, so never copied (a
@@ -158,7 +158,7 @@ impl Assembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Failure;
+    use crate::failure::Failure;
 
     fn text(s: &str) -> Text {
         Text::Utf8(s.to_string())

@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 
 /// A Python `str`: its UTF-8 when it has one, else its code points (lone surrogates included). A `str` has
 /// exactly one of the two forms, so equal texts are equal values (and hash alike).

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use json::{Entries, Raw};
 
-pub use crate::kind::Kind;
+pub use crate::entry_kind::Kind;
 pub use fields::MAX_EXTENTS;
 
 /// `manifest_limits.MAX_FILE_BYTES`: the file size limit where the caller gives none (Python always gives

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::error::Located;
+use crate::failure::Located;
 use crate::manifest::encode::{Entry as Doc, Json, Text};
 use crate::py::ints::{int_py, Ints};
 use crate::py::scan_tree::Made;

@@ -22,7 +22,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use crate::error::{Failure, Located, StatFacts};
+use crate::failure::{Failure, Located, StatFacts};
 
 create_exception!(_native, NativeFailure, PyException, "A batch failed: (kind, position, fields).");
 

@@ -18,7 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::error::Located;
+use crate::failure::Located;
 use crate::py::ints::{int_py, Ints};
 use crate::py::{bytes_of, failure_to_py, fs_str};
 use crate::scan::second_thread::SPLIT_MIN;

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::os::fd::{OwnedFd, RawFd};
 
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::read::copy::CHUNK;
 use crate::read::stage::{cstr, data_extents, os_string};
 use crate::sys::calls::{self as sys, Errno};

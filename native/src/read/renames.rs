@@ -11,7 +11,7 @@ use std::ffi::{CString, OsString};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStringExt;
 
-use crate::error::{Failure, Located};
+use crate::failure::{Failure, Located};
 use crate::sys::calls as sys;
 
 /// Rename `src` in `src_dir` to `dst` in `dst_dir` for every pair in order, replacing what `dst` names; the first

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Failure, Located, StatFacts};
+use crate::failure::{Failure, Located, StatFacts};
 use crate::read::blob_check::{self, Held, Stored};
 use crate::read::copy::{copy_sparse, hex};
 use crate::read::hash_while_copying::hash_while_copying;

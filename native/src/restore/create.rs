@@ -8,7 +8,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Failure, Located, StatFacts};
+use crate::failure::{Failure, Located, StatFacts};
 use crate::manifest::parse::MAX_EXTENTS;
 use crate::read::blob_check::{open_regular, Looked};
 use crate::read::copy::{copy_sparse, hex};

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::read::stage::{cstr, os_string};
 use crate::restore::create::Entry;
 use crate::sys::calls::{self as sys, Errno, XTarget};

@@ -5,7 +5,7 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::read::stage::{cstr, os_string};
 use crate::scan::walk::{fs_points, join, os, slash, Xattrs, ROOT};
 use crate::sys::calls::{self as sys, Errno, XTarget};

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
-use crate::error::Failure;
+use crate::failure::Failure;
 use crate::read::stage::{cstr, os_string};
 use crate::scan::directory::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
 use crate::scan::walk::{os, slash, Xattrs};

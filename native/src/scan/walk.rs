@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::fd::OwnedFd;
 
-use crate::error::{Failure, StatFacts};
-pub use crate::kind::Kind;
+pub use crate::entry_kind::Kind;
+use crate::failure::{Failure, StatFacts};
 use crate::read::stage::{cstr, os_string};
 use crate::scan::directory::{capture_dir, dir_key, read_xattrs, DirPart};
 use crate::scan::second_thread::Capture;

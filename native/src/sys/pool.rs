@@ -19,7 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
-use crate::error::Located;
+use crate::failure::Located;
 use crate::sys::{cancel, threads};
 
 /// How long [`map_reporting`]'s calling thread waits for an item before it asks `report(None)` anyway: how soon a
@@ -195,7 +195,7 @@ where
     });
     if stopped && parts.iter().all(|part| part.as_ref().is_some_and(|(_, failed)| failed.is_none())) {
         // Stopped by the caller, nothing failed: some items were never done, and that is no bug.
-        return Err(Located { at: 0, failure: crate::error::Failure::Stopped });
+        return Err(Located { at: 0, failure: crate::failure::Failure::Stopped });
     }
     gather(parts, items.len())
 }
@@ -208,7 +208,7 @@ fn gather<R>(parts: Vec<Part<R>>, len: usize) -> Result<Vec<R>, Located> {
     let mut first: Option<Located> = None;
     for part in parts {
         let Some((done, failed)) = part else {
-            let bug = Located { at: 0, failure: crate::error::Failure::os(libc::EIO, None) };
+            let bug = Located { at: 0, failure: crate::failure::Failure::os(libc::EIO, None) };
             first = Some(first.map_or(bug, |f| f));
             continue;
         };
@@ -225,7 +225,10 @@ fn gather<R>(parts: Vec<Part<R>>, len: usize) -> Result<Vec<R>, Located> {
         return Err(e);
     }
     // Every slot is filled when nothing failed; a hole would be a bug, reported as EIO rather than a panic.
-    slots.into_iter().map(|r| r.ok_or(Located { at: 0, failure: crate::error::Failure::os(libc::EIO, None) })).collect()
+    slots
+        .into_iter()
+        .map(|r| r.ok_or(Located { at: 0, failure: crate::failure::Failure::os(libc::EIO, None) }))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `pool.rs`'s tests: order, reporting, stopping, failures, and which items the calling thread takes.
 
 use super::*;
-use crate::error::Failure;
+use crate::failure::Failure;
 use std::sync::Mutex;
 
 #[test]
