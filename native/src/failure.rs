@@ -4,7 +4,8 @@
 
 use std::ffi::OsString;
 
-use crate::sys::calls::Errno;
+/// An errno value: what a failed call reports, and what Python raises as `OSError(errno, ...)`.
+pub type Errno = i32;
 
 /// The `lstat`/`fstat` fields a check compared, handed back so Python can explain the difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

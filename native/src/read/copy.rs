@@ -8,7 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::sys::calls::{self as sys, Errno};
+use crate::failure::Errno;
+use crate::sys::calls as sys;
 use crate::sys::cancel;
 use std::os::fd::RawFd;
 

@@ -17,8 +17,9 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use sha2::{Digest, Sha256};
 
+use crate::failure::Errno;
 use crate::read::copy::{copy_range, hex, CHUNK};
-use crate::sys::calls::{self as sys, Errno};
+use crate::sys::calls as sys;
 use crate::sys::{cancel, threads};
 
 /// The kernel copies this much per call before it tells the hasher (content.py's `COPY_CHUNK` is 8 MiB): small

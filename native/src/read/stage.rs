@@ -9,12 +9,13 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use crate::failure::Errno;
 use crate::failure::{Failure, Located, StatFacts};
 use crate::read::blob_check::{self, Held, Stored};
 use crate::read::copy::{copy_sparse, hex};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::progress::Tally;
-use crate::sys::calls::{self as sys, Errno};
+use crate::sys::calls as sys;
 use crate::sys::pool;
 
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.

@@ -8,6 +8,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
+use crate::failure::Errno;
 use crate::failure::{Failure, Located, StatFacts};
 use crate::manifest::parse::MAX_EXTENTS;
 use crate::read::blob_check::{open_regular, Looked};
@@ -15,7 +16,7 @@ use crate::read::copy::{copy_sparse, hex};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::stage::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
 use crate::restore::metadata::apply_fd;
-use crate::sys::calls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, XTarget};
 use crate::sys::pool;
 
 /// At most this many entries of one directory per unit of work, so a big directory spreads over threads.

@@ -4,10 +4,11 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 
+use crate::failure::Errno;
 use crate::failure::Failure;
 use crate::read::stage::{cstr, os_string};
 use crate::restore::create::Entry;
-use crate::sys::calls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, XTarget};
 
 /// flags.py's `RESTORABLE_FLAGS` (sync, nodump, dirsync) and `COMPARED_FLAGS` (those, immutable, append).
 pub const RESTORABLE_FLAGS: i32 = 0x0000_0008 | 0x0000_0040 | 0x0001_0000;

@@ -5,10 +5,11 @@
 
 use std::os::fd::OwnedFd;
 
+use crate::failure::Errno;
 use crate::failure::Failure;
 use crate::read::stage::{cstr, os_string};
 use crate::scan::walk::{fs_points, join, os, slash, Xattrs, ROOT};
-use crate::sys::calls::{self as sys, Errno, XTarget};
+use crate::sys::calls::{self as sys, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).
 const NO_FLAGS: [Errno; 7] =

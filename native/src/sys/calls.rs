@@ -7,8 +7,9 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// An errno value; `Result<T>` is a syscall's outcome.
-pub type Errno = i32;
+use crate::failure::Errno;
+
+/// A syscall's outcome.
 pub type Result<T> = std::result::Result<T, Errno>;
 
 /// `FS_IOC_GETFLAGS` / `FS_IOC_SETFLAGS` on x86-64: they transfer a C int although the header says long.

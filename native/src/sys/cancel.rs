@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::sys::calls::Errno;
+use crate::failure::Errno;
 
 thread_local! {
     static WATCHED: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
