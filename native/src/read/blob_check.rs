@@ -12,10 +12,10 @@ use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::os::fd::{OwnedFd, RawFd};
 
-use crate::failure::Errno;
-use crate::failure::Failure;
+use crate::failure::{Errno, Failure};
 use crate::read::copy::CHUNK;
-use crate::read::stage::{cstr, data_extents, os_string};
+use crate::read::file_data::data_extents;
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls as sys;
 
 /// What is under a name: a regular file opened for reading (with its `fstat`), or anything else (never opened).

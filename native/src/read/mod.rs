@@ -5,6 +5,7 @@
 
 pub mod blob_check;
 pub mod copy;
+pub mod file_data;
 pub mod hash_while_copying;
 pub mod progress;
 pub mod renames;

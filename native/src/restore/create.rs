@@ -8,14 +8,15 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::failure::Errno;
-use crate::failure::{Failure, Located, StatFacts};
+use crate::failure::{Errno, Failure, Located, StatFacts};
 use crate::manifest::parse::MAX_EXTENTS;
 use crate::read::blob_check::{open_regular, Looked};
 use crate::read::copy::{copy_sparse, hex};
+use crate::read::file_data::{data_extents, read_small_into};
 use crate::read::hash_while_copying::hash_while_copying;
-use crate::read::stage::{cstr, data_extents, os_string, read_small_into, IN_MEMORY_LIMIT};
+use crate::read::stage::IN_MEMORY_LIMIT;
 use crate::restore::metadata::apply_fd;
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 use crate::sys::pool;
 

@@ -4,10 +4,9 @@
 use std::ffi::CString;
 use std::os::fd::RawFd;
 
-use crate::failure::Errno;
-use crate::failure::Failure;
-use crate::read::stage::{cstr, os_string};
+use crate::failure::{Errno, Failure};
 use crate::restore::create::Entry;
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 
 /// flags.py's `RESTORABLE_FLAGS` (sync, nodump, dirsync) and `COMPARED_FLAGS` (those, immutable, append).

@@ -5,10 +5,9 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::failure::Errno;
-use crate::failure::Failure;
-use crate::read::stage::{cstr, os_string};
+use crate::failure::{Errno, Failure};
 use crate::scan::walk::{fs_points, join, os, slash, Xattrs, ROOT};
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).

@@ -29,9 +29,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
 use crate::failure::Failure;
-use crate::read::stage::{cstr, os_string};
 use crate::scan::directory::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
 use crate::scan::walk::{os, slash, Xattrs};
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls as sys;
 use crate::sys::threads;
 

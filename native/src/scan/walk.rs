@@ -15,11 +15,10 @@ use std::ffi::CStr;
 use std::os::fd::OwnedFd;
 
 pub use crate::entry_kind::Kind;
-use crate::failure::Errno;
-use crate::failure::{Failure, StatFacts};
-use crate::read::stage::{cstr, os_string};
+use crate::failure::{Errno, Failure, StatFacts};
 use crate::scan::directory::{capture_dir, dir_key, read_xattrs, DirPart};
 use crate::scan::second_thread::Capture;
+use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls as sys;
 
 pub(crate) const ROOT: &[u8] = b".";
