@@ -14,14 +14,16 @@ use std::ffi::OsString;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::entry_kind::Kind;
 use crate::failure::Located;
 use crate::manifest::encode::{Entry as Doc, Json, Text};
 use crate::py::ints::{int_py, Ints};
 use crate::py::scan_tree::Made;
 use crate::py::{bytes_of, failure_to_py};
 use crate::read::stage as content;
+use crate::scan::entry::Entry;
 use crate::scan::second_thread::SPLIT_MIN;
-use crate::scan::walk::{self as scan, Entry, Kind};
+use crate::scan::walk as scan;
 
 /// A read of a captured tree: its entry's position and the entry.
 pub(crate) struct CapturedRead<'a>(usize, &'a Entry);

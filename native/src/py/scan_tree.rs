@@ -18,11 +18,13 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
+use crate::entry_kind::Kind;
 use crate::failure::Located;
 use crate::py::ints::{int_py, Ints};
 use crate::py::{bytes_of, failure_to_py, fs_str};
+use crate::scan::entry::Entry;
 use crate::scan::second_thread::SPLIT_MIN;
-use crate::scan::walk::{self as scan, Entry, Kind};
+use crate::scan::walk as scan;
 use crate::sys::threads;
 
 /// What the walk hands over after a directory: the entries so far, and those of them made now, by position.

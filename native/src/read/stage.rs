@@ -14,7 +14,7 @@ use crate::read::copy::{copy_sparse, hex};
 use crate::read::file_data::{data_extents, read_small_into};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::progress::Tally;
-use crate::sys::c_path::{cstr, os_string};
+use crate::sys::c_path::{cstr, os, os_string};
 use crate::sys::calls as sys;
 use crate::sys::pool;
 
@@ -73,10 +73,6 @@ struct Read {
 /// errnos meaning "no flags here" (flags.py's `_UNSUPPORTED` and `_FORBIDDEN`): recorded as `None`.
 const NO_FLAGS: [Errno; 7] =
     [libc::ENOTTY, libc::EOPNOTSUPP, libc::EINVAL, libc::ENOSYS, libc::EPERM, libc::EACCES, libc::EROFS];
-
-fn os(errno: Errno, name: &[u8]) -> Failure {
-    Failure::os(errno, Some(os_string(name)))
-}
 
 fn changed(item: &Item<'_>, st: &libc::stat) -> bool {
     (st.st_dev, st.st_ino) != (item.dev, item.ino)

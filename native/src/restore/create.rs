@@ -8,7 +8,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use sha2::{Digest, Sha256};
 
-use crate::failure::{Errno, Failure, Located, StatFacts};
+use crate::failure::{Failure, Located, StatFacts};
 use crate::manifest::parse::MAX_EXTENTS;
 use crate::read::blob_check::{open_regular, Looked};
 use crate::read::copy::{copy_sparse, hex};
@@ -16,7 +16,7 @@ use crate::read::file_data::{data_extents, read_small_into};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::stage::IN_MEMORY_LIMIT;
 use crate::restore::metadata::apply_fd;
-use crate::sys::c_path::{cstr, os_string};
+use crate::sys::c_path::{cstr, os, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 use crate::sys::pool;
 
@@ -59,10 +59,6 @@ impl Entry<'_> {
 pub struct Dir<'a> {
     pub rel: &'a [u8],
     pub entries: Vec<Entry<'a>>,
-}
-
-fn os(errno: Errno, name: &[u8]) -> Failure {
-    Failure::os(errno, Some(os_string(name)))
 }
 
 /// `_dir_fd`: the root itself, or `open_beneath(root, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)`.

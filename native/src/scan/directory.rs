@@ -6,8 +6,8 @@
 use std::os::fd::OwnedFd;
 
 use crate::failure::{Errno, Failure};
-use crate::scan::walk::{fs_points, join, os, slash, Xattrs, ROOT};
-use crate::sys::c_path::{cstr, os_string};
+use crate::scan::entry::{fs_points, join, slash, Xattrs, ROOT};
+use crate::sys::c_path::{cstr, os, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 
 /// `flags.py`'s unsupported and forbidden errnos: the directory's flags are then not recorded (`None`).

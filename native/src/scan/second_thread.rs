@@ -30,8 +30,8 @@ use std::thread::Scope;
 
 use crate::failure::Failure;
 use crate::scan::directory::{capture_dir, read_xattrs, unchanged, DirPart, NamesFound};
-use crate::scan::walk::{os, slash, Xattrs};
-use crate::sys::c_path::{cstr, os_string};
+use crate::scan::entry::{slash, Xattrs};
+use crate::sys::c_path::{cstr, os, os_string};
 use crate::sys::calls as sys;
 use crate::sys::threads;
 
