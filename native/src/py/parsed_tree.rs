@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 use crate::manifest::parse::{self as manifest_parse, Kind};
 use crate::py::parse_manifest::{decline_to_py, entry_args};
 use crate::read::copy::hex;
-use crate::restore::create as restore;
+use crate::restore::create;
+use crate::restore::entry as restore;
 use crate::restore::layout::Tree;
 use crate::restore::metadata as restore_meta;
 use crate::sys::threads;
@@ -280,7 +281,7 @@ pub(crate) fn create_files(
                 }
             })
         };
-        restore::create_files(root_fd, blobs_fd, &dirs, threads, &mut report)
+        create::create_files(root_fd, blobs_fd, &dirs, threads, &mut report)
     });
     if let Some(err) = raised {
         return Err(err);

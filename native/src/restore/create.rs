@@ -15,6 +15,7 @@ use crate::read::copy::{copy_sparse, hex};
 use crate::read::file_data::{data_extents, read_small_into};
 use crate::read::hash_while_copying::hash_while_copying;
 use crate::read::stage::IN_MEMORY_LIMIT;
+use crate::restore::entry::{Dir, Entry, Kind};
 use crate::restore::metadata::apply_fd;
 use crate::sys::c_path::{cstr, os, os_string};
 use crate::sys::calls::{self as sys, XTarget};
@@ -24,43 +25,6 @@ use crate::sys::pool;
 const UNIT: usize = 128;
 /// A unit ends once its files hold this many bytes (the progress a person sees moves once a unit is done).
 const UNIT_BYTES: u64 = 64 << 20;
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Symlink,
-}
-
-/// What creating a file or symlink needs of its entry, borrowed from wherever the batch's entries live:
-/// `_native_batches.entry_to_wire`'s tuples (`restore_edge::Wire`) or the core's own parse of the manifest
-/// (`tree::Tree`), so a parsed manifest reaches the create without a copy through Python.
-pub struct Entry<'a> {
-    pub path: &'a [u8],
-    pub kind: Kind,
-    pub mode: u32,
-    pub mtime_ns: i128,
-    pub atime_ns: i128,
-    pub size: u64,
-    pub sha256: Option<&'a str>,
-    pub target: Option<&'a [u8]>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub xattrs: Option<Vec<(&'a [u8], &'a [u8])>>,
-    pub extents: Option<&'a [(u64, u64)]>,
-    pub flags: Option<i32>,
-}
-
-impl Entry<'_> {
-    fn name(&self) -> &[u8] {
-        self.path.rsplit(|b| *b == b'/').next().unwrap_or(self.path)
-    }
-}
-
-/// One directory (relative to the root, "." for the root) and the entries to create in it.
-pub struct Dir<'a> {
-    pub rel: &'a [u8],
-    pub entries: Vec<Entry<'a>>,
-}
-
 /// `_dir_fd`: the root itself, or `open_beneath(root, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)`.
 fn open_dir(root: RawFd, rel: &[u8]) -> Result<Option<OwnedFd>, Failure> {
     if rel == b"." {

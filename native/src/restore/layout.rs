@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::manifest::parse::{Entry, Kind, Parsed};
-use crate::restore::create as restore;
+use crate::restore::entry as restore;
 use crate::restore::metadata as restore_meta;
 
 /// The fields `restore_meta.plan` reads of an entry besides its path (`tests/store/test_restore_layout.py`

@@ -5,7 +5,7 @@ use std::ffi::CString;
 use std::os::fd::RawFd;
 
 use crate::failure::{Errno, Failure};
-use crate::restore::create::Entry;
+use crate::restore::entry::Entry;
 use crate::sys::c_path::{cstr, os_string};
 use crate::sys::calls::{self as sys, XTarget};
 
