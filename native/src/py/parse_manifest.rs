@@ -4,10 +4,12 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
+use crate::entry_kind::Kind;
 use crate::manifest::parse as manifest_parse;
+use crate::manifest::parse::parsed::{Decline, Entry};
 use crate::py::NativeFailure;
 
-pub(crate) fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) -> PyErr {
+pub(crate) fn decline_to_py(py: Python<'_>, decline: Decline) -> PyErr {
     let fields = PyDict::new(py);
     let filled = fields.set_item("check", decline.check).and_then(|()| fields.set_item("detail", &decline.detail));
     if let Err(err) = filled {
@@ -20,7 +22,7 @@ pub(crate) fn decline_to_py(py: Python<'_>, decline: manifest_parse::Decline) ->
 /// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
 pub(crate) fn entry_args<'py>(
     py: Python<'py>,
-    e: &manifest_parse::Entry<'_>,
+    e: &Entry<'_>,
     kinds: &[Bound<'py, PyString>],
 ) -> PyResult<Bound<'py, PyTuple>> {
     let none = || py.None().into_bound(py);
@@ -59,7 +61,7 @@ pub(crate) fn parse_manifest<'py>(
     let bytes = data.as_bytes();
     let parsed =
         py.detach(|| manifest_parse::parse(bytes, size_limit)).map_err(|decline| decline_to_py(py, decline))?;
-    let kinds: Vec<_> = manifest_parse::Kind::ALL.iter().map(|kind| PyString::intern(py, kind.name())).collect();
+    let kinds: Vec<_> = Kind::ALL.iter().map(|kind| PyString::intern(py, kind.name())).collect();
     let entries =
         parsed.entries.iter().map(|e| file_meta.call1(entry_args(py, e, &kinds)?)).collect::<PyResult<Vec<_>>>()?;
     Ok((PyString::new(py, &parsed.name), parsed.noatime, PyTuple::new(py, entries)?))

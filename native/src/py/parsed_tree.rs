@@ -13,7 +13,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use sha2::{Digest, Sha256};
 
-use crate::manifest::parse::{self as manifest_parse, Kind};
+use crate::entry_kind::Kind;
+use crate::manifest::parse::parsed::{Decline, Entry as ParsedEntry};
+use crate::manifest::parse::{self as manifest_parse};
 use crate::py::parse_manifest::{decline_to_py, entry_args};
 use crate::read::copy::hex;
 use crate::restore::create;
@@ -127,7 +129,7 @@ impl ParsedTree {
         indices: Option<Vec<usize>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let entries = &self.tree.entries;
-        let chosen: Vec<&manifest_parse::Entry<'_>> = match indices {
+        let chosen: Vec<&ParsedEntry<'_>> = match indices {
             None => entries.iter().collect(),
             Some(at) => at.iter().map(|&i| entries.get(i).ok_or_else(bad_run)).collect::<PyResult<_>>()?,
         };
@@ -214,7 +216,7 @@ pub(crate) fn parse_tree(
         })
     });
     if hashed.as_deref() != Some(digest) {
-        return Err(decline_to_py(py, manifest_parse::Decline::refused("digest", None)));
+        return Err(decline_to_py(py, Decline::refused("digest", None)));
     }
     parsed.map(|tree| ParsedTree { tree }).map_err(|decline| decline_to_py(py, decline))
 }

@@ -9,7 +9,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use sha2::{Digest, Sha256};
 
 use crate::failure::{Failure, Located, StatFacts};
-use crate::manifest::parse::MAX_EXTENTS;
+use crate::manifest::parse::fields::MAX_EXTENTS;
 use crate::read::blob_check::{open_regular, Looked};
 use crate::read::copy::{copy_sparse, hex};
 use crate::read::file_data::{data_extents, read_small_into};

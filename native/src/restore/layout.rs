@@ -10,7 +10,8 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use crate::manifest::parse::{Entry, Kind, Parsed};
+use crate::entry_kind::Kind;
+use crate::manifest::parse::parsed::{Entry, Parsed};
 use crate::restore::entry as restore;
 use crate::restore::metadata as restore_meta;
 

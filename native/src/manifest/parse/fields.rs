@@ -3,8 +3,9 @@
 
 use std::borrow::Cow;
 
-use super::json::{Fields, Int, Raw};
-use super::{Decline, Entry, Kind};
+use super::parsed::{Decline, Entry};
+use super::raw::{Fields, Int, Raw};
+use crate::entry_kind::Kind;
 
 const NS_LIMIT: i128 = 1 << 63;
 const SIZE_LIMIT: i128 = 1 << 63;

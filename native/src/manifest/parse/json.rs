@@ -16,7 +16,9 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{fields, Decline, Entry};
+use super::fields;
+use super::parsed::{Decline, Entry};
+use super::raw::{Fields, Raw};
 
 /// How deep the format nests: document, entry list, entry, xattr list (or extents), xattr pair (or run).
 pub const MAX_DEPTH: usize = 5;
@@ -29,62 +31,6 @@ const FREE_CONTAINER_BYTES: usize = 64 << 10;
 /// 2,097,152 runs of `[0,1]`, each padded to 8 bytes, cost the core 23 times their size, 15 now.
 const KEPT_ITEMS: usize = (1 << 20) + 1;
 const TOO_DEEP: &str = "nested deeper than the format's five levels";
-
-/// A JSON value as the checks see it.
-#[derive(Debug)]
-pub enum Raw<'a> {
-    Null,
-    Bool(bool),
-    /// Every integer that fits 64 bits, signed or not.
-    Int(i128),
-    /// A number with a fraction or an exponent, an integer past 64 bits, or `-0` (which Python reads as
-    /// the integer 0): the checks treat the last as unsure ([`Raw::int`]).
-    Float(f64),
-    Str(Cow<'a, str>),
-    List(Vec<Raw<'a>>),
-    Object,
-}
-
-/// What a number is to a check that wants an integer.
-pub enum Int {
-    Is(i128),
-    /// Not an integer, or one past every range a field allows.
-    Not,
-    /// serde_json's `-0.0`: the integer 0 if it was written `-0`, a float if `-0.0`.
-    Unsure,
-}
-
-impl Raw<'_> {
-    pub fn int(&self) -> Int {
-        match self {
-            Raw::Int(value) => Int::Is(*value),
-            Raw::Float(value) if *value == 0.0 && value.is_sign_negative() => Int::Unsure,
-            _ => Int::Not,
-        }
-    }
-}
-
-/// The known fields of one entry object; `None` where the key is absent (not the same as `null` for
-/// `xattrs`, whose presence alone asks for a list).
-#[derive(Default)]
-pub struct Fields<'a> {
-    pub path: Option<Raw<'a>>,
-    pub kind: Option<Raw<'a>>,
-    pub mode: Option<Raw<'a>>,
-    pub mtime_ns: Option<Raw<'a>>,
-    pub atime_ns: Option<Raw<'a>>,
-    pub ctime_ns: Option<Raw<'a>>,
-    pub size: Option<Raw<'a>>,
-    pub sha256: Option<Raw<'a>>,
-    pub target: Option<Raw<'a>>,
-    pub uid: Option<Raw<'a>>,
-    pub gid: Option<Raw<'a>>,
-    pub flags: Option<Raw<'a>>,
-    pub xattrs: Option<Raw<'a>>,
-    pub hardlink: Option<Raw<'a>>,
-    pub extents: Option<Raw<'a>>,
-    pub rdev: Option<Raw<'a>>,
-}
 
 /// The entry list as read: every entry checked ([`super::fields::entry`]) as soon as its object ends, so
 /// no entry's raw fields outlive it; the first refusal is kept and the rest of the list only read.

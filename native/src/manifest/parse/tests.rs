@@ -1,7 +1,9 @@
 //! The parse on hand-made manifests; the differential tests (`tests/native/test_manifest_parse_differential.py`)
 //! hold it to the reference on generated ones.
 
-use super::{Decline, Kind, Parsed, MAX_FILE_BYTES};
+use super::parsed::{Decline, Parsed};
+use super::MAX_FILE_BYTES;
+use crate::entry_kind::Kind;
 
 const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 
