@@ -17,9 +17,10 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::entry_kind::Kind;
 use crate::failure::Located;
 use crate::manifest::encode::{Entry as Doc, Json, Text};
+use crate::py::failure::failure_to_py;
+use crate::py::file_metas::Made;
 use crate::py::ints::{int_py, Ints};
-use crate::py::scan_tree::Made;
-use crate::py::{bytes_of, failure_to_py};
+use crate::py::paths::bytes_of;
 use crate::read::stage as content;
 use crate::scan::entry::Entry;
 use crate::scan::second_thread::SPLIT_MIN;
@@ -137,7 +138,8 @@ impl CapturedTree {
         let mut ints = Ints::new(py);
         let found = PyDict::new(py);
         for e in &self.entries {
-            found.set_item(crate::py::fs_str(py, &e.path)?, (ints.of(e.st.dev)?, int_py(py, e.st.ino.into())?))?;
+            found
+                .set_item(crate::py::paths::fs_str(py, &e.path)?, (ints.of(e.st.dev)?, int_py(py, e.st.ino.into())?))?;
         }
         Ok(found)
     }

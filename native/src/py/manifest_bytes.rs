@@ -10,7 +10,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use crate::manifest::assemble::{Assembly, Lines};
 use crate::manifest::encode::{Entry, Facts, Json, Text};
 use crate::py::captured_tree::CapturedTree;
-use crate::py::failure_to_py;
+use crate::py::failure::failure_to_py;
 use crate::py::stage::{facts_of_kept, StageState};
 
 /// Entries read off their `FileMeta`s and encoded this many at a time, the GIL released for each chunk's

@@ -2,22 +2,12 @@
 //! class, and a decline as `NativeFailure`); the parse and every check are `manifest_parse`'s.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::entry_kind::Kind;
 use crate::manifest::parse as manifest_parse;
-use crate::manifest::parse::parsed::{Decline, Entry};
-use crate::py::NativeFailure;
-
-pub(crate) fn decline_to_py(py: Python<'_>, decline: Decline) -> PyErr {
-    let fields = PyDict::new(py);
-    let filled = fields.set_item("check", decline.check).and_then(|()| fields.set_item("detail", &decline.detail));
-    if let Err(err) = filled {
-        return err;
-    }
-    let kind = if decline.unsure { "manifest_unsure" } else { "manifest_refused" };
-    NativeFailure::new_err((kind, decline.at, fields.unbind()))
-}
+use crate::manifest::parse::parsed::Entry;
+use crate::py::failure::decline_to_py;
 
 /// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
 pub(crate) fn entry_args<'py>(

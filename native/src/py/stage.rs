@@ -16,7 +16,8 @@ use pyo3::prelude::*;
 
 use crate::manifest::encode::{Facts, Json, Text};
 use crate::py::captured_tree::CapturedTree;
-use crate::py::{bytes_of, failure_to_py};
+use crate::py::failure::failure_to_py;
+use crate::py::paths::bytes_of;
 use crate::read::progress::{Tally, Told};
 use crate::read::{renames as moves, stage as content};
 
