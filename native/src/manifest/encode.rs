@@ -3,9 +3,9 @@
 //! (`encode_entry`; its direct `file_line` is held to those bytes by the reference's own tests), the lines
 //! sorted by `(path, line)` as Python sorts `str`s (by code point), joined as `manifest_bytes` joins them.
 //!
-//! Values are only what JSON makes of exact Python types; the edge (`manifest_edge.rs`) hands anything else
+//! Values are only what JSON makes of exact Python types; the edge (`py/manifest_bytes.rs`) hands anything else
 //! back to the reference, so no value is ever encoded differently. Each entry first takes what its read found
-//! (`manifest_body.rs`, which also sorts and joins the lines).
+//! (`manifest/assemble.rs`, which also sorts and joins the lines).
 
 use std::cmp::Ordering;
 

@@ -1,13 +1,13 @@
 //! A publish's scan kept in the core (`CapturedTree`), so its files go from the walk to the reads and the
 //! manifest without becoming `FileMeta` objects on the way: the publish's counterpart of a download's
-//! `ParsedTree` (`restore_edge.rs`).
+//! `ParsedTree` (`py/parsed_tree.rs`).
 //!
-//! The walk is `scan.rs`'s (the reference's calls, refusals and order), run on the calling thread with the GIL
+//! The walk is `scan/walk.rs`'s (the reference's calls, refusals and order), run on the calling thread with the GIL
 //! released and taken again only for `on_progress` after each directory. Making 10,000 `FileMeta`s cost the
 //! scan as much CPU as its syscalls; here a `FileMeta` is made only when Python asks (`metas`): a seam that
 //! iterates the entries, a failure's message. What a publish asks of every entry is answered here: the files
 //! it reads and their bytes, the first time no manifest can carry, the entries as the manifest encodes them
-//! (`manifest_entry`, the values `scan_edge.rs` gives a `FileMeta` and `manifest_edge.rs` reads off it).
+//! (`manifest_entry`, the values `py/file_metas.rs` gives a `FileMeta` and `py/manifest_bytes.rs` reads off it).
 
 use std::ffi::OsString;
 
@@ -21,7 +21,7 @@ use crate::py::failure::failure_to_py;
 use crate::py::file_metas::Made;
 use crate::py::ints::{int_py, Ints};
 use crate::py::paths::bytes_of;
-use crate::read::stage as content;
+use crate::read::stage;
 use crate::scan::entry::Entry;
 use crate::scan::second_thread::SPLIT_MIN;
 use crate::scan::walk as scan;
@@ -29,10 +29,10 @@ use crate::scan::walk as scan;
 /// A read of a captured tree: its entry's position and the entry.
 pub(crate) struct CapturedRead<'a>(usize, &'a Entry);
 
-impl content::ToRead for CapturedRead<'_> {
-    fn item(&self) -> content::Item<'_> {
+impl stage::ToRead for CapturedRead<'_> {
+    fn item(&self) -> stage::Item<'_> {
         let CapturedRead(at, e) = *self;
-        content::Item {
+        stage::Item {
             index: at as u64,
             path: &e.path,
             size: e.st.size,
@@ -57,13 +57,13 @@ pub struct CapturedTree {
 }
 
 impl CapturedTree {
-    /// Reads `start..stop` as `content::stage_files` takes them: each its position and entry, the item made from
+    /// Reads `start..stop` as `stage::stage_files` takes them: each its position and entry, the item made from
     /// the entry when it is read (what `_native_batches.item_to_wire` makes of it).
     pub(crate) fn reads_of(&self, start: usize, stop: usize) -> Option<Vec<CapturedRead<'_>>> {
         Some(self.reads.get(start..stop)?.iter().map(|&at| CapturedRead(at, &self.entries[at])).collect())
     }
 
-    /// Entry `at` as `manifest_edge::entry_of` reads its `FileMeta`, and whether its link count is above one;
+    /// Entry `at` as `manifest_bytes::entry_of` reads its `FileMeta`, and whether its link count is above one;
     /// `None` where a name is no UTF-8 (a `str` of lone surrogates: the reference's turn).
     pub(crate) fn manifest_entry(&self, at: usize) -> Option<(Doc, bool)> {
         let e = &self.entries[at];
@@ -169,7 +169,7 @@ impl CapturedTree {
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache, kept in the core; `on_progress(entries
 /// so far)` after each directory, with the GIL, before the next directory is opened (as the reference; with two
 /// threads the next may be captured ahead already, and is captured again at its turn if it changed).
-/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `threads`: 2 or more adds a second thread (`scan/second_thread.rs`: the next directory ahead, or a directory of
 /// `split_min` names or more split).
 #[pyfunction]
 #[pyo3(signature = (root, read_links, on_progress, threads=1, split_min=SPLIT_MIN))]

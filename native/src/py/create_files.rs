@@ -11,13 +11,13 @@ use pyo3::types::{PyList, PyTuple};
 use crate::py::failure::failure_to_py;
 use crate::py::parsed_tree::{bad_run, ParsedTree};
 use crate::restore::create;
-use crate::restore::entry as restore;
-use crate::restore::metadata as restore_meta;
+use crate::restore::entry::{Dir, Entry, Kind};
+use crate::restore::metadata::flags_bits;
 
-/// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`restore::Entry` borrows them).
+/// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`Entry` borrows them).
 struct Wire {
     path: Vec<u8>,
-    kind: restore::Kind,
+    kind: Kind,
     mode: u32,
     mtime_ns: i128,
     atime_ns: i128,
@@ -39,8 +39,8 @@ impl Wire {
         }
         let kind: String = t.get_item(1)?.extract()?;
         let kind = match kind.as_str() {
-            "file" => restore::Kind::File,
-            "symlink" => restore::Kind::Symlink,
+            "file" => Kind::File,
+            "symlink" => Kind::Symlink,
             other => {
                 return Err(PyValueError::new_err(format!("the native core creates files and symlinks, not {other}")))
             }
@@ -61,12 +61,12 @@ impl Wire {
             xattrs: xattrs.map(|x| x.into_iter().map(|(n, v)| (n.into_vec(), v)).collect()),
             extents: t.get_item(11)?.extract()?,
             // As the manifest and flags.py hold them: 0..2**32, or the ioctl's signed int.
-            flags: t.get_item(12)?.extract::<Option<i64>>()?.map(restore_meta::flags_bits),
+            flags: t.get_item(12)?.extract::<Option<i64>>()?.map(flags_bits),
         })
     }
 
-    fn entry(&self) -> restore::Entry<'_> {
-        restore::Entry {
+    fn entry(&self) -> Entry<'_> {
+        Entry {
             path: &self.path,
             kind: self.kind,
             mode: self.mode,
@@ -125,7 +125,7 @@ pub(crate) fn create_files(
                 Part::Wire(wires) => wires.iter().map(Wire::entry).collect(),
                 Part::Run(group, start, stop) => tree.and_then(|t| t.run(*group, *start, *stop)).ok_or_else(bad_run)?,
             };
-            Ok(restore::Dir { rel, entries })
+            Ok(Dir { rel, entries })
         })
         .collect::<PyResult<Vec<_>>>()?;
     let mut raised: Option<PyErr> = None;

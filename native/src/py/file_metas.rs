@@ -28,7 +28,7 @@ pub(crate) struct Made<'py> {
     file_meta: Bound<'py, PyAny>,
     pub(crate) paths: Vec<Option<Bound<'py, PyAny>>>,
     pub(crate) metas: Vec<Option<Bound<'py, PyAny>>>,
-    /// One Python int per distinct mode, owner, link count, flags and device (`ints.rs`).
+    /// One Python int per distinct mode, owner, link count, flags and device (`py/ints.rs`).
     pub(crate) ints: Ints<'py>,
 }
 

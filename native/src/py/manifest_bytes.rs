@@ -1,4 +1,4 @@
-//! The edge of `manifest.rs`: a publish's entries (`FileMeta`), what the plan knew and what the reads found
+//! The edge of `manifest/encode.rs`: a publish's entries (`FileMeta`), what the plan knew and what the reads found
 //! (`Staged`) converted to the encoder's values — only values of exact JSON types; anything else answers
 //! `None`, and Python's reference assembles that manifest instead.
 
@@ -215,7 +215,7 @@ fn body_of<'py>(py: Python<'py>, lines: &Lines, head: &[u8]) -> PyResult<Bound<'
     })
 }
 
-/// `assemble`'s manifest of a captured tree (`captured.rs`) and what its reads found (`found`: `Staged`
+/// `assemble`'s manifest of a captured tree (`py/captured_tree.rs`) and what its reads found (`found`: `Staged`
 /// tuples, or the `StageState` that kept them): the bytes `manifest_bytes` makes of the same entries as
 /// `FileMeta`s, with no `FileMeta` made. `None` where a name is no UTF-8 or a read's value is of no exact JSON
 /// type: the reference's turn.

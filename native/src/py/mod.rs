@@ -1,10 +1,8 @@
-//! `artifactkit._native`: a publish's scan, the execute stage's per-file work and the manifest's encoding, for
-//! whole trees and batches, the GIL released.
-//!
-//! Python types are converted here, at the edge, and only here (and in `manifest_edge.rs`, this edge's part
-//! for the manifest's values); every failure leaves as `NativeFailure(kind, at, fields)`, which
+//! The door between Python and the core: the `#[pymodule]` `artifactkit._native`, and in the modules below it
+//! every Python-facing class and function, the conversions of Python values (at this edge and only here), and
+//! the mapping of every failure to `NativeFailure(kind, at, fields)` (`failure.rs`), which
 //! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
-//! message the reference engine raises. Python keeps the API, the policy and the messages.
+//! message the reference engine raises. The only PyO3 code of the crate.
 
 mod captured_tree;
 mod create_files;

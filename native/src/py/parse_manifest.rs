@@ -1,12 +1,12 @@
 //! The edge of the manifest parse: `parse_manifest`'s Python values (the `FileMeta`s, built by calling the
-//! class, and a decline as `NativeFailure`); the parse and every check are `manifest_parse`'s.
+//! class, and a decline as `NativeFailure`); the parse and every check are `manifest::parse`'s.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::entry_kind::Kind;
-use crate::manifest::parse as manifest_parse;
 use crate::manifest::parse::parsed::Entry;
+use crate::manifest::parse::{parse, MAX_FILE_BYTES};
 use crate::py::failure::decline_to_py;
 
 /// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
@@ -41,7 +41,7 @@ pub(crate) fn entry_args<'py>(
 /// manifest the core does not accept raises
 /// `NativeFailure("manifest_refused" | "manifest_unsure", entry position or None, {"check", "detail"})`.
 #[pyfunction]
-#[pyo3(signature = (data, file_meta, size_limit=manifest_parse::MAX_FILE_BYTES))]
+#[pyo3(signature = (data, file_meta, size_limit=MAX_FILE_BYTES))]
 pub(crate) fn parse_manifest<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyBytes>,
@@ -49,8 +49,7 @@ pub(crate) fn parse_manifest<'py>(
     size_limit: u64,
 ) -> PyResult<(Bound<'py, PyString>, bool, Bound<'py, PyTuple>)> {
     let bytes = data.as_bytes();
-    let parsed =
-        py.detach(|| manifest_parse::parse(bytes, size_limit)).map_err(|decline| decline_to_py(py, decline))?;
+    let parsed = py.detach(|| parse(bytes, size_limit)).map_err(|decline| decline_to_py(py, decline))?;
     let kinds: Vec<_> = Kind::ALL.iter().map(|kind| PyString::intern(py, kind.name())).collect();
     let entries =
         parsed.entries.iter().map(|e| file_meta.call1(entry_args(py, e, &kinds)?)).collect::<PyResult<Vec<_>>>()?;

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::entry_kind::Kind;
 use crate::manifest::parse::parsed::{Decline, Entry as ParsedEntry};
-use crate::manifest::parse::{self as manifest_parse};
+use crate::manifest::parse::{parse, MAX_FILE_BYTES};
 use crate::py::failure::decline_to_py;
 use crate::py::parse_manifest::entry_args;
 use crate::read::copy::hex;
@@ -65,7 +65,7 @@ impl ParsedTree {
         PyTuple::new(py, made)
     }
 
-    /// `(dirs, others, made, reps)`: `tree::Layout`, each made group as `(directory, count)`.
+    /// `(dirs, others, made, reps)`: `layout::Layout`, each made group as `(directory, count)`.
     #[allow(clippy::type_complexity)]
     fn layout(&self) -> (Vec<usize>, Vec<usize>, Vec<(usize, usize)>, Vec<usize>) {
         let l = &self.tree.layout;
@@ -122,7 +122,7 @@ impl ParsedTree {
 /// manifest the core does not accept raises the same `NativeFailure` as `parse_manifest` (`size_limit`: the
 /// largest file an entry may claim, as there).
 #[pyfunction]
-#[pyo3(signature = (data, digest, size_limit=manifest_parse::MAX_FILE_BYTES))]
+#[pyo3(signature = (data, digest, size_limit=MAX_FILE_BYTES))]
 pub(crate) fn parse_tree(
     py: Python<'_>,
     data: &Bound<'_, PyBytes>,
@@ -133,7 +133,7 @@ pub(crate) fn parse_tree(
     let (hashed, parsed) = py.detach(|| {
         std::thread::scope(|s| {
             let hashing = threads::scoped(s, || hex(&Sha256::digest(bytes)));
-            let parsed = manifest_parse::parse(bytes, size_limit).map(Tree::of);
+            let parsed = parse(bytes, size_limit).map(Tree::of);
             let hashed = match hashing {
                 Some(thread) => thread.join().ok(),
                 None => Some(hex(&Sha256::digest(bytes))), // no thread would start: after the parse, here

@@ -1,4 +1,4 @@
-//! `scan_tree` for Python: the walk (`scan.rs`) on a thread of its own, the `FileMeta` values made here.
+//! `scan_tree` for Python: the walk (`scan/walk.rs`) on a thread of its own, the `FileMeta` values made here.
 //!
 //! The walk needs no GIL; making a `FileMeta` needs it and costs about as much as the walk's syscalls for the
 //! same entry. So the two overlap: after each directory the walk hands this thread what it captured and
@@ -49,7 +49,7 @@ fn next_captured(py: Python<'_>, rx: Receiver<Captured>) -> (Option<Captured>, R
 
 /// Capture the tree at `root` as `scan.py::scan_tree` without a cache: `(entries as FileMeta, identities,
 /// listed_noatime)`; `on_progress(entries so far)` after each directory (with the GIL, as the reference).
-/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `threads`: 2 or more adds a second thread (`scan/second_thread.rs`: the next directory ahead, or a directory of
 /// `split_min` names or more split).
 #[pyfunction]
 #[pyo3(signature = (root, read_links, on_progress, file_meta, threads=1, split_min=SPLIT_MIN))]
@@ -108,7 +108,7 @@ pub fn scan_tree<'py>(
     });
     let scanned = match scanned {
         Some(joined) => joined.map_err(|_| PyRuntimeError::new_err("the native scan's walk stopped unexpectedly"))?,
-        // No thread would start (`threads.rs`): the walk on this thread, the GIL held, its progress told as it goes.
+        // No thread would start (`sys/threads.rs`): the walk on this thread, the GIL held, its progress told as it goes.
         None => scan::scan_tree(&root, read_links, threads, split_min, &mut |entries| {
             let told = on_progress.call1(py, (entries.len(),)).and_then(|_| py.check_signals());
             raised = told.err();

@@ -1,8 +1,8 @@
-//! The edge of a publish's reads and moves (`content.rs`, `moves.rs`): items in, `Staged` out, and the state one
+//! The edge of a publish's reads and moves (`read/stage.rs`, `read/renames.rs`): items in, `Staged` out, and the state one
 //! publish's calls share.
 //!
 //! A publish of a captured tree (`stage_captured`) keeps its reads here, in its `StageState`, rather than
-//! handing 10,000 `Staged` tuples to Python: the manifest (`manifest_edge::manifest_captured`) and the moves into
+//! handing 10,000 `Staged` tuples to Python: the manifest (`manifest_bytes::manifest_captured`) and the moves into
 //! `blobs/` (`rename_staged`) take them straight from the state, and Python makes a `Staged` only of a read it
 //! asks for (`artifactkit/store/_native_staged.py`). Measured before this (`many`, 10,000 files): the tuples
 //! and the transaction's walk over them were 15-20 ms of the publishing thread a publish, on one thread or two.
@@ -19,7 +19,7 @@ use crate::py::captured_tree::CapturedTree;
 use crate::py::failure::failure_to_py;
 use crate::py::paths::bytes_of;
 use crate::read::progress::{Tally, Told};
-use crate::read::{renames as moves, stage as content};
+use crate::read::{renames, stage};
 
 type Extents = Option<Vec<(u64, u64)>>;
 /// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
@@ -27,13 +27,13 @@ type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
 /// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged).
 type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool);
 
-/// What one publish's `stage_files` calls share (`content::Seen`): the content they staged, and the one listing
+/// What one publish's `stage_files` calls share (`stage::Seen`): the content they staged, and the one listing
 /// of `blobs/` the publish took (`None`: a `stat` each), so a publish may come in batches and still stage each
 /// content once; and every read of its `stage_captured` calls, in order.
 #[pyclass(module = "artifactkit._native")]
 pub struct StageState {
-    seen: content::Seen,
-    pub(crate) reads: Vec<content::Staged>,
+    seen: stage::Seen,
+    pub(crate) reads: Vec<stage::Staged>,
 }
 
 #[pymethods]
@@ -41,7 +41,7 @@ impl StageState {
     #[new]
     #[pyo3(signature = (listed=None))]
     fn new(listed: Option<HashSet<String>>) -> Self {
-        Self { seen: content::Seen { staged: HashSet::new(), listed, repaired: Vec::new() }, reads: Vec::new() }
+        Self { seen: stage::Seen { staged: HashSet::new(), listed, repaired: Vec::new() }, reads: Vec::new() }
     }
 
     /// The damaged blobs (same name, other bytes) this publish's reads staged their own bytes over, in order.
@@ -73,12 +73,12 @@ impl StageState {
 
     /// `(staging name, digest)` of each kept read in `start..stop` that was staged: the moves `rename_staged` makes.
     fn moves(&self, start: usize, stop: usize) -> PyResult<Vec<(String, String)>> {
-        Ok(self.staged_in(start, stop)?.map(|read| (content::stage_name(read.index), read.sha256.clone())).collect())
+        Ok(self.staged_in(start, stop)?.map(|read| (stage::stage_name(read.index), read.sha256.clone())).collect())
     }
 }
 
 impl StageState {
-    fn staged_in(&self, start: usize, stop: usize) -> PyResult<impl Iterator<Item = &content::Staged>> {
+    fn staged_in(&self, start: usize, stop: usize) -> PyResult<impl Iterator<Item = &stage::Staged>> {
         let reads = self.reads.get(start..stop).ok_or_else(|| {
             PyIndexError::new_err(format!("reads {start}..{stop} of {} are not kept", self.reads.len()))
         })?;
@@ -86,13 +86,13 @@ impl StageState {
     }
 }
 
-fn tuple_of(s: &content::Staged) -> StagedTuple {
+fn tuple_of(s: &stage::Staged) -> StagedTuple {
     (s.index, s.sha256.clone(), s.noatime, s.flags, s.extents.clone(), s.staged)
 }
 
 /// A kept read's `(sha256, flags, extents)` as the encoder takes the `Staged` tuple's values (`manifest_edge`'s
 /// `facts_of` of a `str`, an `int` or `None`, and a tuple of `(start, stop)` tuples or `None`).
-pub(crate) fn facts_of_kept(read: &content::Staged) -> Facts {
+pub(crate) fn facts_of_kept(read: &stage::Staged) -> Facts {
     let int = |v: u64| Json::Int(i128::from(v));
     Facts {
         sha256: Json::Str(Text::Utf8(read.sha256.clone())),
@@ -117,9 +117,9 @@ pub fn stage_files(
     threads: usize,
     mut state: PyRefMut<'_, StageState>,
 ) -> PyResult<Vec<StagedTuple>> {
-    let items: Vec<content::Item> = items
+    let items: Vec<stage::Item> = items
         .iter()
-        .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| content::Item {
+        .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| stage::Item {
             index: *index,
             path: path.as_bytes(),
             size: *size,
@@ -134,8 +134,8 @@ pub fn stage_files(
 
 /// `stage_files` for reads `start..stop` of a captured tree, its items made in the core from the tree's own
 /// entries, its reads kept in `state` (`StageState.read`): how many it kept. `on_progress(files, file bytes)`
-/// with what was read since it was last called, on the calling thread, with the GIL, every `tally::EVERY_FILES`
-/// files or `tally::EVERY_BYTES` bytes and once at the end, so one call may take a whole publish.
+/// with what was read since it was last called, on the calling thread, with the GIL, every `progress::EVERY_FILES`
+/// files or `progress::EVERY_BYTES` bytes and once at the end, so one call may take a whole publish.
 #[pyfunction]
 #[pyo3(signature = (root, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress=None))]
 #[allow(clippy::too_many_arguments)] // stage_files' arguments, the tree and its range instead of the items
@@ -165,7 +165,7 @@ pub fn stage_captured(
 }
 
 #[allow(clippy::too_many_arguments)] // stage_captured's, the items made
-fn stage_items<T: content::ToRead>(
+fn stage_items<T: stage::ToRead>(
     py: Python<'_>,
     root: OsString,
     txn_fd: i32,
@@ -174,7 +174,7 @@ fn stage_items<T: content::ToRead>(
     threads: usize,
     state: &mut StageState,
     on_progress: Option<&Py<PyAny>>,
-) -> PyResult<Vec<content::Staged>> {
+) -> PyResult<Vec<stage::Staged>> {
     let root = bytes_of(root);
     let seen = &mut state.seen;
     let mut told = Told::default();
@@ -199,7 +199,7 @@ fn stage_items<T: content::ToRead>(
                 }
             })
         };
-        content::stage_files(&root, txn_fd, blobs_fd, items, threads, seen, &mut tell)
+        stage::stage_files(&root, txn_fd, blobs_fd, items, threads, seen, &mut tell)
     });
     if let Some(err) = raised {
         return Err(err);
@@ -215,7 +215,7 @@ pub fn rename_files(py: Python<'_>, src_fd: i32, dst_fd: i32, moves: Vec<(OsStri
         CString::new(name.into_vec()).map_err(|_| PyValueError::new_err("rename: embedded null character in path"))
     };
     let moves = moves.into_iter().map(|(src, dst)| Ok((to_c(src)?, to_c(dst)?))).collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
+    py.detach(|| renames::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
 }
 
 /// `rename_files` of `StageState.moves(start, stop)`, its names made here: each staged read's staging name to its
@@ -233,8 +233,8 @@ pub fn rename_staged(
     let to_c = |name: String| CString::new(name).map_err(|_| PyValueError::new_err("rename: embedded null character"));
     let moves = state
         .staged_in(start, stop)?
-        .map(|read| Ok((to_c(content::stage_name(read.index))?, to_c(read.sha256.clone())?)))
+        .map(|read| Ok((to_c(stage::stage_name(read.index))?, to_c(read.sha256.clone())?)))
         .collect::<PyResult<Vec<_>>>()?;
     drop(state);
-    py.detach(|| moves::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
+    py.detach(|| renames::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
 }

@@ -136,7 +136,7 @@ where
     });
     let (copied, hashed) = match both {
         Some(both) => both,
-        // No thread would start (`threads.rs`): the copy, then its read-back (none after a failed copy), here.
+        // No thread would start (`sys/threads.rs`): the copy, then its read-back (none after a failed copy), here.
         None => {
             copy_steps(&mut copy, src, dst, size, &handoff)?;
             (Ok(()), hash_landed(dst, &handoff))

@@ -1,4 +1,4 @@
-//! `copy_hashed.rs`'s tests: the two threads' outcomes on real files, cut, failing and panicking copies.
+//! `read/hash_while_copying.rs`'s tests: the two threads' outcomes on real files, cut, failing and panicking copies.
 
 use super::*;
 use crate::read::copy::tests::{pattern, scratch};

@@ -34,7 +34,7 @@ pub struct Item<'a> {
 }
 
 /// What [`stage_files`] takes a slice of: anything that makes its [`Item`] when a thread comes to read it. A
-/// captured tree's reads are references to its entries (`captured.rs`), so a publish that stages all its reads in
+/// captured tree's reads are references to its entries (`py/captured_tree.rs`), so a publish that stages all its reads in
 /// one call makes no second list of them with paths of their own (a transient list the size of the tree; the
 /// publish's peak of memory is later, at the manifest's assembly).
 pub trait ToRead: Sync {

@@ -1,7 +1,7 @@
 //! Create a download's files and symlinks beneath the private staging root, content verified while
 //! written, metadata restored owners → xattrs → mode → flags → times, then every entry `lstat`ed back
 //! (mirrors `download.py::create_items` / `_create` / `_copy_blob` / `_verify_children` and
-//! `restore_meta.py::apply_symlink`, step for step; `apply_fd` is `restore_meta.rs`).
+//! `restore_meta.py::apply_symlink`, step for step; `apply_fd` is `restore/metadata.rs`).
 
 use std::ffi::CStr;
 use std::os::fd::{OwnedFd, RawFd};

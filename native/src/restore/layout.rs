@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use crate::entry_kind::Kind;
 use crate::manifest::parse::parsed::{Entry, Parsed};
 use crate::restore::entry as restore;
-use crate::restore::metadata as restore_meta;
+use crate::restore::metadata::flags_bits;
 
 /// The fields `restore_meta.plan` reads of an entry besides its path (`tests/store/test_restore_layout.py`
 /// records what it reads): entries equal in these are planned alike.
@@ -126,7 +126,7 @@ fn restore_entry<'t>(e: &'t Entry<'static>) -> Option<restore::Entry<'t>> {
         gid: e.gid,
         xattrs: e.xattrs.as_ref().map(|x| x.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())).collect()),
         extents: e.extents.as_deref(),
-        flags: e.flags.map(restore_meta::flags_bits),
+        flags: e.flags.map(flags_bits),
     })
 }
 

@@ -1,5 +1,5 @@
 //! What `restore_meta.py::apply_fd` restores on an open file beyond its content, in its order — owner, xattrs
-//! exactly (read back), mode, the restorable inode flags (read back) — for the core's create (`restore.rs`).
+//! exactly (read back), mode, the restorable inode flags (read back) — for the core's create (`restore/create.rs`).
 
 use std::ffi::CString;
 use std::os::fd::RawFd;

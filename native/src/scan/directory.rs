@@ -1,7 +1,7 @@
 //! One directory's capture, as `artifactkit/store/scan.py::_scan_dir` reads it: opened by path with `O_NOATIME`
 //! (without it where refused), checked to be the inode its parent listed, its flags read, listed as
-//! `os.listdir` lists, and its names captured (`lstat`, then xattrs by path). `scan.rs` takes the parts in,
-//! in the walk's order; `scan_split.rs` may capture one ahead on its second thread.
+//! `os.listdir` lists, and its names captured (`lstat`, then xattrs by path). `scan/walk.rs` takes the parts in,
+//! in the walk's order; `scan/second_thread.rs` may capture one ahead on its second thread.
 
 use std::os::fd::OwnedFd;
 

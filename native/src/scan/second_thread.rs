@@ -4,7 +4,7 @@
 //! between them.
 //!
 //! - **Ahead**: while the walk's thread captures a directory, the helper captures the next one on the walk's
-//!   stack whole (`scan_dir::capture_dir`: open, check, flags, list, every name); the walk takes that part in
+//!   stack whole (`directory::capture_dir`: open, check, flags, list, every name); the walk takes that part in
 //!   at its turn, or parks it while the current directory's subdirectories come first. So a tree of many
 //!   directories is captured two directories at a time (measured in `CHANGELOG.md`: splitting names alone
 //!   made 100 directories of 100 names only 1.2x faster on two threads than on one).
@@ -14,7 +14,7 @@
 //!
 //! Either way the result is the one the single thread finds. A part captured ahead is taken in only if it
 //! holds no failure and its directory is, by path, still the inode it captured with the same mtime and ctime
-//! (no name added, removed or renamed since: `scan_dir::unchanged`); otherwise the walk captures the
+//! (no name added, removed or renamed since: `directory::unchanged`); otherwise the walk captures the
 //! directory at its turn, so every failure is the walk's own, met where the reference meets it (fds and all).
 //! What a taken part cannot show is a change to an entry's own inode (a `chmod`) after it was captured ahead
 //! and before its turn: a change the reference misses too when it comes just after its capture, and which a
@@ -132,7 +132,7 @@ impl<'scope, 'env> Capture<'scope, 'env> {
     }
 
     /// The part of `rel` (under `root`) the helper captured ahead, waiting for it if it is still at work, if it
-    /// holds and the directory is unchanged since (`scan_dir::unchanged`); `None` otherwise, and the walk
+    /// holds and the directory is unchanged since (`directory::unchanged`); `None` otherwise, and the walk
     /// captures it at its turn: so a failure is always the walk's own, met when the reference meets it, and a
     /// directory changed while parked is read again.
     pub fn take(&mut self, root: &[u8], rel: &[u8]) -> Option<DirPart> {

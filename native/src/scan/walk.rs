@@ -2,10 +2,10 @@
 //! stat cache, step for step — the same calls on the same paths, in the same order on one thread — so that
 //! every entry, every refusal and every `OSError` (errno and filename) is the reference's.
 //!
-//! Per directory (`scan_dir.rs`): open it by path with `O_NOATIME` (without it where refused), check it is the
+//! Per directory (`scan/directory.rs`): open it by path with `O_NOATIME` (without it where refused), check it is the
 //! inode its parent listed, read its flags, list it, `lstat` every name, then read each entry's xattrs by path.
 //! Where the scan has two threads, the second captures the next directory ahead or half of a wide one's names
-//! (`scan_split.rs`); the walk takes every directory in here, in the reference's order. Link targets only once
+//! (`scan/second_thread.rs`); the walk takes every directory in here, in the reference's order. Link targets only once
 //! every `lstat` is taken (`readlink` moves a link's atime), through their directory's fd, each link
 //! `lstat`-ed again after its `readlink`. Names are ordered as Python orders the `str`s
 //! `os.fsdecode` makes of them (code points; an undecodable byte is U+DC80..U+DCFF), not as bytes.
@@ -163,7 +163,7 @@ fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Fa
 /// after each directory, as the reference calls `on_progress(len(entries))`; `false` from it stops the scan.
 /// An entry handed to `progress` may still change before the scan returns: a directory's flags (read once it
 /// is opened), a link's target (read at the end), a later name of a hard link (marked at the end).
-/// `threads`: 2 or more adds a second thread (`scan_split.rs`: the next directory ahead, or a directory of
+/// `threads`: 2 or more adds a second thread (`scan/second_thread.rs`: the next directory ahead, or a directory of
 /// `split_min` names or more split).
 pub fn scan_tree(
     root: &[u8],

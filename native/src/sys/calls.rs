@@ -36,7 +36,7 @@ fn check(ret: libc::c_int) -> Result<()> {
 /// `os.fchmod`, `os.fchown`, `os.ftruncate`; `_syscalls.open_beneath` the same for `openat2`): where a signal
 /// interrupts one (FUSE and network filesystems do), the reference engine goes on, and so must the core.
 /// Calls CPython does not retry (`lstat`, `utimensat`, the xattr calls, `rename`...) are not retried here either.
-/// A batch asked to stop (`cancel.rs`) ends the retries with the `EINTR` itself, as a Python handler that raises
+/// A batch asked to stop (`sys/cancel.rs`) ends the retries with the `EINTR` itself, as a Python handler that raises
 /// ends CPython's: a call that fails so forever would hold the stop off for ever otherwise.
 fn retried<T: Copy + PartialOrd + From<i8>>(mut call: impl FnMut() -> T) -> T {
     loop {

@@ -6,7 +6,7 @@
 //! publish's reads) looks for signals with the GIL every [`POLL`](crate::sys::pool::POLL) and, on one, sets the
 //! batch's flag. Each thread doing the batch's work watches it: the pool's workers, and the threads they start (a
 //! large file's copier, through [`current`]). [`requested`] is what the loops ask, and the `EINTR` retries of
-//! `syscalls.rs` too; a step already in the kernel ends first. Work outside such a batch (the scan, a manifest's
+//! `sys/calls.rs` too; a step already in the kernel ends first. Work outside such a batch (the scan, a manifest's
 //! parse) watches no flag, and `requested` is always `false` there; so is a batch whose threads the system
 //! refused, done on the calling thread, which looks for signals once it is done.
 

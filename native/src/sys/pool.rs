@@ -130,7 +130,7 @@ where
     on_threads_asking(items, threads, f, &|_| true, report)
 }
 
-/// [`map_reporting`] for work whose progress is told now and then (a publish's stage: `tally.rs`): the calling
+/// [`map_reporting`] for work whose progress is told now and then (a publish's stage: `read/progress.rs`): the calling
 /// thread is woken by the items for which `wake(position)` answers `true` (asked on the item's thread once it is
 /// made), by the [`POLL`] and by the threads' ends, and `poll()` answers each time as `report` does.
 pub fn map_polling<T, R, F, W, P>(items: &[T], threads: usize, f: F, wake: &W, mut poll: P) -> Result<Vec<R>, Located>

@@ -54,7 +54,7 @@ pub struct Entry<'a> {
 
 impl Entry<'_> {
     /// The entry with every borrowed string copied: what the core keeps of a parse beyond its bytes' lifetime
-    /// (`tree::Tree`).
+    /// (`layout::Tree`).
     pub fn into_owned(self) -> Entry<'static> {
         let own = |s: Option<Cow<'_, str>>| s.map(|s| Cow::Owned(s.into_owned()));
         Entry {
