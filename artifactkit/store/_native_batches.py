@@ -40,7 +40,8 @@ if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
 
 #: A file to read as the core takes it: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
 WireItem = tuple[int, str, int, int, int | None, int, int]
-#: A file or link to create as the core takes it (``native/src/py/create_files.rs`` reads these 14 fields in this order).
+#: A file or link to create as the core takes it (``native/src/py/create_files.rs`` reads these 14 fields in this
+#: order).
 WireEntry = tuple[Any, ...]
 _WHEN = ("between capture and read", "while being read")
 

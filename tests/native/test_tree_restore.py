@@ -215,7 +215,8 @@ def fields_plan_reads(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
 def test_the_plan_reads_no_field_the_cores_plan_key_leaves_out(monkeypatch: pytest.MonkeyPatch) -> None:
     found = fields_plan_reads(monkeypatch)
-    assert found <= PLAN_KEY_FIELDS, f"add {found - PLAN_KEY_FIELDS} to PlanKey in native/src/restore/layout.rs (and here)"
+    assert found <= PLAN_KEY_FIELDS, \
+        f"add {found - PLAN_KEY_FIELDS} to PlanKey in native/src/restore/layout.rs (and here)"
     assert {"kind", "mode", "uid", "xattrs"} <= found, found  # the recorder records
 
 
