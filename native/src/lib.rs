@@ -8,7 +8,7 @@
 //!   below; none uses it.
 //! - `scan/`: a publish's scan (`artifactkit/store/scan.py`).
 //! - `read/`: a file's content read, hashed, staged, copied and checked (`content.py`, `stage.py`, `blob_check.py`).
-//! - `manifest/`: the manifest encoded and parsed as the reference does (`artifactkit/store/manifest*.py`).
+//! - `manifest/`: the manifest encoded and parsed as the reference does (`artifactkit/manifest/`).
 //! - `restore/`: a download's create and the metadata it restores (`download.py`, `restore_meta.py`).
 //! - `sys/`: every raw call (the only `unsafe`), the threads, the pool, a batch's cancellation.
 //! - `failure.rs`: what can go wrong, as data; `entry_kind.rs`: the kinds of entry an artifact holds.

@@ -1,4 +1,4 @@
-//! A manifest's bytes from its entries, exactly as `artifactkit/store/manifest.py` writes them: each entry
+//! A manifest's bytes from its entries, exactly as `artifactkit/manifest/encode.py` writes them: each entry
 //! as `json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": "))` encodes `_entry_doc`
 //! (`encode_entry`; its direct `file_line` is held to those bytes by the reference's own tests), the lines
 //! sorted by `(path, line)` as Python sorts `str`s (by code point), joined as `manifest_bytes` joins them.

@@ -3,4 +3,8 @@
 
 pub mod assemble;
 pub mod encode;
+// The field table: read by tests only (here and tests/test_house_manifest.py), which hold the encoder and the
+// Python table to it.
+#[cfg(test)]
+mod fields;
 pub mod parse;

@@ -1,4 +1,4 @@
-//! `parse_manifest`'s work in the core: manifest bytes read and checked as `manifest.parse_manifest` reads
+//! `parse_manifest`'s work in the core: manifest bytes read and checked as `manifest.parse.parse_manifest` reads
 //! and checks them, into the entries it makes — or a [`Decline`], after which Python runs the reference
 //! parse on the same bytes, so every refusal is the reference's own error (class, message, fields).
 //!
@@ -21,14 +21,14 @@ use raw::Raw;
 
 use crate::entry_kind::Kind;
 
-/// `manifest_limits.MAX_FILE_BYTES`: the file size limit where the caller gives none (Python always gives
+/// `manifest.limits.MAX_FILE_BYTES`: the file size limit where the caller gives none (Python always gives
 /// `file_size_limit()`, the setting's value; a test holds the two defaults equal).
 pub const MAX_FILE_BYTES: u64 = 1 << 40;
 
-/// The formats `manifest.READABLE_FORMATS` reads (version 1 is read by the same rules).
+/// The formats `manifest.encode.READABLE_FORMATS` reads (version 1 is read by the same rules).
 const READABLE_FORMATS: [&str; 2] = ["artifactkit.manifest/1", "artifactkit.manifest/2"];
 const ROOT: &str = ".";
-/// `manifest_limits.MAX_PATH_BYTES`: PATH_MAX less its NUL, the longest path a system call takes.
+/// `manifest.limits.MAX_PATH_BYTES`: PATH_MAX less its NUL, the longest path a system call takes.
 const MAX_PATH_BYTES: usize = 4095;
 
 /// Read and check `data` in the reference's order: its lists and objects counted, JSON, the document, each
@@ -53,7 +53,7 @@ pub fn parse(data: &[u8], file_size_limit: u64) -> Result<Parsed<'_>, Decline> {
         Some(Entries::Declined(decline)) => return Err(decline),
         Some(Entries::NotList) | None => return Err(Decline::refused("entries", None)),
     };
-    // `manifest.check_file_sizes`: a claim past the limit would cost a download hours of hashing zeros.
+    // `manifest.limits.check_file_sizes`: a claim past the limit would cost a download hours of hashing zeros.
     if let Some(at) = entries.iter().position(|e| e.size > file_size_limit) {
         return Err(Decline::refused("file_size", Some(at)));
     }
@@ -122,7 +122,7 @@ fn tree_shape<'e>(entries: &'e [Entry<'_>]) -> Result<(HashMap<&'e str, usize>, 
     Ok((by_path, parents))
 }
 
-/// `manifest_extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
+/// `manifest.extended.check_hardlinks`: a second name names an earlier first name of its kind, with the
 /// same content, target and device number, and the same inode metadata (`INODE_FIELDS`).
 fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(), Decline> {
     for (at, entry) in entries.iter().enumerate() {

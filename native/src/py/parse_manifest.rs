@@ -36,7 +36,7 @@ pub(crate) fn entry_args<'py>(
     PyTuple::new(py, args)
 }
 
-/// Parse and check manifest bytes as `manifest.parse_manifest` does: `(name, source_read_noatime, entries)`,
+/// Parse and check manifest bytes as `manifest.parse.parse_manifest` does: `(name, source_read_noatime, entries)`,
 /// each entry `file_meta(*fields)`; `size_limit`: the largest file an entry may claim (`file_size_limit()`). A
 /// manifest the core does not accept raises
 /// `NativeFailure("manifest_refused" | "manifest_unsure", entry position or None, {"check", "detail"})`.

@@ -1,5 +1,5 @@
-//! One entry's fields checked as `manifest.parse_entry_in_full`, `manifest_extended.extended_fields` and
-//! `rdev_field` check them, in their order, so the first refusal is the reference's first.
+//! One entry's fields checked as `manifest.parse.parse_entry_in_full`, `manifest.extended.extended_fields` and
+//! `device_number` check them, in their order, so the first refusal is the reference's first.
 
 use std::borrow::Cow;
 
@@ -11,7 +11,7 @@ const NS_LIMIT: i128 = 1 << 63;
 const SIZE_LIMIT: i128 = 1 << 63;
 const ID_LIMIT: i128 = 1 << 32;
 const MODE_MASK: i128 = 0o7777;
-/// `manifest_limits`: symlink(2)'s PATH_MAX - 1; `linux/limits.h`'s xattr bounds; `linux/kdev_t.h`'s rdev.
+/// `manifest.limits`: symlink(2)'s PATH_MAX - 1; `linux/limits.h`'s xattr bounds; `linux/kdev_t.h`'s rdev.
 const TARGET_MAX: usize = 4095;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
@@ -36,7 +36,7 @@ fn int_in(raw: Option<&Raw<'_>>, low: i128, high: i128, check: &'static str) -> 
     }
 }
 
-/// `manifest_extended._int`: absent or `null` is unrecorded.
+/// `manifest.extended._int`: absent or `null` is unrecorded.
 fn optional_int(raw: Option<&Raw<'_>>, high: i128, check: &'static str) -> Checked<Option<i128>> {
     match raw {
         None | Some(Raw::Null) => Ok(None),
@@ -67,7 +67,7 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         Some(Int::Unsure) => return Err(Decline::unsure("source_ctime_ns", None, "-0".into())),
         _ => None,
     };
-    // Whether each field only some kinds have is given (`null` is not): `manifest_extended.KIND_FIELDS`.
+    // Whether each field only some kinds have is given (`null` is not): `manifest.fields.KIND_FIELDS`, the table `fields.rs` holds.
     let given = |raw: &Option<Raw<'_>>| !matches!(raw, None | Some(Raw::Null));
     let (has_size, has_sha256, has_target) = (given(&f.size), given(&f.sha256), given(&f.target));
     let (mut size, mut sha256, mut target) = (0, None, None);
@@ -166,7 +166,7 @@ fn rdev(raw: Option<Raw<'_>>, kind: Kind) -> Checked<Option<(u32, u32)>> {
     }
 }
 
-/// `manifest_extended._xattrs`: names and values within the kernel's limits (each checked before the value
+/// `manifest.extended._xattrs`: names and values within the kernel's limits (each checked before the value
 /// is decoded), sorted and unique.
 fn xattrs(value: Raw<'_>) -> Checked<Vec<(Cow<'_, str>, Vec<u8>)>> {
     let Raw::List(items) = value else { return refused("xattrs") };
@@ -198,7 +198,7 @@ fn xattrs(value: Raw<'_>) -> Checked<Vec<(Cow<'_, str>, Vec<u8>)>> {
     Ok(found)
 }
 
-/// `manifest_extended._extents`: sorted, disjoint, non-empty runs inside the size, at most MAX_EXTENTS.
+/// `manifest.extended._extents`: sorted, disjoint, non-empty runs inside the size, at most MAX_EXTENTS.
 fn extents(value: Raw<'_>, size: i128) -> Checked<Vec<(u64, u64)>> {
     let Raw::List(items) = value else { return refused("extents") };
     if items.len() > MAX_EXTENTS {

@@ -2,7 +2,7 @@
 //! keys, each entry's known fields as [`Raw`] values (in a [`Fields`]), everything else skipped unkept.
 //!
 //! Python's `json` and serde_json read the same grammar, with these differences, each made a [`Decline`]
-//! of the "unsure" kind so that `manifest_limits.decode_manifest` decides: serde_json refuses `NaN` and
+//! of the "unsure" kind so that `manifest.limits.decode_manifest` decides: serde_json refuses `NaN` and
 //! `Infinity` (so does the reference, through `parse_constant`), a lone surrogate escape such as `\ud800`
 //! (Python keeps it), an integer past 64 bits when it overflows a float too (Python reads it, up to
 //! 4,300 digits), and it reads `-0` as a float (Python as the integer 0; see [`Raw::Float`]). Nesting
@@ -22,11 +22,11 @@ use super::raw::{Fields, Raw};
 
 /// How deep the format nests: document, entry list, entry, xattr list (or extents), xattr pair (or run).
 pub const MAX_DEPTH: usize = 5;
-/// `manifest_limits.LIST_BYTES`, `OBJECT_BYTES`, `FREE_CONTAINER_BYTES`: what a manifest's size pays for.
+/// `manifest.limits.LIST_BYTES`, `OBJECT_BYTES`, `FREE_CONTAINER_BYTES`: what a manifest's size pays for.
 const LIST_BYTES: usize = 8;
 const OBJECT_BYTES: usize = 16;
 const FREE_CONTAINER_BYTES: usize = 64 << 10;
-/// The most items of one list a check must see: `manifest_limits.MAX_EXTENTS` runs and one more. A longer list
+/// The most items of one list a check must see: `manifest.limits.MAX_EXTENTS` runs and one more. A longer list
 /// is refused by every check of a field (no field holds more), so the rest is read but not kept: one file's
 /// 2,097,152 runs of `[0,1]`, each padded to 8 bytes, cost the core 23 times their size, 15 now.
 const KEPT_ITEMS: usize = (1 << 20) + 1;
@@ -51,7 +51,7 @@ pub struct Doc<'a> {
 }
 
 /// Whether `data` holds more lists and objects outside its strings than its size pays for
-/// (`manifest_limits.check_containers`, which refuses it): the core skips what nobody reads and would take
+/// (`manifest.limits.check_containers`, which refuses it): the core skips what nobody reads and would take
 /// such a manifest in its stride, but the engines must give one answer. Exact for valid JSON, as the
 /// reference's count is; on anything else neither count decides alone (the core declines, the reference
 /// refuses).
