@@ -3,11 +3,11 @@
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from artifactkit.engine.reference.stage import Staged
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.stage import Staged
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
-    """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
+    """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.engine.native_errors`` raises from it."""
 
 RESTORABLE_FLAGS: Final[int]
 COMPARED_FLAGS: Final[int]

@@ -133,7 +133,7 @@ def _cpu_s() -> tuple[float, float]:
 
 def measure(task: dict[str, Any]) -> dict[str, Any]:
     import artifactkit.store.store  # noqa: F401, PLC0415 - the import stays off the clock
-    from artifactkit.store.engines import engine_name, native_available  # noqa: PLC0415
+    from artifactkit.engine.select import engine_name, native_available  # noqa: PLC0415
 
     engine = engine_name()  # what the library itself says it will use, under this child's environment
     if engine == "native" and not native_available():  # imports the executor and the core, off the clock

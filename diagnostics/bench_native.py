@@ -28,15 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from artifactkit.engine import native_errors as native
+from artifactkit.engine.reference.scan import capture_tree, scan_tree
+from artifactkit.engine.reference.stage import stage_file
 from artifactkit.metadata.model import ROOT
 from artifactkit.metadata.times import shallowest_first
-from artifactkit.store import _native_batches as native
 from artifactkit.store.blob_check import blob_lookup
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
 from artifactkit.store.paths import parent_of
-from artifactkit.store.scan import capture_tree, scan_tree
-from artifactkit.store.stage import stage_file
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY
 

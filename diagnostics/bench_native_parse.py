@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_store import build_corpus  # this directory's module, by the line above
 
 from artifactkit import Store
-from artifactkit.store import _native_manifest, manifest_file
+from artifactkit.engine import _native_manifest, manifest_file
 from artifactkit.store.manifest import parse_manifest
 
 

@@ -60,7 +60,7 @@ def _timed(cmd: list[str], cores: int, env: dict[str, str], rss_file: str) -> di
 
 def _engine(env: dict[str, str]) -> dict[str, str]:
     """What the library says under the CLI's environment, and the CLI's own ``--version`` line."""
-    probe = "from artifactkit.store.engines import engine_name; print(engine_name())"
+    probe = "from artifactkit.engine.select import engine_name; print(engine_name())"
     said = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     version = subprocess.run([*cli_command(), "--version"], env=env, capture_output=True, text=True, check=False)
     return {"engine_name": said.stdout.strip(), "version_output": (version.stdout or version.stderr).strip()}

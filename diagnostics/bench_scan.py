@@ -29,9 +29,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from artifactkit import Store
-from artifactkit.store import _native_batches, local_backend, publish
+from artifactkit.engine import native_errors as _native_batches
+from artifactkit.engine.native import NativeExecutor
+from artifactkit.store import local_backend, publish
 from artifactkit.store import store as store_module
-from artifactkit.store._native_engine import NativeExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_corpus import build_corpus  # the benchmark's own corpus, from this directory

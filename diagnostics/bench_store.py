@@ -49,7 +49,7 @@ def _check_tools() -> None:
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"needs {', '.join(missing)} (the peers and the conditions every child runs under)")
-    probe = "from artifactkit.store.engines import native_available; print(native_available())"
+    probe = "from artifactkit.engine.select import native_available; print(native_available())"
     done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "ARTIFACTKIT_ENGINE": "native"},
                           capture_output=True, text=True, check=False)
     if done.stdout.strip() != "True":

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench_env import code_state  # a sibling: this script runs from diagnostics/
 
-from artifactkit.store.engines import ENGINE_SETTING, engine_info
+from artifactkit.engine.select import ENGINE_SETTING, engine_info
 from artifactkit.testing import crash as harness
 from artifactkit.testing import fault_workers
 from artifactkit.testing.durability import traced_publish

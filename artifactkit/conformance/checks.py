@@ -73,6 +73,7 @@ from artifactkit.conformance.destination import flag_for_reading, read_moves, un
 from artifactkit.conformance.failure import Failure
 from artifactkit.conformance.fifo_watch import release_blocked_fifos
 from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
@@ -80,7 +81,6 @@ from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.scan import capture_tree
 
 __all__ = ["CHECKS", "COPIER_FAILED", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
 

@@ -8,11 +8,11 @@ from typing import Final
 import attrs
 
 from artifactkit.conformance.failure import Failure
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.flags import COMPARED_FLAGS
 from artifactkit.metadata.mismatch import PRESENCE, TIME_FIELDS, Mismatch
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
-from artifactkit.store.scan import capture_tree
 
 _SPECIAL_BITS: Final = 0o7000
 #: The check each field beyond modes, times and content belongs to (an xattr field is ``xattr NAME``).

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.reference.stage import Staged
     from artifactkit.store.blobs import BlobsNeeded, BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
     from artifactkit.store.progress import Reporter
-    from artifactkit.store.stage import Staged
     from artifactkit.store.stat_cache import StatCache
 
 
@@ -85,7 +85,7 @@ class PublishTxn(Protocol):
     def seal(self, move: Mover) -> None:
         """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier; none where no
         blob was staged) and starts
-        ``move`` — the executor's :meth:`~artifactkit.store.executor.Executor.move_files` — renaming them into
+        ``move`` — the executor's :meth:`~artifactkit.engine.protocol.Executor.move_files` — renaming them into
         ``blobs/`` on a thread of its own, while the caller assembles the manifest; a bucket, whose uploads land
         under their final keys, has nothing to do."""
 
@@ -102,7 +102,7 @@ class PublishTxn(Protocol):
         that version is taken (the caller tries the next)."""
 
 
-#: :meth:`~artifactkit.store.executor.Executor.move_files`: ``(src_fd, dst_fd, [(src, dst), ...])``.
+#: :meth:`~artifactkit.engine.protocol.Executor.move_files`: ``(src_fd, dst_fd, [(src, dst), ...])``.
 Mover = Callable[[int, int, Sequence[tuple[str, str]]], None]
 
 

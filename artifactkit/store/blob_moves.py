@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+from artifactkit.engine.protocol import usable_cores
+from artifactkit.engine.reference.stage import HeldReads, Staged
 from artifactkit.store.backend import Mover
-from artifactkit.store.executor import usable_cores
-from artifactkit.store.stage import HeldReads, Staged
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
 #: manifest's assembly (memory: tests/store/test_publish_memory.py), while a call's fixed cost (its names

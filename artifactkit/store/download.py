@@ -20,6 +20,8 @@ import attrs
 
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_beneath, rename_noreplace
+from artifactkit.engine.protocol import CreateItem, CreateJob, Executor, covered
+from artifactkit.engine.reference.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan
 from artifactkit.errors import IntegrityError, IntegrityFailure, UnsafePathError
 from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import ROOT, FileMeta
@@ -33,12 +35,10 @@ from artifactkit.store.content import (
     read_small,
     write_all,
 )
-from artifactkit.store.executor import CreateItem, CreateJob, Executor, covered
 from artifactkit.store.manifest_limits import MAX_EXTENTS
 from artifactkit.store.paths import check_tree_shape, parent_of
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
-from artifactkit.store.restore_meta import Owners, apply_fd, apply_symlink, create_special, plan
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -52,7 +52,7 @@ def restore_tree(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[
     into place.
 
     ``shape_checked`` skips re-validating paths that :func:`parse_manifest` already validated.
-    ``owners`` is the policy of :func:`artifactkit.store.restore_meta.plan` (checked before anything
+    ``owners`` is the policy of :func:`artifactkit.engine.reference.restore_meta.plan` (checked before anything
     is written). The files are created by ``executor`` (the *execute* stage; ``None``: in this process, by
     :func:`create_items` itself), which gets them in batches of whole directories; ``progress`` is told as
     they finish. ``entries`` may be :class:`Prepared` (the native core's parse of the manifest), which lays

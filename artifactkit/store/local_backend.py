@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Final
 
 from artifactkit._syscalls import syncfs
+from artifactkit.engine.reference.stage import HeldReads, Staged
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.backend import Garbage, Guard, Mover
 from artifactkit.store.blob_check import blob_lookup
@@ -29,7 +30,6 @@ from artifactkit.store.local_forget import LocalForgetter, forgetting, held, hig
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.progress import Reporter
-from artifactkit.store.stage import HeldReads, Staged
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import local_site
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store

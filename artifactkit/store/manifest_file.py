@@ -8,9 +8,9 @@ import os
 import stat
 from collections.abc import Sequence
 
+from artifactkit.engine.select import engine_name
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import engine_name
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
 from artifactkit.store.store_dirs import StoreDirs
@@ -28,10 +28,10 @@ def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
 def verified_entries(ref: ArtifactRef, body: bytes, where: str) -> Sequence[FileMeta]:
     """The entries of :func:`verified_manifest` of the same bytes, with the same checks and errors, for a
     download: on the native engine the core's parse kept in the core
-    (:class:`~artifactkit.store._native_tree.CoreTree`, each ``FileMeta`` made when the restore asks for it)."""
+    (:class:`~artifactkit.engine._native_tree.CoreTree`, each ``FileMeta`` made when the restore asks for it)."""
     if engine_name() != "native":
         return verified_manifest(ref, body, where).entries
-    from artifactkit.store._native_tree import parse  # noqa: PLC0415 - only where the core is built
+    from artifactkit.engine._native_tree import parse  # noqa: PLC0415 - only where the core is built
 
     tree = parse(body, ref.digest)  # the digest checked alongside, on a thread of the core's
     if tree is None:  # declined: another digest, or the reference's parse refuses it or reads a shape left to it
@@ -56,9 +56,9 @@ def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
 
 def _parse(body: bytes, *, where: str) -> Manifest:
     """:func:`~artifactkit.store.manifest.parse_manifest`, in the native core where the native engine is chosen
-    (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
+    (:mod:`~artifactkit.engine._native_manifest`: the same manifest, the same refusals)."""
     if engine_name() == "native":  # only where the core imports: then this import cannot fail
-        from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built
+        from artifactkit.engine._native_manifest import parse  # noqa: PLC0415 - only where the core is built
 
         return parse(body, where=where)
     return parse_manifest(body, where=where)

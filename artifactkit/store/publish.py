@@ -1,8 +1,8 @@
 """Publish, written once for every backend: *scan* → *plan* → *execute* → seal → assemble → flush → claim.
 
 The scan captures every ``lstat`` before any read (:func:`capture_source`); the plan says which files must
-be read (:mod:`~artifactkit.store.plan`: everything, or what the stat cache cannot vouch for); an executor
-reads, hashes and stages them in batches (:mod:`~artifactkit.store.executor`). The backend's transaction
+be read (:mod:`~artifactkit.engine.plan`: everything, or what the stat cache cannot vouch for); an executor
+reads, hashes and stages them in batches (:mod:`~artifactkit.engine.protocol`). The backend's transaction
 then seals them — the one durability barrier: a local store's staged blobs under one ``syncfs``, then
 renamed into ``blobs/`` on a thread while the manifest is assembled here from what the scan captured and
 the reads found — and flushes: the moves finished, the manifest written and fsynced (a bucket: every upload
@@ -20,18 +20,18 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.plan import CoreCapture, Plan, plan_reads
+from artifactkit.engine.protocol import Executor, StageJob
+from artifactkit.engine.reference.scan import CacheHits, ScannedTree, Walker, scan_tree
+from artifactkit.engine.reference.stage import Reads, Staged
+from artifactkit.engine.select import executor_for
 from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.engines import executor_for
-from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
-from artifactkit.store.plan import CoreCapture, Plan, plan_reads
 from artifactkit.store.progress import Reporter
-from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
-from artifactkit.store.stage import Reads, Staged
 from artifactkit.store.stat_cache import StatCache
 
 
@@ -49,7 +49,7 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
     ``on_progress(entries so far)`` is called as the scan goes; ``cached`` is the stat cache
     (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a tree with links that
     may leave it (:func:`~artifactkit.store.paths.check_links_contained`); ``walker``: the executor's own walk
-    (:attr:`~artifactkit.store.executor.Executor.walker`), used where no cache asks questions."""
+    (:attr:`~artifactkit.engine.protocol.Executor.walker`), used where no cache asks questions."""
     if check_link_policy(links) == "contained":
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
         # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
@@ -135,7 +135,7 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
              encode: Encoder | None = None) -> tuple[bytes, list[Recorded]]:
     """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
     asks for them (a stat cache records every entry), each entry with its line. ``encode``: the executor's
-    :meth:`~artifactkit.store.executor.Executor.manifest_body`, asked first where the plan records nothing."""
+    :meth:`~artifactkit.engine.protocol.Executor.manifest_body`, asked first where the plan records nothing."""
     if not planned.record and encode is not None:
         body = encode(name, tree, planned, found)
         if body is not None:
@@ -172,7 +172,7 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
 
 #: An entry as the manifest holds it, and its line: what a stat cache records.
 Recorded = tuple[FileMeta, str]
-#: :meth:`~artifactkit.store.executor.Executor.manifest_body`.
+#: :meth:`~artifactkit.engine.protocol.Executor.manifest_body`.
 Encoder = Callable[[str, ScannedTree, Plan, Sequence[Staged]], "bytes | None"]
 
 

@@ -17,10 +17,11 @@ from collections.abc import Collection
 from contextlib import AbstractContextManager, closing
 from typing import Any, Final
 
+from artifactkit.engine.reference.restore_meta import Owners
+from artifactkit.engine.select import executor_for
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
 from artifactkit.store.backend import Backend, Opened
 from artifactkit.store.download import blobs_needed, restore_tree
-from artifactkit.store.engines import executor_for
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
@@ -29,7 +30,6 @@ from artifactkit.store.manifest_file import verified_entries, verified_manifest
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
-from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import inode_clock_ns
 from artifactkit.store.verify import VerifyReport, each, verify_store
 

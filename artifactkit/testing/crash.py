@@ -37,7 +37,7 @@ import artifactkit.store.layout as layout_module
 import artifactkit.store.local_backend as store_module
 from artifactkit import ArtifactkitError, FileMeta, Store, assert_metadata_equal
 from artifactkit.conformance.corpus import TreeSpec, content, load_tree, materialize
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 
 SCENARIOS = ("publish", "download", "gc")
 #: Points whose order carries the durability argument: every one of them is a kill target.
@@ -86,7 +86,7 @@ def _label(work: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 def _native_batches() -> Any:
     """The native engine's batch module, or ``None`` where the core is not built (os.rename is then the only one)."""
     try:
-        return importlib.import_module("artifactkit.store._native_batches")
+        return importlib.import_module("artifactkit.engine.native_errors")
     except ImportError:
         return None
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from artifactkit._syscalls import syncfs
 from artifactkit.conformance.corpus import TreeSpec, content, materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.local_backend import LocalBackend, LocalTxn
-from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
 
 #: Touched (as a failing stat) right after publish returns: the "before publish returns" line in a trace.

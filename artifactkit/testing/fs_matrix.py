@@ -24,10 +24,10 @@ from typing import Final, Literal
 import attrs
 
 from artifactkit.conformance.corpus import load_tree, materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError, NotRestorableError, TimestampNotRepresentable
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
-from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
 from artifactkit.testing.mounts import Mounts
 

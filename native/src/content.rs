@@ -166,7 +166,7 @@ fn open_source(full: &CString, shown: &OsString) -> Result<(OwnedFd, bool), Fail
     }
 }
 
-/// The staging name of the read at `index`, spelled as the reference's `staging_name` (`artifactkit/store/stage.py`).
+/// The staging name of the read at `index`, spelled as the reference's `staging_name` (`artifactkit/engine/reference/stage.py`).
 pub fn stage_name(index: u64) -> String {
     format!("blob-{index}")
 }

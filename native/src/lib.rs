@@ -3,7 +3,7 @@
 //!
 //! Python types are converted here, at the edge, and only here (and in `manifest_edge.rs`, this edge's part
 //! for the manifest's values); every failure leaves as `NativeFailure(kind, at, fields)`, which
-//! `artifactkit/store/_native_batches.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
+//! `artifactkit/engine/native_errors.py` (`_native_scan.py`, `_native_manifest.py`) turns into the class and
 //! message the reference engine raises. Python keeps the API, the policy and the messages.
 
 mod blob_check;

@@ -4,7 +4,7 @@
 //! A publish of a captured tree (`stage_captured`) keeps its reads here, in its `StageState`, rather than
 //! handing 10,000 `Staged` tuples to Python: the manifest (`manifest_edge::manifest_captured`) and the moves into
 //! `blobs/` (`rename_staged`) take them straight from the state, and Python makes a `Staged` only of a read it
-//! asks for (`artifactkit/store/_native_staged.py`). Measured before this (`many`, 10,000 files): the tuples
+//! asks for (`artifactkit/engine/_native_staged.py`). Measured before this (`many`, 10,000 files): the tuples
 //! and the transaction's walk over them were 15-20 ms of the publishing thread a publish, on one thread or two.
 
 use std::collections::HashSet;

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import can_chown_to_others, can_make_devices
+from artifactkit.engine.reference.scan import ScannedTree, Walker, scan_tree
 from artifactkit.metadata.flags import restore_flags_fd
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.scan import ScannedTree, Walker, scan_tree
 from tests.native.trees import names
 from tests.strategies import timestamps_ns
 
@@ -149,7 +149,7 @@ def fields(tree: ScannedTree) -> tuple[Any, ...]:
 def native_walk() -> Walker:
     """The native core's walk: import it only in tests that asked for the ``native`` fixture (which skips, or
     fails in CI, where the core is not built), so that collecting them never fails."""
-    from artifactkit.store import _native_scan
+    from artifactkit.engine import _native_scan
 
     return _native_scan.walk
 
@@ -159,7 +159,7 @@ def native_capture(**options: Any) -> Walker:
     (``threads``, ``split_min``); imported only when asked, as :func:`native_walk`."""
     import functools
 
-    from artifactkit.store import _native_scan
+    from artifactkit.engine import _native_scan
 
     return functools.partial(_native_scan.capture, **options)
 

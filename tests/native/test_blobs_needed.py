@@ -24,13 +24,13 @@ from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 
 if TYPE_CHECKING:
-    from artifactkit.store._native_tree import CoreTree
+    from artifactkit.engine._native_tree import CoreTree
 
 
 @pytest.fixture(scope="module")
 def native_tree(native: ModuleType) -> ModuleType:
     """``_native_tree``, which imports only where the core is built (a skip elsewhere, a failure in CI)."""
-    from artifactkit.store import _native_tree
+    from artifactkit.engine import _native_tree
 
     return _native_tree
 

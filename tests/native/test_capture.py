@@ -1,4 +1,4 @@
-"""The publish's capture kept in the core (``artifactkit/store/_native_capture.py``, ``native/src/captured.rs``):
+"""The publish's capture kept in the core (``artifactkit/engine/_native_capture.py``, ``native/src/captured.rs``):
 what the core answers for every entry must be what the reference's plan makes of the same tree — the reads,
 their bytes, their batches, the first time no manifest carries — and a range it does not hold is refused.
 The entries and the manifest bytes themselves are held to the reference's by ``test_scan_differential.py``."""
@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
+from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.errors import TimestampNotRepresentable
 from artifactkit.store.publish import capture_source
-from artifactkit.store.scan import scan_tree
 
 
 def _tree(src: Path, sizes: list[int]) -> None:
@@ -27,7 +27,7 @@ def _tree(src: Path, sizes: list[int]) -> None:
 
 def test_the_reads_are_the_reference_plans_every_file_but_a_later_name_with_its_identity(
         native: ModuleType, fast_tmp: Path) -> None:
-    from artifactkit.store import _native_scan
+    from artifactkit.engine import _native_scan
 
     sizes = [3, 0, 120, 7, 7, 300, 1]
     _tree(fast_tmp / "src", sizes)
@@ -44,7 +44,7 @@ def test_the_reads_are_the_reference_plans_every_file_but_a_later_name_with_its_
 
 def test_a_time_past_the_manifests_range_is_refused_by_the_capture_as_by_the_reference(
         native: ModuleType, tmpfs_strict: Path) -> None:
-    from artifactkit.store import _native_scan
+    from artifactkit.engine import _native_scan
 
     src = tmpfs_strict / "src"
     _tree(src, [1, 2])

@@ -1,4 +1,4 @@
-"""A publish's reads kept in the core (``artifactkit/store/_native_staged.py``, ``native/src/stage_edge.rs``): the
+"""A publish's reads kept in the core (``artifactkit/engine/_native_staged.py``, ``native/src/stage_edge.rs``): the
 manifest and the moves into ``blobs/`` take them from the state, no ``Staged`` is made of them on the way, and
 where something does ask (the reference's ``move_files``, a failure) it gets what the reference's path gives.
 The values themselves are held to the reference's by ``test_stage_differential.py`` (``stage_kept``)."""
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine.reference.stage import HeldReads, Reads, Staged
+from artifactkit.engine.select import PythonExecutor
 from artifactkit.store import blob_moves
-from artifactkit.store.engines import PythonExecutor
 from artifactkit.store.local_backend import LocalTxn
-from artifactkit.store.stage import HeldReads, Reads, Staged
 from tests.native.trees import File, build
 from tests.support.engines import running_on
 
@@ -34,7 +34,7 @@ def _tree(src: Path, count: int) -> None:
 def test_a_native_publish_moves_its_blobs_by_ranges_of_the_state_and_makes_no_staged_of_its_reads(
         native: ModuleType, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from artifactkit import _native
-    from artifactkit.store import _native_staged
+    from artifactkit.engine import _native_staged
 
     _tree(fast_tmp / "src", 250)
     calls: dict[str, int] = {"staged_of": 0, "rename_files": 0, "rename_staged": 0}
@@ -64,7 +64,8 @@ def test_a_native_publish_moves_its_blobs_by_ranges_of_the_state_and_makes_no_st
 def _kept(fast_tmp: Path, count: int) -> tuple[Any, int, int]:
     """A state that kept ``count`` reads of a fresh tree, and the fds of its staging directory and a ``blobs/``."""
     from artifactkit import _native
-    from artifactkit.store import _native_batches, _native_scan
+    from artifactkit.engine import _native_scan
+    from artifactkit.engine import native_errors as _native_batches
 
     _tree(fast_tmp / "src", count)
     (fast_tmp / "txn").mkdir()
@@ -81,7 +82,7 @@ def _kept(fast_tmp: Path, count: int) -> tuple[Any, int, int]:
 
 def test_a_range_of_staged_moves_is_the_pairs_the_reference_would_move_and_either_engine_moves_it(
         native: ModuleType, fast_tmp: Path) -> None:
-    from artifactkit.store._native_staged import KeptReads, StagedMoves
+    from artifactkit.engine._native_staged import KeptReads, StagedMoves
 
     state, txn_fd, blobs_fd = _kept(fast_tmp, 20)
     try:
@@ -103,7 +104,7 @@ def test_a_range_of_staged_moves_is_the_pairs_the_reference_would_move_and_eithe
 
 
 def test_a_failed_move_of_a_range_names_both_ends_as_os_rename_does(native: ModuleType, fast_tmp: Path) -> None:
-    from artifactkit.store._native_staged import KeptReads, StagedMoves
+    from artifactkit.engine._native_staged import KeptReads, StagedMoves
 
     state, txn_fd, blobs_fd = _kept(fast_tmp, 6)
     try:

@@ -15,15 +15,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.reference.scan import ScannedTree
+from artifactkit.engine.reference.stage import Staged
+from artifactkit.engine.select import executor_for
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import executor_for
 from artifactkit.store.manifest import encode_entry, manifest_bytes
 from artifactkit.store.manifest_limits import MAX_EXTENTS
-from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble, with_content
-from artifactkit.store.scan import ScannedTree
-from artifactkit.store.stage import Staged
 from tests.native.trees import same_error
 
 _TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), min_size=1, max_size=12)
@@ -52,8 +52,8 @@ def entries(draw: st.DrawFn) -> FileMeta:
 
 @pytest.fixture(scope="session")
 def encoder(native: ModuleType) -> ModuleType:
-    """:mod:`artifactkit.store._native_manifest`, imported once ``native`` found the core built."""
-    return importlib.import_module("artifactkit.store._native_manifest")
+    """:mod:`artifactkit.engine._native_manifest`, imported once ``native`` found the core built."""
+    return importlib.import_module("artifactkit.engine._native_manifest")
 
 
 def reference(name: str, noatime: bool, entries: list[FileMeta]) -> bytes:

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import Store
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_file
 from artifactkit.store.manifest import FORMAT, Manifest
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
-from artifactkit.store.scan import capture_tree
 from tests.native.trees import File, build, names, unique
 from tests.strategies import timestamps_ns
 from tests.support.both_parses import CHECK_ERRORS, fields_of, parse_both, unsure_shape, verdict

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import ArtifactkitError, Store
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.reference.scan import ScannedTree, scan_tree
+from artifactkit.engine.select import executor_for
 from artifactkit.metadata.flags import InodeFlag
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import executor_for
-from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble
-from artifactkit.store.scan import ScannedTree, scan_tree
 from artifactkit.testing.mounts import Mounts
 from tests.native.scan_trees import (
     DIRS,
@@ -52,7 +52,7 @@ def engines(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """``monkeypatch``, to switch engines by ``ARTIFACTKIT_ENGINE``; the native executor's module, imported
     under it, is forgotten afterwards: its opt-in check runs once, at import, and the module left imported
     would make the native engine every later test's default in this process."""
-    module = "artifactkit.store._native_engine"
+    module = "artifactkit.engine.native"
     imported = module in sys.modules
     yield monkeypatch
     if not imported:
@@ -155,7 +155,7 @@ def test_an_entry_only_the_reference_encodes_is_assembled_by_the_reference_on_th
 
 def test_no_entry_of_a_published_tree_becomes_a_filemeta_on_the_native_engine(
         noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
-    from artifactkit.store import _native_capture
+    from artifactkit.engine import _native_capture
 
     made: list[int] = []
     real = _native_capture.CapturedEntries._entries

@@ -21,8 +21,8 @@ from types import ModuleType
 
 import pytest
 
+from artifactkit.engine.reference.scan import Walker, scan_tree
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
-from artifactkit.store.scan import Walker, scan_tree
 from tests.native.scan_trees import native_capture, native_walk
 from tests.native.trees import same_error
 
@@ -229,8 +229,8 @@ def test_on_progress_is_told_the_same_counts_by_both_walks(native: ModuleType, f
 _CTRL_C = """
 import functools, os, signal, sys, tempfile
 from pathlib import Path
-from artifactkit.store import _native_scan
-from artifactkit.store.scan import scan_tree
+from artifactkit.engine import _native_scan
+from artifactkit.engine.reference.scan import scan_tree
 signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 # os.killpg is a C function that does not look for signals itself: called with the 2 entries captured after
 # the root's listing, it sends SIGINT (2) to this process's own group and returns straight into the walk.

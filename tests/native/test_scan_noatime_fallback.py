@@ -16,7 +16,7 @@ from types import ModuleType
 import attrs
 import pytest
 
-from artifactkit.store.scan import scan_tree
+from artifactkit.engine.reference.scan import scan_tree
 from tests.native.scan_trees import native_capture, native_walk
 from tests.support.capability import require_real_root
 

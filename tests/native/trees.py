@@ -12,6 +12,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from artifactkit.engine.reference.restore_meta import plan
+from artifactkit.engine.reference.scan import capture_tree, scan_tree
+from artifactkit.engine.reference.stage import Staged, StageItem, stage_file
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
@@ -20,9 +23,6 @@ from artifactkit.store.blobs import BlobSource
 from artifactkit.store.download import create_items
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.paths import parent_of
-from artifactkit.store.restore_meta import plan
-from artifactkit.store.scan import capture_tree, scan_tree
-from artifactkit.store.stage import Staged, StageItem, stage_file
 
 
 @dataclass
@@ -112,7 +112,7 @@ def stage_kept(native: ModuleType, root: Path, txn: Path, blobs: Path, *, thread
     """The core's staging of its own capture of ``root`` (``stage_captured``, a publish's path), its reads kept in
     one state over one call or (``split``) two, made ``Staged`` here only to be compared."""
     from artifactkit import _native
-    from artifactkit.store import _native_scan
+    from artifactkit.engine import _native_scan
 
     captured = _native_scan.capture(str(root), read_links=True, on_progress=lambda _: None)
     reads, _ = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]

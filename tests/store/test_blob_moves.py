@@ -21,9 +21,9 @@ import pytest
 import artifactkit.store.publish as publish_module
 from artifactkit import ManifestLimitError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.select import executor_for
 from artifactkit.store import blob_moves
 from artifactkit.store.backend import Mover
-from artifactkit.store.engines import executor_for
 from artifactkit.store.local_backend import LocalTxn
 from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
 from tests.support.engines import ENGINE_NAMES, running_on

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
-from artifactkit.store import engines
-from artifactkit.store.engines import ENGINE_SETTING, EngineInfo, engine_info, executor_for
+from artifactkit.engine import select as engines
+from artifactkit.engine.select import ENGINE_SETTING, EngineInfo, engine_info, executor_for
 
 
 def _without_core(monkeypatch: pytest.MonkeyPatch, *, built: bool) -> None:
     """This process as where the core's executor cannot be imported: the core not built at all, or built
     (a module that is there) and its executor refused."""
     monkeypatch.setitem(engines.ENGINES, "native", "artifactkit.store._no_such_engine:NativeExecutor")
-    monkeypatch.setattr(engines, "CORE_MODULE", "artifactkit.store.engines" if built else "artifactkit._no_such_core")
+    monkeypatch.setattr(engines, "CORE_MODULE", "artifactkit.engine.select" if built else "artifactkit._no_such_core")
 
 
 def test_the_reference_selected_by_the_setting_is_said_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +56,7 @@ def test_the_native_core_never_runs_more_threads_than_usable_cores(use_engine: C
     # --workers 10000 started 10,000 threads per core call before the cap; asking fewer is honoured.
     use_engine("native")
     cores = len(os.sched_getaffinity(0))
-    from artifactkit.store._native_engine import NativeExecutor
+    from artifactkit.engine.native import NativeExecutor
 
     many, one = executor_for(10000, "publish"), executor_for(1, "download")
     assert isinstance(many, NativeExecutor) and isinstance(one, NativeExecutor)

@@ -21,7 +21,7 @@ from artifactkit import (
     compare,
 )
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 from tests.support import workers
 from tests.support.capability import require_reading_unreadable_files
 from tests.support.hostile_store import blob_bytes

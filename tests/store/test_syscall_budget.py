@@ -76,7 +76,8 @@ _FLUSHES: Final = frozenset({"fsync", "fdatasync", "syncfs", "sync_file_range", 
 _CHILD: Final = r"""
 import os, sys, tempfile
 from artifactkit.store import download as restore
-from artifactkit.store import engines, stage
+from artifactkit.engine import select as engines
+from artifactkit.engine.reference import stage
 from artifactkit.store.store import Store
 op, root, path, double = sys.argv[1:]
 if double == "1" and engines.engine_name() == "python":

@@ -1,5 +1,5 @@
 """Both manifest parses side by side: the reference's (:func:`~artifactkit.store.manifest.parse_manifest`) and
-the native core's (:mod:`artifactkit.store._native_manifest`), held to the same :class:`Manifest` or the same
+the native core's (:mod:`artifactkit.engine._native_manifest`), held to the same :class:`Manifest` or the same
 error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
 ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1``).
 
@@ -154,7 +154,7 @@ def parse_both(data: bytes, *, where: str = "m") -> Manifest:
 
 
 def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
-    from artifactkit.store._native_manifest import parse
+    from artifactkit.engine._native_manifest import parse
 
     found = same_verdicts(data)
     if isinstance(found, Manifest):
@@ -166,7 +166,7 @@ def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
 
 
 def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
-    from artifactkit.store._native_manifest import parse
+    from artifactkit.engine._native_manifest import parse
 
     found = same_verdicts(data)
     assert not isinstance(found, Manifest), f"the core accepts what the reference refuses with {err!r}"
@@ -181,7 +181,7 @@ def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
 
 
 def _held_to_setting(data: bytes, where: str, err: Exception) -> None:
-    from artifactkit.store._native_manifest import parse
+    from artifactkit.engine._native_manifest import parse
 
     with pytest.raises(type(err)) as caught:
         parse(data, where=where)

@@ -1,5 +1,5 @@
-"""The native core's layout of a download (:meth:`artifactkit.store._native_tree.CoreTree.layout`) held to the
-reference's (:func:`artifactkit.store.download.lay_out` of :func:`artifactkit.store.restore_meta.plan`'s
+"""The native core's layout of a download (:meth:`artifactkit.engine._native_tree.CoreTree.layout`) held to the
+reference's (:func:`artifactkit.store.download.lay_out` of :func:`artifactkit.engine.reference.restore_meta.plan`'s
 entries): where it is taken it is the reference's, field for field and in order; where it is declined, the
 reference's plan refuses, warns or changes an entry.
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import warnings
 
+from artifactkit.engine.reference.restore_meta import OWNER_POLICIES, plan
 from artifactkit.errors import NotRestorableError
 from artifactkit.metadata.model import FIELD_ORDER, SPECIAL_KINDS, FileMeta
 from artifactkit.store.download import Layout, lay_out
 from artifactkit.store.manifest import Manifest
-from artifactkit.store.restore_meta import OWNER_POLICIES, plan
 
 
 def _row(entry: FileMeta) -> tuple[object, ...]:
@@ -38,7 +38,7 @@ def rows(layout: Layout) -> tuple[object, ...]:
 
 def held_layout(data: bytes, expected: Manifest) -> None:
     """The core's layout of ``data`` (which the reference reads as ``expected``) under every owners policy."""
-    from artifactkit.store._native_tree import parse  # here: where the core is not built, nothing calls this
+    from artifactkit.engine._native_tree import parse  # here: where the core is not built, nothing calls this
 
     tree = parse(data, hashlib.sha256(data).hexdigest())
     assert tree is not None

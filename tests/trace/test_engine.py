@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError
-from artifactkit.store.scan import capture_tree
 from artifactkit.testing.mounts import Mounts, mounts_under
 from artifactkit.trace.engine import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
 

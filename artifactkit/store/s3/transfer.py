@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
+from artifactkit.engine.reference.stage import Staged
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.s3.checks import BucketBlobs
 from artifactkit.store.s3.layout import blob_key, highest_taken, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket, ObjectInfo
-from artifactkit.store.stage import Staged
 
 #: Bytes of small files held in memory waiting for their upload, at most (plus one batch being read).
 IN_FLIGHT_LIMIT: Final = 64 << 20

@@ -1,4 +1,4 @@
-"""The executors (:mod:`~artifactkit.store.executor`): the pure-Python reference, and which one an operation gets.
+"""The executors (:mod:`~artifactkit.engine.protocol`): the pure-Python reference, and which one an operation gets.
 
 ``ARTIFACTKIT_ENGINE=python`` selects the reference; the default is the native core where it is built and
 its executor is registered in :data:`ENGINES`, else the reference. :func:`engine_info` says which one an
@@ -15,17 +15,17 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.protocol import CreateItem, CreateJob, Executor, StageJob, covered
+from artifactkit.engine.reference.scan import ScannedTree, Walker
+from artifactkit.engine.reference.stage import Staged, StageItem, stage_file
 from artifactkit.store.download import create_items
-from artifactkit.store.executor import CreateItem, CreateJob, Executor, StageJob, covered
-from artifactkit.store.plan import Plan
-from artifactkit.store.scan import ScannedTree, Walker
-from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: The environment variable that picks the engine (``python``: the reference; ``native``: the core, an
 #: error where it is not built).
 ENGINE_SETTING: Final = "ARTIFACTKIT_ENGINE"
 #: engine name -> ``module:class`` of its executor, imported on first use (a missing module: not built).
-ENGINES: Final = {"native": "artifactkit.store._native_engine:NativeExecutor"}
+ENGINES: Final = {"native": "artifactkit.engine.native:NativeExecutor"}
 #: The extension module the native executor runs on: absent where no Rust toolchain built it.
 CORE_MODULE: Final = "artifactkit._native"
 #: Files per batch of the reference: its progress moves once a batch (a call per file would cost more than

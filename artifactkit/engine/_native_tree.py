@@ -2,12 +2,12 @@
 its files go from the parse to the core's create without becoming ``FileMeta`` objects on the way.
 
 :func:`parse` reads and checks the bytes as :func:`~artifactkit.store.manifest.parse_manifest` does (the same
-core parse as :mod:`~artifactkit.store._native_manifest`'s, with the same declines, left to the reference). The
+core parse as :mod:`~artifactkit.engine._native_manifest`'s, with the same declines, left to the reference). The
 :class:`CoreTree` it returns is the manifest's entries as a :class:`~artifactkit.store.download.Prepared`
 sequence: each ``FileMeta`` is made (by calling the class, as the parse makes them) only when something asks
 for it — a restore seam that iterates them, a failure's message.
 
-A restore of it (:meth:`CoreTree.layout`) plans, with the reference's own :func:`~artifactkit.store.restore_meta.plan`
+A restore of it (:meth:`CoreTree.layout`) plans, with the reference's own :func:`~artifactkit.engine.reference.restore_meta.plan`
 logic, every directory, every entry Python makes itself (FIFOs, devices, hard links' later names) and one file
 or symlink of each distinct combination of the fields the plan reads; the core names those
 (``native/src/tree.rs``). Where the plan leaves all of them as they are and refuses none, it leaves every entry
@@ -24,16 +24,16 @@ from collections.abc import Iterator
 from typing import overload
 
 from artifactkit import _native
+from artifactkit.engine._native_lazy import MadeOnDemand
+from artifactkit.engine._native_manifest import size_limit
+from artifactkit.engine.protocol import CreateItem, EntryRun
+from artifactkit.engine.reference.restore_meta import Owners, plans_nothing
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
-from artifactkit.store._native_lazy import MadeOnDemand
-from artifactkit.store._native_manifest import size_limit
 from artifactkit.store.blobs import BlobsNeeded
 from artifactkit.store.download import Layout, Prepared
-from artifactkit.store.executor import CreateItem, EntryRun
 from artifactkit.store.paths import parent_of
-from artifactkit.store.restore_meta import Owners, plans_nothing
 
 
 def parse(data: bytes, digest: str) -> CoreTree | None:

@@ -64,7 +64,7 @@ class CacheHits(Protocol):
 
 class Walker(Protocol):
     """Another implementation of the walk without a stat cache (the native core's,
-    :mod:`~artifactkit.store._native_scan`): the same :class:`ScannedTree` and the same errors."""
+    :mod:`~artifactkit.engine._native_scan`): the same :class:`ScannedTree` and the same errors."""
 
     def __call__(self, root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
         """The capture of the tree at ``root``, as :func:`scan_tree` without ``cached`` makes it."""
@@ -242,7 +242,7 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
                                  "publish again once it is stable", path=path)
 
 
-# The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.store._native_scan`).
+# The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.engine._native_scan`).
 
 def not_a_directory(root: str) -> NotADirectoryError:
     return NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)

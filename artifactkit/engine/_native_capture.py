@@ -1,15 +1,15 @@
 """A publish's scan kept in the native core (:class:`~artifactkit._native.CapturedTree`), so its files go from the
 walk to the reads and the manifest without becoming ``FileMeta`` objects on the way: the publish's counterpart
-of :mod:`~artifactkit.store._native_tree`.
+of :mod:`~artifactkit.engine._native_tree`.
 
-:func:`~artifactkit.store._native_scan.capture` returns a :class:`~artifactkit.store.scan.ScannedTree` whose
+:func:`~artifactkit.engine._native_scan.capture` returns a :class:`~artifactkit.engine.reference.scan.ScannedTree` whose
 ``entries`` are a :class:`CapturedEntries` and whose ``identities`` are a :class:`CapturedIdentities`: the
 ``FileMeta`` values (made by the core, all at once, as the reference's scan makes them) and the identities
 exist only once something asks — a seam that iterates them, a stat cache, a failure's message. What a
-publish asks of every entry the core answers instead (:class:`~artifactkit.store.plan.CoreCapture`): the first
+publish asks of every entry the core answers instead (:class:`~artifactkit.engine.plan.CoreCapture`): the first
 time no manifest can carry, how many files there are, which are read (:class:`CapturedReads`, which the native
 executor stages by ranges of the core's own entries) and, with what the reads found, the manifest
-(:func:`~artifactkit.store._native_manifest.manifest_captured`).
+(:func:`~artifactkit.engine._native_manifest.manifest_captured`).
 
 Importing this module fails with ``ImportError`` where the core is not built.
 """
@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
 from artifactkit import _native
+from artifactkit.engine._native_lazy import MadeOnDemand
+from artifactkit.engine.reference.stage import StageItem
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store._native_lazy import MadeOnDemand
-from artifactkit.store.stage import StageItem
 
 Identity = tuple[int, int]
 

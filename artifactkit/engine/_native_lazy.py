@@ -1,6 +1,6 @@
 """Entries the native core holds, as a sequence of ``FileMeta`` made all at once the first time one is asked for:
-a download's parsed manifest (:mod:`~artifactkit.store._native_tree`) and a publish's capture
-(:mod:`~artifactkit.store._native_capture`). Only a seam that iterates them, or a failure's message, pays for
+a download's parsed manifest (:mod:`~artifactkit.engine._native_tree`) and a publish's capture
+(:mod:`~artifactkit.engine._native_capture`). Only a seam that iterates them, or a failure's message, pays for
 the objects; the core answers everything else about them itself.
 """
 

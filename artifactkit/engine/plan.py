@@ -14,11 +14,11 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from artifactkit.engine.reference.scan import ScannedTree, capture_again
+from artifactkit.engine.reference.stage import StageItem
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import PublishTxn
 from artifactkit.store.layout import ArtifactRef, HasBlob
-from artifactkit.store.scan import ScannedTree, capture_again
-from artifactkit.store.stage import StageItem
 from artifactkit.store.stat_cache import StatCache
 
 #: What a read found, or a content hit knew: ``(sha256, inode flags, data extents)``.
@@ -48,7 +48,7 @@ class Plan:
 
 @runtime_checkable
 class CoreCapture(Protocol):
-    """A scan's entries the native core keeps (:class:`~artifactkit.store._native_capture.CapturedEntries`):
+    """A scan's entries the native core keeps (:class:`~artifactkit.engine._native_capture.CapturedEntries`):
     what a publish asks of every entry, answered without making each one a ``FileMeta``."""
 
     def first_unrepresentable(self) -> int | None:

@@ -1,7 +1,7 @@
 """The native core's batch functions (:mod:`artifactkit._native`) with the reference engine's errors.
 
 The core reports a failure as data — ``NativeFailure(kind, position, fields)`` — and this module raises
-what the reference engine (:func:`~artifactkit.store.stage.stage_file`,
+what the reference engine (:func:`~artifactkit.engine.reference.stage.stage_file`,
 :func:`~artifactkit.store.download.create_items`) raises in the same case: the same class, message,
 fields and ``errno``, built by the same Python functions wherever one exists (``_changed``, ``_read_back``,
 ``verify_entries``), so a message is written once. Importing this module fails with ``ImportError`` where
@@ -18,20 +18,20 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from artifactkit import _native
+from artifactkit.engine._native_staged import KeptReads, StagedMoves
+from artifactkit.engine._native_tree import CoreRun
+from artifactkit.engine.protocol import CreateItem
+from artifactkit.engine.reference.restore_meta import _read_back, create_special
+from artifactkit.engine.reference.stage import Staged, StageItem
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _translate, flag_letters
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
-from artifactkit.store._native_staged import KeptReads, StagedMoves
-from artifactkit.store._native_tree import CoreRun
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.content import IN_MEMORY_LIMIT, _changed, not_regular
 from artifactkit.store.download import _dir_fd, _verify_children, too_many_blob_runs, verify_entries
-from artifactkit.store.executor import CreateItem
-from artifactkit.store.restore_meta import _read_back, create_special
-from artifactkit.store.stage import Staged, StageItem
 
 if TYPE_CHECKING:
-    from artifactkit.store._native_capture import CapturedReads
+    from artifactkit.engine._native_capture import CapturedReads
 
 # The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
 if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
@@ -60,7 +60,7 @@ def entry_to_wire(entry: FileMeta) -> WireEntry:
 
 def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int, *,
                 state: _native.StageState | None = None) -> list[Staged]:
-    """:func:`~artifactkit.store.stage.stage_file` for every item on ``threads`` threads, GIL released: the
+    """:func:`~artifactkit.engine.reference.stage.stage_file` for every item on ``threads`` threads, GIL released: the
     same :class:`Staged` values in the same order (``has_blob``: a regular file of that size in ``blobs_fd``,
     asked only of names in the state's listing where it has one; content staged earlier in this call or an
     earlier one with this ``state``, the publish's, is staged once)."""
@@ -79,7 +79,7 @@ def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, 
                    threads: int, state: _native.StageState,
                    on_progress: Callable[[int, int], None] | None = None) -> KeptReads:
     """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture,
-    its results kept in ``state`` (:mod:`~artifactkit.store._native_staged`); ``on_progress(files, bytes)``
+    its results kept in ``state`` (:mod:`~artifactkit.engine._native_staged`); ``on_progress(files, bytes)``
     with what was read since its last call, every few hundred files and at the end (what it raises is raised)."""
     start, stop = span
     first = len(state)
@@ -94,7 +94,7 @@ def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, 
 def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
     """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` in order, GIL released (one thread:
     ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
-    both names), the pairs after it not renamed. :class:`~artifactkit.store._native_staged.StagedMoves` go to
+    both names), the pairs after it not renamed. :class:`~artifactkit.engine._native_staged.StagedMoves` go to
     the core as their range, its names made there."""
     try:
         if isinstance(moves, StagedMoves):
@@ -125,7 +125,7 @@ def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) 
 def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,
                  on_progress: Callable[[int, int], None] | None = None) -> None:
     """:func:`~artifactkit.store.download.create_items` for a batch on ``threads`` threads, GIL released:
-    files and symlinks by the core (a :class:`~artifactkit.store._native_tree.CoreRun` from the core's own
+    files and symlinks by the core (a :class:`~artifactkit.engine._native_tree.CoreRun` from the core's own
     entries, any other as ``entry_to_wire``'s tuples), FIFOs and devices (made by name, never opened) here.
     ``blobs`` must be a directory (its ``dir_fd``, else its path), not another seam's ``opener``.
     ``on_progress(entries, bytes)`` is called as the core finishes each part of the files and symlinks."""

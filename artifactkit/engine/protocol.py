@@ -2,10 +2,10 @@
 verify, restore), handed over in batches.
 
 Publish and download run three stages: *scan* (every ``lstat`` before a read) → *plan* (what must be read:
-:mod:`~artifactkit.store.plan`) → *execute*. The first two and everything after are written once, in the
+:mod:`~artifactkit.engine.plan`) → *execute*. The first two and everything after are written once, in the
 parent; an :class:`Executor` does only the middle, for whole batches of entries, so an implementation may
-run them however it likes — one file after another in this process (:mod:`~artifactkit.store.engines`'
-reference) or on the native core's threads (:mod:`~artifactkit.store._native_engine`) — and every guarantee
+run them however it likes — one file after another in this process (:mod:`~artifactkit.engine.select`'
+reference) or on the native core's threads (:mod:`~artifactkit.engine.native`) — and every guarantee
 stays where it is: in the checks the batch functions make and in the commit around them.
 
 This module holds only the protocol, the jobs' value types and how many cores an execution may use: the
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.plan import Plan
+    from artifactkit.engine.reference.scan import ScannedTree, Walker
+    from artifactkit.engine.reference.stage import Staged, StageItem
     from artifactkit.metadata.model import FileMeta
     from artifactkit.store.backend import PublishTxn
     from artifactkit.store.blobs import BlobSource
     from artifactkit.store.layout import HasBlob
-    from artifactkit.store.plan import Plan
-    from artifactkit.store.scan import ScannedTree, Walker
-    from artifactkit.store.stage import Staged, StageItem
 
 #: A batch item of a download: a directory (relative to the tree's root) and the files, links and special
 #: files to create in it (its subdirectories exist already; hard links' later names come after).
@@ -91,8 +91,8 @@ class Executor(Protocol):
 
     #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "native").
     name: str
-    #: Its own walk of a source tree where no stat cache asks questions (:data:`~artifactkit.store.scan.Walker`),
-    #: or ``None``: :func:`~artifactkit.store.scan.scan_tree`'s.
+    #: Its own walk of a source tree where no stat cache asks questions (:data:`~artifactkit.engine.reference.scan.Walker`),
+    #: or ``None``: :func:`~artifactkit.engine.reference.scan.scan_tree`'s.
     walker: Walker | None
 
     def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
@@ -101,7 +101,7 @@ class Executor(Protocol):
 
     def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[Sequence[Staged]]:
         """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can
-        send a batch's blobs on while the next is read (a batch may be :class:`~artifactkit.store.stage.HeldReads`:
+        send a batch's blobs on while the next is read (a batch may be :class:`~artifactkit.engine.reference.stage.HeldReads`:
         kept by the executor, made ``Staged`` only when asked)."""
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:

@@ -30,13 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from artifactkit import _native
+from artifactkit.engine._native_capture import CapturedEntries
+from artifactkit.engine.plan import Content
+from artifactkit.engine.reference.stage import Staged
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store._native_capture import CapturedEntries
 from artifactkit.store.manifest import Manifest, check_manifest_size, manifest_head, parse_manifest
 from artifactkit.store.manifest_extended import too_many_runs
 from artifactkit.store.manifest_limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
-from artifactkit.store.plan import Content
-from artifactkit.store.stage import Staged
 
 
 def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, str]], entries: Sequence[FileMeta],

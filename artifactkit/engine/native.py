@@ -1,5 +1,5 @@
-"""The native core as an :class:`~artifactkit.store.executor.Executor`: ``ENGINES["native"]`` in
-:mod:`~artifactkit.store.engines` names :class:`NativeExecutor`, so this module importing (the core built)
+"""The native core as an :class:`~artifactkit.engine.protocol.Executor`: ``ENGINES["native"]`` in
+:mod:`~artifactkit.engine.select` names :class:`NativeExecutor`, so this module importing (the core built)
 is what makes it the default engine.
 
 An operation's files go to the core on ``workers`` threads (all usable cores when not asked): a publish of the
@@ -12,7 +12,7 @@ core does not do is done here by the reference's own functions, in this process:
 files in memory (a bucket's), a backend without a blobs directory, blobs reached through another seam's
 ``opener`` (tests' faulty steps).
 
-This module must not import :mod:`~artifactkit.store.engines` (which names it): that would be a cycle.
+This module must not import :mod:`~artifactkit.engine.select` (which names it): that would be a cycle.
 Importing it fails with ``ImportError`` where the core is not built (through :mod:`._native_batches`).
 """
 
@@ -23,15 +23,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Final, TypeVar
 
 from artifactkit import _native
-from artifactkit.store import _native_batches, _native_manifest, _native_scan, _native_staged
-from artifactkit.store._native_capture import CapturedEntries, CapturedReads
-from artifactkit.store._native_tree import CoreRun
+from artifactkit.engine import _native_manifest, _native_scan, _native_staged
+from artifactkit.engine import native_errors as _native_batches
+from artifactkit.engine._native_capture import CapturedEntries, CapturedReads
+from artifactkit.engine._native_tree import CoreRun
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.protocol import CreateItem, CreateJob, StageJob, covered, usable_cores
+from artifactkit.engine.reference.scan import ScannedTree, Walker
+from artifactkit.engine.reference.stage import Staged, StageItem, stage_file
 from artifactkit.store.blob_check import BlobLookup
 from artifactkit.store.download import create_items
-from artifactkit.store.executor import CreateItem, CreateJob, StageJob, covered, usable_cores
-from artifactkit.store.plan import Plan
-from artifactkit.store.scan import ScannedTree, Walker
-from artifactkit.store.stage import Staged, StageItem, stage_file
 
 #: A batch of the items the core did not make ends at this many files or bytes, so progress moves during a long
 #: operation. A call's fixed cost is its threads' start: measured here (2 threads, a loaded machine) 0.3 ms of

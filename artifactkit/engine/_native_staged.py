@@ -1,6 +1,6 @@
 """A publish's reads kept in the native core (:class:`~artifactkit._native.StageState`), so 10,000 files' results
 go from the reads to the manifest and the moves into ``blobs/`` without becoming ``Staged`` tuples on the way:
-the reads' counterpart of :mod:`~artifactkit.store._native_capture`.
+the reads' counterpart of :mod:`~artifactkit.engine._native_capture`.
 
 The executor yields each batch of ``stage_captured`` as :class:`KeptReads`, a range of the state's reads. A
 ``Staged`` is made only of a read something asks for (a seam other than the core's, a test); the local
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from artifactkit import _native
-from artifactkit.store.stage import HeldReads, Reads, Staged
+from artifactkit.engine.reference.stage import HeldReads, Reads, Staged
 
 
 def staged_of(found: tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool]) -> Staged:
@@ -59,7 +59,7 @@ class KeptReads(HeldReads):
 
 class StagedMoves(Sequence[tuple[str, str]]):
     """The ``(staging name, digest)`` moves of the staged reads among ``start..stop`` of a state: what
-    :func:`~artifactkit.store._native_batches.rename_files` hands the core as the range, any other caller (the
+    :func:`~artifactkit.engine.native_errors.rename_files` hands the core as the range, any other caller (the
     reference's ``move_files``, a crash trace's label) as the pairs, made when first asked for."""
 
     def __init__(self, state: _native.StageState, start: int, stop: int) -> None:

@@ -1,8 +1,8 @@
-"""The native core's scan as a :class:`~artifactkit.store.scan.Walker`, with the reference's errors: :func:`capture`
+"""The native core's scan as a :class:`~artifactkit.engine.reference.scan.Walker`, with the reference's errors: :func:`capture`
 (:func:`artifactkit._native.capture_tree`, the native executor's walk) keeps the captured tree in the core;
 :func:`walk` (:func:`artifactkit._native.scan_tree`) makes every ``FileMeta`` as it goes.
 
-The core walks the tree as :mod:`~artifactkit.store.scan` does without a stat cache — the same calls on the
+The core walks the tree as :mod:`~artifactkit.engine.reference.scan` does without a stat cache — the same calls on the
 same paths, in the same order on one thread (a second captures the next directory ahead or splits a wide
 one's names: ``native/src/scan_split.rs``)
 — with the GIL released except for ``on_progress`` after each directory; the values it makes are the very
@@ -19,10 +19,17 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from artifactkit import _native
+from artifactkit.engine._native_capture import CapturedEntries, CapturedIdentities
+from artifactkit.engine.reference.scan import (
+    ScannedTree,
+    dir_replaced,
+    link_changed,
+    not_a_directory,
+    unsupported,
+    vanished,
+)
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store._native_capture import CapturedEntries, CapturedIdentities
 from artifactkit.store.paths import check_symlink_target
-from artifactkit.store.scan import ScannedTree, dir_replaced, link_changed, not_a_directory, unsupported, vanished
 
 #: ``DirReplaced``'s ``when``: listing the directory, or reading its links.
 _WHILE = ("scanned", "published")
@@ -30,7 +37,7 @@ _WHILE = ("scanned", "published")
 
 def walk(root: str, *, read_links: bool, on_progress: Callable[[int], None], threads: int = 1,
          split_min: int | None = None) -> ScannedTree:
-    """:func:`~artifactkit.store.scan.scan_tree` of ``root`` without a cache, by the core; ``threads`` 2 or more
+    """:func:`~artifactkit.engine.reference.scan.scan_tree` of ``root`` without a cache, by the core; ``threads`` 2 or more
     adds a second thread, which captures the next directory ahead or, when free, splits the names of a directory
     of ``split_min`` or more (the core's own default when ``None``: tests split smaller ones)."""
     if not _usable(root):
@@ -47,7 +54,7 @@ def walk(root: str, *, read_links: bool, on_progress: Callable[[int], None], thr
 def capture(root: str, *, read_links: bool, on_progress: Callable[[int], None], threads: int = 1,
             split_min: int | None = None) -> ScannedTree:
     """:func:`walk`'s capture kept in the core: the same walk, each entry's ``FileMeta`` and identity made only
-    when asked (:mod:`~artifactkit.store._native_capture`), the GIL taken only for ``on_progress``."""
+    when asked (:mod:`~artifactkit.engine._native_capture`), the GIL taken only for ``on_progress``."""
     if not _usable(root):
         os.lstat(root)  # the reference's first call refuses it, as in walk
     try:
