@@ -3,7 +3,7 @@
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from artifactkit.engine.reference.stage import Staged
+from artifactkit.engine.values import Staged
 from artifactkit.metadata.model import FileMeta
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API

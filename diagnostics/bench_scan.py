@@ -30,7 +30,7 @@ from typing import Any
 
 from artifactkit import Store
 from artifactkit.engine import native_errors as _native_batches
-from artifactkit.engine.native import NativeExecutor
+from artifactkit.engine.native import NativeEngine
 from artifactkit.store import local_backend, publish
 from artifactkit.store import store as store_module
 
@@ -66,13 +66,13 @@ def instrument() -> None:
 def reference_scan_and_manifest() -> Iterator[None]:
     """The native executor's walk and encoder turned off: the reference's run instead, the rest as it is."""
     # The seam under measurement; vars(): the walk is a staticmethod, which must go back as one.
-    walker, body = vars(NativeExecutor)["walker"], vars(NativeExecutor)["manifest_body"]
-    NativeExecutor.walker = None  # type: ignore[assignment]
-    NativeExecutor.manifest_body = lambda *args: None  # type: ignore[method-assign]
+    walker, body = vars(NativeEngine)["walker"], vars(NativeEngine)["manifest_body"]
+    NativeEngine.walker = None  # type: ignore[assignment]
+    NativeEngine.encode = lambda *args: None  # type: ignore[method-assign]
     try:
         yield
     finally:
-        NativeExecutor.walker, NativeExecutor.manifest_body = walker, body  # type: ignore[method-assign]
+        NativeEngine.walker, NativeEngine.encode = walker, body  # type: ignore[method-assign]
 
 
 def child_cpu_ns() -> int:

@@ -1,38 +1,67 @@
-"""The native core as an :class:`~artifactkit.engine.protocol.Executor`: ``ENGINES["native"]`` in
-:mod:`~artifactkit.engine.select` names :class:`NativeExecutor`, so this module importing (the core built)
-is what makes it the default engine.
+"""The native engine: the core (:mod:`artifactkit._native`, threads, the GIL released for each call) behind the
+door (:mod:`~artifactkit.engine.protocol`). ``ENGINES["native"]`` in :mod:`~artifactkit.engine.select` names
+:class:`NativeEngine`, so this module importing (the core built) is what makes it the default.
 
-An operation's files go to the core on ``workers`` threads (all usable cores when not asked): a publish of the
-core's own capture and a download's runs of the parsed manifest in one call each, which tells its progress as
-it goes; other items in batches (:data:`BATCH_FILES` files or :data:`BATCH_BYTES` bytes, whichever comes
-first), so progress moves as batches finish. A publish's calls share one
-:class:`~artifactkit._native.StageState`: "is this content new?" is decided across the whole publish, as the
-reference's one ``seen`` set does, and against the plan's own listing of ``blobs/`` where it took one. What the
-core does not do is done here by the reference's own functions, in this process: a transaction that keeps small
-files in memory (a bucket's), a backend without a blobs directory, blobs reached through another seam's
-``opener`` (tests' faulty steps).
-
-This module must not import :mod:`~artifactkit.engine.select` (which names it): that would be a cycle.
-Importing it fails with ``ImportError`` where the core is not built (through :mod:`._native_batches`).
+One core function per job: ``capture_tree`` (scan), ``stage_files`` (read, hash, stage), ``rename_staged`` (the
+staged blobs into ``blobs/``), ``manifest_bytes`` (encode), ``parse_tree`` (parse), ``create_files`` (create,
+verify, restore). What crosses back stays in the core, in the types below — a captured tree, a publish's
+kept reads, a parsed manifest and its runs — each ``FileMeta`` or ``Staged`` made only when something asks (a
+stat cache, a failure's message): of 10,000 files, those objects and the walks over them were 15-20 ms of the
+publishing thread. A failure comes back as data (``NativeFailure(kind, position, fields)``) and is raised by
+:mod:`~artifactkit.engine.native_errors`. What the core does not do is the reference's, in this process: a
+transaction that keeps small files in memory (a bucket's), blobs reached through another seam's ``opener``,
+FIFOs and devices (made by name, never opened).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, TypeVar
+import bisect
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, TypeVar, overload
 
 from artifactkit import _native
-from artifactkit.engine import _native_manifest, _native_scan, _native_staged
-from artifactkit.engine import native_errors as _native_batches
-from artifactkit.engine._native_capture import CapturedEntries, CapturedReads
-from artifactkit.engine._native_tree import CoreRun
+from artifactkit.engine import native_errors as errors
 from artifactkit.engine.plan import Plan
-from artifactkit.engine.protocol import CreateItem, CreateJob, StageJob, covered, usable_cores
-from artifactkit.engine.reference.scan import ScannedTree, Walker
-from artifactkit.engine.reference.stage import Staged, StageItem, stage_file
+from artifactkit.engine.protocol import CreateJob, StageJob, usable_cores
+from artifactkit.engine.reference.create import create_items, create_tree, open_dir, verify_children
+from artifactkit.engine.reference.engine import parse_verified
+from artifactkit.engine.reference.lists import ReadList, Run, lay_out
+from artifactkit.engine.reference.restore_meta import create_special, plan, plans_nothing
+from artifactkit.engine.reference.scan import scan_tree
+from artifactkit.engine.reference.stage import stage_file
+from artifactkit.engine.values import (
+    CacheHits,
+    Captured,
+    CreateItem,
+    EntryRun,
+    Layout,
+    Owners,
+    Parsed,
+    ReadBatch,
+    Reads,
+    ScannedTree,
+    Staged,
+    StageItem,
+    covered,
+)
+from artifactkit.errors import ManifestLimitError
+from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS
+from artifactkit.metadata.model import ROOT, SPECIAL_KINDS, FileMeta
+from artifactkit.metadata.times import shallowest_first
 from artifactkit.store.blob_check import BlobLookup
-from artifactkit.store.download import create_items
+from artifactkit.store.blobs import BlobsNeeded, BlobSource
+from artifactkit.store.content import IN_MEMORY_LIMIT
+from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.manifest import check_manifest_size, manifest_head
+from artifactkit.store.manifest_limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
+from artifactkit.store.paths import parent_of
+
+# The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
+if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
+        _native.RESTORABLE_FLAGS, _native.COMPARED_FLAGS, _native.IN_MEMORY_LIMIT):
+    raise ImportError("artifactkit._native was built with other flag masks or limits than this package")
 
 #: A batch of the items the core did not make ends at this many files or bytes, so progress moves during a long
 #: operation. A call's fixed cost is its threads' start: measured here (2 threads, a loaded machine) 0.3 ms of
@@ -42,86 +71,223 @@ BATCH_BYTES: Final = 256 << 20
 _Item = TypeVar("_Item")
 
 
-class NativeExecutor:
-    """The execute stage in the native core's threads, the GIL released for each call."""
+class NativeEngine:
+    """The per-file work on the core's ``threads`` (at most the usable cores: the work is CPU and metadata
+    syscalls, so a thread beyond them only takes time from the others)."""
 
     name = "native"
 
     def __init__(self, workers: int | None, task: str) -> None:
-        # At most the usable cores: the per-file work is CPU and metadata syscalls, so a thread beyond them
-        # only takes time from the others (``--workers 10000`` would otherwise start 10,000 threads a call).
-        self.threads = min(workers, usable_cores()) if workers is not None else usable_cores()
-        #: The core's walk on this executor's threads (a stat cache's questions are the reference's: scan.py
-        #: then walks itself).
-        self.walker: Walker = functools.partial(_native_scan.capture, threads=self.threads)
+        self.threads: int | None = min(workers, usable_cores()) if workers is not None else usable_cores()
 
-    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[Sequence[Staged]]:
+    def capture(self, src: str | os.PathLike[str], *, read_links: bool, on_progress: Callable[[int], None] | None,
+                cached: CacheHits | None) -> ScannedTree:
+        # A stat cache's questions are the reference's: scan_tree then walks itself.
+        return scan_tree(src, read_links=read_links, on_progress=on_progress, cached=cached, walker=self.walk)
+
+    def walk(self, root: str, *, read_links: bool, on_progress: Callable[[int], None],
+             split_min: int | None = None) -> ScannedTree:
+        """The reference's walk without a cache, by the core, the capture kept there; a second thread captures
+        the next directory ahead or splits a directory of ``split_min`` names or more (``None``: the core's)."""
+        try:
+            usable = b"\x00" not in os.fsencode(root)
+        except UnicodeEncodeError:
+            usable = False
+        if not usable:
+            os.lstat(root)  # the reference's first call refuses it: ValueError or UnicodeEncodeError, as there
+        try:
+            split = {} if split_min is None else {"split_min": split_min}
+            tree = _native.capture_tree(root, read_links, on_progress, self.threads or 1, **split)
+        except _native.NativeFailure as failure:
+            errors.raise_scan(failure.args[0], failure.args[2], root)
+        return ScannedTree(root=root, entries=CapturedEntries(tree), identities=CapturedIdentities(tree),
+                           listed_noatime=tree.listed_noatime)
+
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[ReadList | KeptReads]:
         txn = job.txn
-        in_core = not txn.in_memory and txn.blobs_fd >= 0
-        seen: set[str] = set()
-        # The plan's listing of blobs/ (the same fd's), so the core stats only the names it holds, as has_blob.
+        weigh: Callable[[StageItem], tuple[int, int]] = lambda item: (1, item[1].size)  # noqa: E731
+        if txn.in_memory or txn.blobs_fd < 0:  # a bucket's: small files' bytes kept here, the reference's reads
+            seen: set[str] = set()
+            for batch in _batches(items, weigh):
+                yield ReadList(stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
+                               for item in batch)
+                job.on_batch(len(batch), sum(entry.size for _, entry, _ in batch))
+            return
+        # One state for the publish: "is this content new?" across all its calls, against the plan's listing of
+        # blobs/ (the transaction's checked fd's) where it took one.
         state = _native.StageState(job.has_blob.names if isinstance(job.has_blob, BlobLookup) else None)
-        if in_core and isinstance(items, CapturedReads):
-            # The core's own capture, its items made there: one call, its progress told as it goes (ten calls of
-            # 1,024 files were 6 % of a publish of many on two threads: each a thread start and a wait for the
-            # batch's slowest file).
-            yield _native_batches.stage_captured(job.root, txn.stage_fd, txn.blobs_fd, items, (0, len(items)),
-                                                 threads=self.threads, state=state, on_progress=job.on_batch)
-            job.has_blob.repaired.update(state.repaired())  # the core checked the blobs it read the content of
-            return
-        for batch in _batches(items, lambda item: (1, item[1].size)):
-            if in_core:
-                # The transaction's checked fd of blobs/, never its path (a writer of the store may have swapped it).
-                found = _native_batches.stage_files(job.root, txn.stage_fd, txn.blobs_fd, batch, self.threads,
-                                                    state=state)
-            else:
-                found = [stage_file(job.root, item, txn.stage_fd, job.has_blob, seen, in_memory=txn.in_memory)
-                         for item in batch]
-            job.on_batch(len(batch), sum(entry.size for _, entry, _ in batch))
-            yield found
-        job.has_blob.repaired.update(state.repaired())
-
-    def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
-        blobs = job.blobs
-        if blobs.opener is not None or (blobs.dir_fd is None and not blobs.directory):
-            create_items(job.root_fd, items, blobs)
-            job.on_batch(*covered(items))
-            return
-        # The core's own entries in one call, its progress reported as it goes (a call per batch was a thread
-        # start and a wait for the slowest thread each: 6 % of a download of many on a busy machine).
-        runs = [item for item in items if isinstance(item[1], CoreRun)]
-        if runs:
-            _native_batches.create_files(job.root_fd, blobs, runs, self.threads, on_progress=job.on_batch)
-        parts = [(path, entries[start:start + BATCH_FILES])
-                 for path, entries in items if not isinstance(entries, CoreRun)
-                 for start in range(0, max(len(entries), 1), BATCH_FILES)]
-        for batch in _batches(parts, lambda part: covered([part])):
-            _native_batches.create_files(job.root_fd, blobs, batch, self.threads)
-            job.on_batch(*covered(batch))
-
-    def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
-        # None where an entry holds a value only the reference encodes: assemble then encodes it all.
-        kept = _native_staged.kept_state(found)
-        all_noatime = tree.listed_noatime and (kept.all_noatime() if kept is not None else
-                                               all(read.noatime for read in found))
-        if isinstance(planned.entries, CapturedEntries) and not planned.lines and not planned.known:
-            return _native_manifest.manifest_captured(name, all_noatime, planned.entries,
-                                                      found if kept is None else kept)
-        return _native_manifest.manifest_bytes(name, all_noatime, list(planned.lines), planned.entries, planned.known,
-                                               found=found)
+        if isinstance(items, CapturedReads):
+            # The core's own capture in one call, its progress told as it goes (ten calls of 1,024 files were 6 %
+            # of a publish of many on two threads: each a thread start and a wait for the batch's slowest file).
+            yield stage_files(job.root, txn.stage_fd, txn.blobs_fd, items, threads=self.threads or 1, state=state,
+                              on_progress=job.on_batch)
+        else:
+            for batch in _batches(items, weigh):
+                yield stage_files(job.root, txn.stage_fd, txn.blobs_fd, batch, threads=self.threads or 1, state=state)
+                job.on_batch(len(batch), sum(entry.size for _, entry, _ in batch))
+        job.has_blob.repaired.update(state.repaired())  # the core checked the blobs it read the content of
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         # Through the module's attribute: the crash harness (artifactkit/testing/crash.py) counts it as a rename.
-        _native_batches.rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+        # None where an entry holds a value only the reference encodes: assemble then encodes it all.
+        kept = _kept_state(found)
+        all_noatime = tree.listed_noatime and (kept.all_noatime() if kept is not None else
+                                               all(read.noatime for read in found))
+        entries = planned.entries
+        captured = isinstance(entries, CapturedEntries) and not planned.lines and not planned.known
+        try:
+            if captured and isinstance(entries, CapturedEntries):  # TEMPORARY until the core's one manifest_bytes
+                body = _native.manifest_captured(manifest_head(name, all_noatime), entries.tree,
+                                                 kept if kept is not None else list(found), MAX_EXTENTS)
+            else:
+                body = _native.manifest_bytes(manifest_head(name, all_noatime), list(planned.lines), list(entries),
+                                              planned.known, list(found), MAX_EXTENTS)
+        except _native.NativeFailure as failure:
+            kind, at, fields = failure.args
+            errors.raise_encode(kind, fields, entries, at)
+        if body is not None:
+            check_manifest_size(name, body)
+        return body
+
+    def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> Parsed:
+        try:
+            # Past SIZE_LIMIT no size parses anyway, so a larger setting is that (the core's integer is 64 bits).
+            limit = min(file_size_limit(), SIZE_LIMIT)
+            return CoreTree(_native.parse_tree(body, ref.digest, limit))  # the digest checked on a thread of its own
+        except (ManifestLimitError, _native.NativeFailure):
+            # Declined: another digest, a setting that is no limit, or bytes the reference refuses or reads as
+            # a shape the core leaves to it (a lone surrogate, an integer past 64 bits): its errors, once.
+            return parse_verified(ref, body, where=where)
+
+    def create(self, job: CreateJob, layout: Layout) -> None:
+        create_tree(job, layout, self._create_items)
+
+    def _create_items(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
+        blobs = job.blobs
+        if blobs.opener is not None or (blobs.dir_fd is None and not blobs.directory):
+            create_items(job.root_fd, items, blobs)  # blobs through another seam: the reference's reads
+            job.on_batch(*covered(items))
+            return
+        # The core's own entries in one call, its progress told as it goes (a call per batch was a thread start
+        # and a wait for the slowest thread each: 6 % of a download of many on a busy machine).
+        runs = [item for item in items if isinstance(item[1], CoreRun)]
+        if runs:
+            create_files(job.root_fd, blobs, runs, self.threads or 1, on_progress=job.on_batch)
+        parts = [(path, entries.part(start, start + BATCH_FILES)) for path, entries in items
+                 if not isinstance(entries, CoreRun) for start in range(0, max(len(entries), 1), BATCH_FILES)]
+        for batch in _batches(parts, lambda part: covered([part])):
+            create_files(job.root_fd, blobs, batch, self.threads or 1)
+            job.on_batch(*covered(batch))
 
     def close(self) -> None:
         """Nothing outlives a call."""
 
-    def __enter__(self) -> NativeExecutor:
+    def __enter__(self) -> NativeEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], *, threads: int,
+                state: _native.StageState, span: tuple[int, int] | None = None,
+                on_progress: Callable[[int, int], None] | None = None) -> KeptReads:
+    """:func:`~artifactkit.engine.reference.stage.stage_file` of every item (of :class:`CapturedReads`, those in
+    ``span``, made by the core from its capture) on ``threads`` threads into the staging dir ``txn_fd``, the
+    results kept in ``state``, the publish's: content staged by an earlier call with it is staged once, and
+    ``has_blob`` is a regular file of that size in ``blobs_fd`` (asked only of the state's listing where it has
+    one). ``on_progress(files, bytes)`` with what was read since its last call, every few hundred files."""
+    first = len(state)
+    start, stop = (0, len(items)) if span is None else span
+    try:
+        if isinstance(items, CapturedReads):  # TEMPORARY until the core's one stage_files
+            kept = _native.stage_captured(root, txn_fd, blobs_fd, items.tree, start, stop, threads, state,
+                                          on_progress)
+        else:
+            return ReadList(Staged(i, s, n, f, None if r is None else tuple(r), st) for i, s, n, f, r, st in  # type: ignore[return-value]
+                            _native.stage_files(root, txn_fd, blobs_fd, [_item_to_wire(item) for item in items],
+                                                threads, state))
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        errors.raise_stage(kind, fields, root, items[start + at])
+    return KeptReads(state, first, first + kept)
+
+
+def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
+    """``os.rename`` of every pair in order: :class:`StagedMoves` by the core, GIL released (their names made
+    there), any other pairs here; the first failing pair's ``OSError`` as ``os.rename`` raises it."""
+    if not isinstance(moves, StagedMoves):
+        for src, dst in moves:
+            os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        return
+    try:
+        _native.rename_staged(src_dir_fd, dst_dir_fd, moves.state, moves.start, moves.stop)
+    except _native.NativeFailure as failure:
+        errors.raise_common(failure.args[0], failure.args[2])
+
+
+def _item_to_wire(item: StageItem) -> tuple[int, str, int, int, int | None, int, int]:
+    """What the core's read needs of an item (path, size, mtime_ns, ctime_ns, identity), as a plain tuple."""
+    index, entry, (dev, ino) = item
+    return index, entry.path, entry.size, entry.mtime_ns, entry.ctime_ns, dev, ino
+
+
+def _entry_to_wire(entry: FileMeta) -> tuple[Any, ...]:
+    """What creating ``entry`` needs, in the order ``create_files`` reads it (ctime, hard link and link count are
+    not: a created entry sets none of them)."""
+    return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
+            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
+
+
+def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,
+                  on_progress: Callable[[int, int], None] | None = None) -> None:
+    """:func:`~artifactkit.engine.reference.create.create_items` of a batch: files and symlinks by the core (a
+    :class:`CoreRun` from its own entries, any other as tuples), FIFOs and devices here."""
+    if blobs.opener is not None:
+        raise ValueError("the native core reads blobs from a directory, not through an opener")
+    native: list[tuple[str, list[tuple[Any, ...]] | tuple[int, int, int]]] = []
+    made: list[Sequence[FileMeta]] = []  # what each native item holds, for a failure's entry
+    special: list[tuple[str, list[FileMeta]]] = []
+    tree: _native.ParsedTree | None = None
+    for path, entries in batch:
+        if isinstance(entries, CoreRun):
+            if tree is not None and entries.tree is not tree:
+                raise ValueError("a batch holds runs of one parsed tree")
+            tree = entries.tree
+            native.append((path, entries.ref))
+            made.append(entries)
+            continue
+        regular = [e for e in entries if e.kind not in SPECIAL_KINDS]
+        if regular:
+            native.append((path, [_entry_to_wire(e) for e in regular]))
+            made.append(regular)
+        if len(regular) < len(entries):
+            special.append((path, [e for e in entries if e.kind in SPECIAL_KINDS]))
+    blobs_fd = blobs.dir_fd
+    if blobs_fd is None:
+        blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _native.create_files(root_fd, blobs_fd, native, threads, tree, on_progress)
+    except _native.NativeFailure as failure:
+        kind, at, fields = failure.args
+        starts = list(itertools.accumulate((len(entries) for entries in made), initial=0))
+
+        def flat(k: int) -> FileMeta:  # the entry at the core's position across the items, made when named
+            item = bisect.bisect_right(starts, k) - 1
+            return made[item][k - starts[item]]
+
+        errors.raise_create(kind, fields, flat, at, blobs)
+    finally:
+        if blobs.dir_fd is None:
+            os.close(blobs_fd)
+    for path, specials in special:
+        with open_dir(root_fd, path) as fd:
+            for entry in specials:
+                create_special(fd, entry.path.rpartition("/")[2], entry)
+            verify_children(specials, fd)
 
 
 def _batches(items: Sequence[_Item], weigh: Callable[[_Item], tuple[int, int]]) -> Iterator[list[_Item]]:
@@ -139,3 +305,233 @@ def _batches(items: Sequence[_Item], weigh: Callable[[_Item], tuple[int, int]]) 
         byte_count += size
     if batch:
         yield batch
+
+
+class _OnDemand:
+    """Entries the core holds, every ``FileMeta`` made at once (by :meth:`_make`) the first time one is asked for."""
+
+    _all: tuple[FileMeta, ...] | None = None
+
+    def _make(self) -> tuple[FileMeta, ...]:
+        raise NotImplementedError
+
+    def _entries(self) -> tuple[FileMeta, ...]:
+        if self._all is None:
+            self._all = self._make()
+        return self._all
+
+    @overload
+    def __getitem__(self, index: int) -> FileMeta: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[FileMeta, ...]: ...
+    def __getitem__(self, index: int | slice) -> FileMeta | tuple[FileMeta, ...]:
+        return self._entries()[index]
+
+    def __iter__(self) -> Iterator[FileMeta]:
+        return iter(self._entries())
+
+
+class CapturedEntries(_OnDemand, Captured):
+    """A captured tree (:class:`~artifactkit._native.CapturedTree`) as :class:`~artifactkit.engine.values.Captured`."""
+
+    def __init__(self, tree: _native.CapturedTree) -> None:
+        self.tree = tree
+
+    def _make(self) -> tuple[FileMeta, ...]:
+        return self.tree.metas(FileMeta)
+
+    def __len__(self) -> int:
+        return len(self.tree)
+
+    def first_unrepresentable(self) -> int | None:
+        return self.tree.first_unrepresentable()
+
+    def file_count(self) -> int:
+        return self.tree.file_count()
+
+    def file_bytes(self) -> int:
+        return self.tree.read_totals()[1]
+
+    def planned_reads(self, identities: Mapping[str, tuple[int, int]]) -> tuple[CapturedReads, int]:
+        reads = CapturedReads(self, identities)
+        return reads, reads.total_bytes
+
+
+class CapturedIdentities(Mapping[str, tuple[int, int]]):
+    """``ScannedTree.identities`` of a captured tree: path -> ``(dev, ino)``, made on demand."""
+
+    def __init__(self, tree: _native.CapturedTree) -> None:
+        self.tree = tree
+        self._all: dict[str, tuple[int, int]] | None = None
+
+    def __getitem__(self, path: str) -> tuple[int, int]:
+        if self._all is None:
+            self._all = self.tree.identities()
+        return self._all[path]
+
+    def __iter__(self) -> Iterator[str]:
+        if self._all is None:
+            self._all = self.tree.identities()
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self.tree)
+
+
+class CapturedReads(Sequence[StageItem]):
+    """The files a publish of a captured tree reads, in order, each ``(index, entry, identity)`` made on demand;
+    the core stages them from its own entries."""
+
+    def __init__(self, entries: CapturedEntries, identities: Mapping[str, tuple[int, int]]) -> None:
+        self.entries, self.tree, self._identities = entries, entries.tree, identities
+        self._count, self.total_bytes = self.tree.read_totals()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int) -> StageItem:  # type: ignore[override]  # a slice is never asked for
+        at = self.tree.read_position(index + self._count if index < 0 else index)
+        if at is None:
+            raise IndexError(f"read {index} of {self._count}")
+        entry = self.entries[at]
+        return at, entry, self._identities[entry.path]
+
+
+class KeptReads(ReadBatch):
+    """Reads ``start..stop`` of a publish's :class:`~artifactkit._native.StageState` (one ``stage_files`` call's)
+    as :class:`~artifactkit.engine.values.ReadBatch`."""
+
+    def __init__(self, state: _native.StageState, start: int, stop: int) -> None:
+        self.state, self.start, self.stop = state, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, index: int) -> Staged:  # type: ignore[override]  # a slice is never asked for
+        at = index + len(self) if index < 0 else index
+        if not 0 <= at < len(self):
+            raise IndexError(f"read {index} of {len(self)}")
+        index_, sha, noatime, flags, runs, staged = self.state.read(self.start + at)
+        return Staged(index_, sha, noatime, flags, None if runs is None else tuple(runs), staged)
+
+    def staged_count(self) -> int:
+        return self.state.staged_count(self.start, self.stop)
+
+    def move_chunks(self, per_call: int) -> Iterator[StagedMoves]:
+        for start in range(self.start, self.stop, per_call):
+            yield StagedMoves(self.state, start, min(start + per_call, self.stop))
+
+
+class StagedMoves(Sequence[tuple[str, str]]):
+    """The ``(staging name, digest)`` moves of the staged reads among ``start..stop`` of a state: the core moves
+    them as the range (:func:`rename_files`); any other reader (a crash trace's label) gets the pairs."""
+
+    def __init__(self, state: _native.StageState, start: int, stop: int) -> None:
+        self.state, self.start, self.stop = state, start, stop
+        self._pairs: list[tuple[str, str]] | None = None
+
+    def __len__(self) -> int:
+        return self.state.staged_count(self.start, self.stop)
+
+    def __getitem__(self, index: int) -> tuple[str, str]:  # type: ignore[override]  # a slice is never asked for
+        if self._pairs is None:
+            self._pairs = self.state.moves(self.start, self.stop)
+        return self._pairs[index]
+
+
+def _kept_state(found: Sequence[Staged]) -> _native.StageState | None:
+    """The state that keeps every one of ``found``, in its order, and nothing else; or ``None``."""
+    if not isinstance(found, Reads) or not found.batches:
+        return None
+    state = getattr(found.batches[0], "state", None)
+    at = 0
+    for batch in found.batches:
+        if not isinstance(batch, KeptReads) or batch.state is not state or batch.start != at:
+            return None
+        at = batch.stop
+    return state if state is not None and at == len(state) else None
+
+
+class CoreTree(_OnDemand, Parsed):
+    """A manifest the core parsed (:class:`~artifactkit._native.ParsedTree`) as
+    :class:`~artifactkit.engine.values.Parsed`."""
+
+    def __init__(self, tree: _native.ParsedTree) -> None:
+        self.tree = tree
+        self.name = tree.name
+        self.source_read_noatime = tree.noatime
+
+    def _make(self) -> tuple[FileMeta, ...]:
+        return self.tree.metas(FileMeta)
+
+    def __len__(self) -> int:
+        return len(self.tree)
+
+    def blobs(self) -> BlobsNeeded:
+        count, size = self.tree.needed_totals()
+        return BlobsNeeded(count, size, self.tree.needed)
+
+    def layout(self, owners: Owners) -> Layout:
+        # Anything the plan changes or refuses is planned entry by entry, so its error or warning names every entry.
+        return self.own_layout(owners) or lay_out(plan(self, owners).values())
+
+    def own_layout(self, owners: Owners) -> Layout | None:
+        """The reference's plan, asked of every directory, every entry made here (FIFOs, devices, later names)
+        and one file or symlink of each combination of the fields it reads (the core names those): where it
+        changes and refuses nothing, the layout with the files and symlinks as :class:`CoreRun` runs of the
+        core's own entries; else ``None``."""
+        dirs_at, others_at, made, reps_at = self.tree.layout()
+        dirs, others = self.tree.metas(FileMeta, dirs_at), self.tree.metas(FileMeta, others_at)
+        if not plans_nothing([*dirs, *others, *self.tree.metas(FileMeta, reps_at)], owners):
+            return None
+        by_index = dict(zip(dirs_at, dirs, strict=True))
+        runs = {by_index[dir_at].path: CoreRun(self.tree, group, 0, count)
+                for group, (dir_at, count) in enumerate(made)}
+        specials: dict[str, Run] = {}
+        for entry in others:
+            if entry.hardlink is None:  # a FIFO or a device: made by the reference's create_special
+                specials.setdefault(parent_of(entry.path), Run()).append(entry)
+        items: list[CreateItem] = []
+        for path in shallowest_first(entry.path for entry in dirs):
+            if path in runs:
+                items.append((path, runs[path]))
+            if path in specials:
+                items.append((path, specials[path]))
+        # Read back at the end, in manifest order: every directory but the root, every later name.
+        late = [entry for _, entry in sorted([*zip(dirs_at, dirs, strict=True), *zip(others_at, others, strict=True)],
+                                             key=lambda pair: pair[0])
+                if entry.path != ROOT and (entry.kind == "dir" or entry.hardlink is not None)]
+        return Layout({entry.path: entry for entry in dirs}, items, late)
+
+
+class CoreRun(EntryRun):
+    """Entries ``start..stop`` of one directory's files and symlinks in a :class:`CoreTree` (a made group of its
+    layout) as :class:`~artifactkit.engine.values.EntryRun`: the core creates them from its own entries."""
+
+    def __init__(self, tree: _native.ParsedTree, group: int, start: int, stop: int) -> None:
+        self.tree = tree
+        self.ref = (group, start, stop)
+        self._metas: tuple[FileMeta, ...] | None = None
+
+    def _entries(self) -> tuple[FileMeta, ...]:
+        if self._metas is None:
+            self._metas = self.tree.run_metas(FileMeta, *self.ref)
+        return self._metas
+
+    @property
+    def file_bytes(self) -> int:
+        return self.tree.run_bytes(*self.ref)
+
+    def __len__(self) -> int:
+        return self.ref[2] - self.ref[1]
+
+    def __getitem__(self, index: int) -> FileMeta:  # type: ignore[override]  # a slice is never asked for
+        return self._entries()[index]
+
+    def __iter__(self) -> Iterator[FileMeta]:
+        return iter(self._entries())
+
+    def part(self, start: int, stop: int) -> EntryRun:
+        group, first, _ = self.ref
+        start, stop = min(start, len(self)), min(stop, len(self))
+        return CoreRun(self.tree, group, first + start, first + max(start, stop))

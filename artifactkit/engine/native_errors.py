@@ -1,112 +1,58 @@
-"""The native core's batch functions (:mod:`artifactkit._native`) with the reference engine's errors.
-
-The core reports a failure as data — ``NativeFailure(kind, position, fields)`` — and this module raises
-what the reference engine (:func:`~artifactkit.engine.reference.stage.stage_file`,
-:func:`~artifactkit.store.download.create_items`) raises in the same case: the same class, message,
-fields and ``errno``, built by the same Python functions wherever one exists (``_changed``, ``_read_back``,
-``verify_entries``), so a message is written once. Importing this module fails with ``ImportError`` where
-the core is not built.
+"""The native core's failures as the public errors: the one table from a ``NativeFailure(kind, position,
+fields)`` of :mod:`artifactkit._native` to what the reference engine raises in the same case — the same class,
+message, fields and ``errno``, built by the reference's own functions wherever one exists, so each message is
+written once. One function per call of the core (scan, read, encode, create); an unknown kind is a bug.
 """
 
 from __future__ import annotations
 
-import bisect
 import errno
-import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from artifactkit import _native
-from artifactkit.engine._native_staged import KeptReads, StagedMoves
-from artifactkit.engine._native_tree import CoreRun
-from artifactkit.engine.protocol import CreateItem
-from artifactkit.engine.reference.restore_meta import _read_back, create_special
-from artifactkit.engine.reference.stage import Staged, StageItem
+from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
+from artifactkit.engine.reference.restore_meta import _read_back
+from artifactkit.engine.reference.scan import dir_replaced, link_changed, not_a_directory, unsupported, vanished
+from artifactkit.engine.values import StageItem
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
-from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS, _translate, flag_letters
-from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
+from artifactkit.metadata.flags import COMPARED_FLAGS, _translate, flag_letters
+from artifactkit.metadata.model import FileMeta
 from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import IN_MEMORY_LIMIT, _changed, not_regular
-from artifactkit.store.download import _dir_fd, _verify_children, too_many_blob_runs, verify_entries
+from artifactkit.store.content import _changed, not_regular
+from artifactkit.store.manifest_extended import too_many_runs
+from artifactkit.store.paths import check_symlink_target
 
-if TYPE_CHECKING:
-    from artifactkit.engine._native_capture import CapturedReads
-
-# The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
-if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
-        _native.RESTORABLE_FLAGS, _native.COMPARED_FLAGS, _native.IN_MEMORY_LIMIT):
-    raise ImportError("artifactkit._native was built with other flag masks or limits than this package")
-
-#: A file to read as the core takes it: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
-WireItem = tuple[int, str, int, int, int | None, int, int]
-#: A file or link to create as the core takes it (``native/src/lib.rs`` reads these 14 fields in this order).
-WireEntry = tuple[Any, ...]
+#: ``DirReplaced``'s ``when``: listing the directory, or reading its links.
+_WHILE = ("scanned", "published")
+#: ``SourceChanged``'s ``when``.
 _WHEN = ("between capture and read", "while being read")
 
 
-def item_to_wire(item: StageItem) -> WireItem:
-    """What the core's read needs of an item, as a plain tuple (PyO3 converts it without attribute look-ups)."""
-    index, entry, (dev, ino) = item
-    return index, entry.path, entry.size, entry.mtime_ns, entry.ctime_ns, dev, ino
+def raise_scan(kind: str, fields: dict[str, Any], root: str) -> NoReturn:
+    """A capture's failure (``capture_tree``) as the reference's scan raises it."""
+    if kind == "os":
+        code = fields["errno"]
+        raise OSError(code, os.strerror(code), fields.get("filename"))
+    if kind == "scan_root":
+        raise not_a_directory(root)
+    if kind == "dir_replaced":
+        raise dir_replaced(root, fields["rel"], _WHILE[fields["when"]])
+    if kind == "vanished":
+        raise vanished(root, fields["gone"]) from FileNotFoundError(
+            errno.ENOENT, os.strerror(errno.ENOENT), fields["name"])
+    if kind == "link_changed":
+        raise link_changed(root, fields["path"])
+    if kind == "bad_target":
+        check_symlink_target(fields["path"], fields["target"], where=f"source {root!r}")
+    if kind == "unsupported":
+        raise unsupported(root, fields["paths"])
+    # A target the reference's own check accepted, or a kind this module does not know: a bug.
+    raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference scan does not raise")
 
 
-def entry_to_wire(entry: FileMeta) -> WireEntry:
-    """What creating ``entry`` needs, as a plain tuple (ctime, hard link and link count are not: a created
-    entry sets none of them)."""
-    return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
-            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
-
-
-def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem], threads: int, *,
-                state: _native.StageState | None = None) -> list[Staged]:
-    """:func:`~artifactkit.engine.reference.stage.stage_file` for every item on ``threads`` threads, GIL released: the
-    same :class:`Staged` values in the same order (``has_blob``: a regular file of that size in ``blobs_fd``,
-    asked only of names in the state's listing where it has one; content staged earlier in this call or an
-    earlier one with this ``state``, the publish's, is staged once)."""
-    state = _native.StageState() if state is None else state
-    try:
-        found = _native.stage_files(root, txn_fd, blobs_fd, [item_to_wire(item) for item in items], threads, state)
-    except _native.NativeFailure as failure:
-        kind, at, fields = failure.args
-        _raise_stage(kind, fields, root, items[at])
-    # Extents cross as a list; Staged holds them as a tuple (hashable, as the reference's).
-    return [Staged(index, sha, noatime, flags, None if runs is None else tuple(runs), staged)
-            for index, sha, noatime, flags, runs, staged in found]
-
-
-def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, span: tuple[int, int], *,
-                   threads: int, state: _native.StageState,
-                   on_progress: Callable[[int, int], None] | None = None) -> KeptReads:
-    """:func:`stage_files` of ``reads[start:stop]`` (``span``), the items made by the core from its own capture,
-    its results kept in ``state`` (:mod:`~artifactkit.engine._native_staged`); ``on_progress(files, bytes)``
-    with what was read since its last call, every few hundred files and at the end (what it raises is raised)."""
-    start, stop = span
-    first = len(state)
-    try:
-        kept = _native.stage_captured(root, txn_fd, blobs_fd, reads.tree, start, stop, threads, state, on_progress)
-    except _native.NativeFailure as failure:
-        kind, at, fields = failure.args
-        _raise_stage(kind, fields, root, reads[start + at])
-    return KeptReads(state, first, first + kept)
-
-
-def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
-    """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` in order, GIL released (one thread:
-    ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
-    both names), the pairs after it not renamed. :class:`~artifactkit.engine._native_staged.StagedMoves` go to
-    the core as their range, its names made there."""
-    try:
-        if isinstance(moves, StagedMoves):
-            _native.rename_staged(src_dir_fd, dst_dir_fd, moves.state, moves.start, moves.stop)
-        else:
-            _native.rename_files(src_dir_fd, dst_dir_fd, moves)  # PyO3 takes any sequence: no copy
-    except _native.NativeFailure as failure:
-        kind, _, fields = failure.args
-        _raise_common(kind, fields)
-
-
-def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:
+def raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -> NoReturn:
+    """A read's failure (``stage_files``) as :func:`~artifactkit.engine.reference.stage.stage_file` raises it."""
     _, entry, identity = item
     path = f"{root}/{entry.path}"
     if kind == "source_symlink":
@@ -119,71 +65,21 @@ def _raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) 
     if kind == "source_changed":
         _changed(path, entry, identity, _stat(fields["stat"]), _WHEN[fields["when"]])
         raise SourceChangedError(f"source {path!r} changed {_WHEN[fields['when']]}", path=path)  # pragma: no cover
-    _raise_common(kind, fields)
+    raise_common(kind, fields)
 
 
-def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
-    """:func:`~artifactkit.store.download.create_items` for a batch on ``threads`` threads, GIL released:
-    files and symlinks by the core (a :class:`~artifactkit.engine._native_tree.CoreRun` from the core's own
-    entries, any other as ``entry_to_wire``'s tuples), FIFOs and devices (made by name, never opened) here.
-    ``blobs`` must be a directory (its ``dir_fd``, else its path), not another seam's ``opener``.
-    ``on_progress(entries, bytes)`` is called as the core finishes each part of the files and symlinks."""
-    if blobs.opener is not None:
-        raise ValueError("the native core reads blobs from a directory, not through an opener")
-    native: list[tuple[str, list[WireEntry] | tuple[int, int, int]]] = []
-    made: list[Sequence[FileMeta]] = []  # what each native item holds, for a failure's entry
-    special: list[tuple[str, list[FileMeta]]] = []
-    tree: _native.ParsedTree | None = None
-    for path, entries in batch:
-        if isinstance(entries, CoreRun):
-            if tree is not None and entries.tree is not tree:
-                raise ValueError("a batch holds runs of one parsed tree")
-            tree = entries.tree
-            native.append((path, entries.ref))
-            made.append(entries)
-            continue
-        files = [e for e in entries if e.kind not in SPECIAL_KINDS]
-        if files:
-            native.append((path, [entry_to_wire(e) for e in files]))
-            made.append(files)
-        if len(files) < len(entries):
-            special.append((path, [e for e in entries if e.kind in SPECIAL_KINDS]))
-    blobs_fd = blobs.dir_fd
-    opened = blobs_fd is None
-    if blobs_fd is None:
-        blobs_fd = os.open(blobs.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        _native.create_files(root_fd, blobs_fd, native, threads, tree, on_progress)
-    except _native.NativeFailure as failure:
-        kind, at, fields = failure.args
-        flat = _Positions(made)
-        _raise_create(kind, fields, flat[at], flat, blobs)
-    finally:
-        if opened:
-            os.close(blobs_fd)
-    for path, entries in special:
-        with _dir_fd(root_fd, path) as dir_fd:
-            for entry in entries:
-                create_special(dir_fd, entry.path.rpartition("/")[2], entry)
-            _verify_children(entries, dir_fd)
+def raise_encode(kind: str, fields: dict[str, Any], entries: Sequence[FileMeta], at: int) -> NoReturn:
+    """An encoding's failure (``manifest_bytes``) at entry ``at`` as the reference's encoder raises it."""
+    if kind == "too_many_runs":
+        raise too_many_runs(entries[at].path, fields["count"]) from None
+    raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference encoder does not raise")
 
 
-class _Positions:
-    """The entries of a call's items by their position across them (the core's ``at``), each made a ``FileMeta``
-    only when asked for: a failure names one or a few of a batch that may hold a whole tree."""
-
-    def __init__(self, made: list[Sequence[FileMeta]]) -> None:
-        self.made = made
-        self.starts = list(itertools.accumulate((len(entries) for entries in made), initial=0))
-
-    def __getitem__(self, at: int) -> FileMeta:
-        item = bisect.bisect_right(self.starts, at) - 1
-        return self.made[item][at - self.starts[item]]
-
-
-def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Positions,
-                  blobs: BlobSource) -> NoReturn:
+def raise_create(kind: str, fields: dict[str, Any], flat: Callable[[int], FileMeta], at: int,
+                 blobs: BlobSource) -> NoReturn:
+    """A create's failure (``create_files``) at entry ``at`` of its call (``flat``: the entry at a position) as
+    :func:`~artifactkit.engine.reference.create.create_items` raises it."""
+    entry = flat(at)
     where = f"for {entry.path!r}"
     if kind == "blob":
         sha, what = fields["sha"], fields["what"]
@@ -226,11 +122,12 @@ def _raise_create(kind: str, fields: dict[str, Any], entry: FileMeta, flat: _Pos
         xattrs = fields["xattrs"]
         _read_back(entry, xattrs=None if xattrs is None else tuple(sorted(xattrs)), flags=fields["flags"])
     elif kind == "verify":
-        verify_entries([(flat[at], _stat(found)) for at, found in fields["wrong"]])
-    _raise_common(kind, fields)
+        verify_entries([(flat(wrong), _stat(found)) for wrong, found in fields["wrong"]])
+    raise_common(kind, fields)
 
 
-def _raise_common(kind: str, fields: dict[str, Any]) -> NoReturn:
+def raise_common(kind: str, fields: dict[str, Any]) -> NoReturn:
+    """A failure every call may report: an ``OSError`` as ``os`` raises it; any other kind is a bug."""
     if kind == "os":
         code = fields["errno"]
         if fields.get("filename2") is not None:

@@ -3,23 +3,25 @@
 The default plans a read of every regular file (one read per inode: a hard link's later names take its first
 name's facts). The stat cache (:mod:`~artifactkit.store.stat_cache`) is the other planner: entries it
 recognizes come with their manifest lines, files whose inode state it recorded with their content, and an
-unchanged tree with its whole recorded manifest. Either way the plan is plain values; the executor and the
+unchanged tree with its whole recorded manifest. Either way the plan is plain values; the engine and the
 assembly of the manifest never see the cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
-from artifactkit.engine.reference.scan import ScannedTree, capture_again
-from artifactkit.engine.reference.stage import StageItem
+from artifactkit.engine.reference.scan import capture_again
+from artifactkit.engine.values import ScannedTree, StageItem
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.backend import PublishTxn
-from artifactkit.store.layout import ArtifactRef, HasBlob
-from artifactkit.store.stat_cache import StatCache
+
+if TYPE_CHECKING:
+    from artifactkit.store.backend import PublishTxn
+    from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.store.stat_cache import StatCache
 
 #: What a read found, or a content hit knew: ``(sha256, inode flags, data extents)``.
 Content = tuple[str, int | None, Extents | None]
@@ -46,26 +48,11 @@ class Plan:
     read_bytes: int = 0
 
 
-@runtime_checkable
-class CoreCapture(Protocol):
-    """A scan's entries the native core keeps (:class:`~artifactkit.engine._native_capture.CapturedEntries`):
-    what a publish asks of every entry, answered without making each one a ``FileMeta``."""
-
-    def first_unrepresentable(self) -> int | None:
-        """The position of the first entry with a time no manifest carries (``check_representable``'s)."""
-
-    def file_count(self) -> int:
-        """How many regular files, every name of a hard link."""
-
-    def planned_reads(self, identities: Mapping[str, tuple[int, int]]) -> tuple[Sequence[StageItem], int]:
-        """Every regular file but a hard link's later names, in order, as the default plan reads them; their bytes."""
-
-
 def plan_reads(tree: ScannedTree, name: str, txn: PublishTxn, cache: StatCache | None, *,
                read_manifest: Callable[[ArtifactRef], bytes]) -> Plan:
     """The plan of publishing ``tree`` as ``name`` into ``txn``: every file read, unless ``cache`` vouches for
     it and its blob is still stored (asked of ``txn`` under the publish guard, so gc cannot take it)."""
-    if cache is None and isinstance(tree.entries, CoreCapture):  # the core's capture plans its own reads
+    if cache is None:  # every file read: the capture plans its own reads (the core's without making an entry)
         planned, byte_count = tree.entries.planned_reads(tree.identities)
         return Plan(txn.blob_lookup(tree.entries.file_count()), tree.entries, planned, {}, [], read_bytes=byte_count)
     # One answer for the hits and the reads: a new file's missing blob cost a stat and its exception

@@ -1,20 +1,23 @@
-"""The *execute* stage's seam: the per-file work of a publish (read, hash, stage) and of a download (create,
-verify, restore), handed over in batches.
+"""The door between the store and an engine: what a publish and a download ask of the per-file work.
 
 Publish and download run three stages: *scan* (every ``lstat`` before a read) → *plan* (what must be read:
-:mod:`~artifactkit.engine.plan`) → *execute*. The first two and everything after are written once, in the
-parent; an :class:`Executor` does only the middle, for whole batches of entries, so an implementation may
-run them however it likes — one file after another in this process (:mod:`~artifactkit.engine.select`'
-reference) or on the native core's threads (:mod:`~artifactkit.engine.native`) — and every guarantee
-stays where it is: in the checks the batch functions make and in the commit around them.
+:mod:`~artifactkit.engine.plan`) → *execute*. The store writes the stages once; an :class:`Engine` does the
+per-file work of each — :meth:`~Engine.capture` a tree, :meth:`~Engine.stage` its reads, move the staged blobs,
+:meth:`~Engine.encode` the manifest, :meth:`~Engine.parse` one, :meth:`~Engine.create` a laid-out tree — and
+every guarantee stays where it is: in the checks the engines make and in the commit around them.
 
-This module holds only the protocol, the jobs' value types and how many cores an execution may use: the
-restore and the publish import it, and it imports neither, so no implementation can form an import cycle with them.
+What an engine hands over it owns: a captured tree (:class:`~artifactkit.engine.values.Captured`), a batch of
+reads (:class:`~artifactkit.engine.values.ReadBatch`), a parsed manifest
+(:class:`~artifactkit.engine.values.Parsed`) and its runs of entries
+(:class:`~artifactkit.engine.values.EntryRun`). The store asks those values what it needs and never which
+engine made them; the reference (:mod:`~artifactkit.engine.reference`) implements them with plain lists, the
+native engine (:mod:`~artifactkit.engine.native`) with the core's handles. A new operation is a method here,
+written in the reference first (the specification), then in the native engine held to it by a differential
+test in ``tests/native/``.
 """
 
 from __future__ import annotations
 
-import abc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -23,38 +26,15 @@ import attrs
 
 if TYPE_CHECKING:
     from artifactkit.engine.plan import Plan
-    from artifactkit.engine.reference.scan import ScannedTree, Walker
-    from artifactkit.engine.reference.stage import Staged, StageItem
-    from artifactkit.metadata.model import FileMeta
+    from artifactkit.engine.values import CacheHits, Layout, Parsed, ReadBatch, ScannedTree, Staged, StageItem
     from artifactkit.store.backend import PublishTxn
     from artifactkit.store.blobs import BlobSource
-    from artifactkit.store.layout import HasBlob
-
-#: A batch item of a download: a directory (relative to the tree's root) and the files, links and special
-#: files to create in it (its subdirectories exist already; hard links' later names come after).
-CreateItem = tuple[str, "Sequence[FileMeta]"]
-
+    from artifactkit.store.layout import ArtifactRef, HasBlob
 
 
 def usable_cores() -> int:
     """The cores this process may run on (its affinity mask, which a container or ``taskset`` narrows)."""
     return max(1, len(os.sched_getaffinity(0)))
-
-class EntryRun(Sequence["FileMeta"]):
-    """Entries of one directory held elsewhere (the native core's parse of the manifest): their ``FileMeta`` objects
-    are made only when asked for, their file bytes are known without them."""
-
-    @property
-    @abc.abstractmethod
-    def file_bytes(self) -> int:
-        """The sizes of the regular files among them, summed."""
-
-
-def covered(batch: Sequence[CreateItem]) -> tuple[int, int]:
-    """Entries and file bytes of a download batch, for its progress (either engine's)."""
-    return (sum(len(entries) for _, entries in batch),
-            sum(entries.file_bytes if isinstance(entries, EntryRun) else
-                sum(e.size for e in entries if e.kind == "file") for _, entries in batch))
 
 
 def _ignore(entries: int, byte_count: int) -> None:
@@ -84,33 +64,41 @@ class CreateJob:
     on_batch: Callable[[int, int], None] = attrs.field(default=_ignore, kw_only=True)
 
 
-class Executor(Protocol):
-    """Runs the per-file work of one operation. Batches may run in any order and at once; results come
-    back in the order of ``items``. On any failure every batch still running is stopped before the
-    exception propagates, so the caller can remove its staging with nothing still writing there."""
+class Engine(Protocol):
+    """The per-file work of one operation. Batches may run in any order and at once; results come back in the
+    order of their items. On any failure every batch still running is stopped before the exception propagates,
+    so the caller can remove its staging with nothing still writing there. Every refusal is the reference's:
+    the same class, message and fields."""
 
     #: How it names itself in ``--version``, the evidence and the benchmarks ("python", "native").
     name: str
-    #: Its own walk of a source tree where no stat cache asks questions (:data:`~artifactkit.engine.reference.scan.Walker`),
-    #: or ``None``: :func:`~artifactkit.engine.reference.scan.scan_tree`'s.
-    walker: Walker | None
+    #: Its threads (``None``: the reference, one file after another in this process).
+    threads: int | None
 
-    def manifest_body(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
-        """The manifest :func:`~artifactkit.store.publish.assemble` makes of a plan that records nothing, the
-        same bytes; or ``None``: assemble encodes it itself (the reference's encoder)."""
+    def capture(self, src: str | os.PathLike[str], *, read_links: bool, on_progress: Callable[[int], None] | None,
+                cached: CacheHits | None) -> ScannedTree:
+        """Every ``lstat`` of the tree at ``src`` before any read (``cached``: a stat cache's questions, asked of
+        each listing and entry; ``on_progress``: the entries so far, after each directory)."""
 
-    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[Sequence[Staged]]:
-        """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can
-        send a batch's blobs on while the next is read (a batch may be :class:`~artifactkit.engine.reference.stage.HeldReads`:
-        kept by the executor, made ``Staged`` only when asked)."""
+    def stage(self, job: StageJob, items: Sequence[StageItem]) -> Iterator[ReadBatch]:
+        """Read, hash and stage ``items``; yields results batch by batch, in order, so the transaction can send a
+        batch's blobs on while the next is read. Each content is staged once across the whole call."""
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         """``os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)`` for every pair, replacing what ``dst``
-        names (a publish's flushed blobs into ``blobs/``); may be called from a thread of its own."""
+        names (a chunk of a :class:`~artifactkit.engine.values.ReadBatch`'s moves); may run on a thread of its own."""
 
-    def create(self, job: CreateJob, items: Sequence[CreateItem]) -> None:
-        """Create every entry of ``items`` with its content verified as written and its metadata restored
-        (owners → xattrs → mode → flags → times), then read each back and compare exactly."""
+    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+        """The manifest :func:`~artifactkit.store.publish.assemble` makes of a plan that records nothing, the same
+        bytes; or ``None``: assemble encodes it itself (the reference's encoder)."""
+
+    def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> Parsed:
+        """The manifest of ``ref`` from its bytes (read at ``where``): they must hash to its digest and parse."""
+
+    def create(self, job: CreateJob, layout: Layout) -> None:
+        """Make the laid-out tree beneath ``job.root_fd``: directories, then every entry of ``layout.items``
+        with its content verified as written and its metadata restored (owners → xattrs → mode → flags →
+        times), hard links' later names, then directory times deepest first; everything read back exactly."""
 
     def close(self) -> None:
         """Stop whatever it started (idempotent)."""

@@ -1,7 +1,7 @@
 """A local publish's staged blobs moved into ``blobs/`` after its barrier: on a thread of their own while the
 manifest is assembled, and by the publishing thread too once that is done.
 
-The moves are the executor's ``move_files`` (:data:`~artifactkit.store.backend.Mover`), called a chunk of
+The moves are the engine's ``move_files`` (:data:`~artifactkit.store.backend.Mover`), called a chunk of
 :data:`MOVES_PER_CALL` at a time from one shared queue. Started by ``LocalTxn.seal`` right after the one
 ``syncfs``, so every name they make visible refers to durable bytes; ``LocalTxn.flush`` waits for them before
 the manifest is written.
@@ -9,13 +9,12 @@ the manifest is written.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Final
 
 from artifactkit.engine.protocol import usable_cores
-from artifactkit.engine.reference.stage import HeldReads, Staged
+from artifactkit.engine.values import ReadBatch
 from artifactkit.store.backend import Mover
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
@@ -34,10 +33,9 @@ class Moving:
     movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
     failure."""
 
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged],
-                 held: Sequence[HeldReads] = ()) -> None:
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, held: Sequence[ReadBatch]) -> None:
         self._move, self._src_fd, self._dst_fd = move, src_fd, dst_fd
-        self._pending = _chunks(staged, held)
+        self._pending = _chunks(held)
         self._lock = threading.Lock()  # the queue, and the first failure
         self._failed: BaseException | None = None
         self._stopped = False
@@ -89,11 +87,7 @@ class Moving:
         return self._failed
 
 
-def _chunks(staged: dict[str, Staged], held: Sequence[HeldReads]) -> Iterator[Sequence[tuple[str, str]]]:
-    """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: ``staged``'s names made a chunk at a
-    time (all 100,000 at once were 20 MB beside the manifest), then each held batch's own chunks."""
-    pending = iter(staged.items())
-    while names := [(found.path(), sha) for sha, found in itertools.islice(pending, MOVES_PER_CALL)]:
-        yield names
+def _chunks(held: Sequence[ReadBatch]) -> Iterator[Sequence[tuple[str, str]]]:
+    """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: each batch's own, in order."""
     for batch in held:
         yield from (chunk for chunk in batch.move_chunks(MOVES_PER_CALL) if len(chunk))

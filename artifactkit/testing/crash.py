@@ -86,7 +86,7 @@ def _label(work: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
 def _native_batches() -> Any:
     """The native engine's batch module, or ``None`` where the core is not built (os.rename is then the only one)."""
     try:
-        return importlib.import_module("artifactkit.engine.native_errors")
+        return importlib.import_module("artifactkit.engine.native")
     except ImportError:
         return None
 

@@ -20,8 +20,8 @@ from tests.support.capability import require_tool
 
 _CAPTURE = """
 import sys
-from artifactkit.engine import _native_scan
-_native_scan.capture(sys.argv[1], read_links=True, on_progress=lambda _: None, threads=int(sys.argv[2]))
+from artifactkit.engine.native import NativeEngine
+NativeEngine(int(sys.argv[2]), "publish").walk(sys.argv[1], read_links=True, on_progress=lambda _: None)
 """
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import artifactkit.store.download as restore_module
+import artifactkit.engine.reference.create as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure

@@ -46,17 +46,17 @@ import os
 import stat
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Final, Literal
+from typing import Final
 
 import attrs
 
 from artifactkit._fsutil import naming
+from artifactkit.engine.values import Owners
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
 from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
 from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, FileMeta, Xattrs
 
-Owners = Literal["exact", "current"]
 OWNER_POLICIES: Final = ("exact", "current")
 _PRIVILEGED_PREFIXES: Final = ("trusted.", "security.")
 _NEVER_SET: Final = int(InodeFlag.FS_IMMUTABLE_FL | InodeFlag.FS_APPEND_FL)

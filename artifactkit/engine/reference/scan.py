@@ -19,13 +19,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
 import attrs
 
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_noatime
+from artifactkit.engine.reference.lists import CapturedList
+from artifactkit.engine.values import CacheHits, ScannedTree
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
@@ -35,36 +37,9 @@ from artifactkit.store.manifest_limits import file_size_limit
 from artifactkit.store.paths import check_symlink_target
 
 
-@attrs.frozen
-class ScannedTree:
-    """A captured tree: metadata in path order, and identity (dev, ino) to detect swaps later."""
-
-    root: str
-    #: A tuple, or the native core's capture made ``FileMeta`` on demand (``_native_capture``).
-    entries: Sequence[FileMeta]
-    identities: Mapping[str, tuple[int, int]]
-    listed_noatime: bool
-    #: Entries a stat cache recognized (not in ``entries``): path -> (manifest line, digest or None).
-    cached: dict[str, tuple[str, str | None]] = attrs.field(factory=dict)
-    #: Entries whose whole listing a stat cache recognized (in neither): their lines are the recorded ones.
-    matched: list[str] = attrs.field(factory=list)
-    #: The scan's ``lstat`` of every matched directory and link, for :func:`capture_again`.
-    kept: dict[str, os.stat_result] = attrs.field(factory=dict)
-
-
-class CacheHits(Protocol):
-    """What a scan asks a stat cache (:class:`~artifactkit.store.stat_cache.StatCache`)."""
-
-    def match_listing(self, relpaths: list[str], stats: list[os.stat_result], /) -> bool:
-        """Whether these entries of one directory are all as recorded (then none is captured)."""
-
-    def entry_line(self, path: str, st: os.stat_result, /) -> tuple[str, str | None] | None:
-        """One entry's hit, ``(manifest line, digest or None)``, or ``None``: capture it."""
-
-
 class Walker(Protocol):
-    """Another implementation of the walk without a stat cache (the native core's,
-    :mod:`~artifactkit.engine._native_scan`): the same :class:`ScannedTree` and the same errors."""
+    """Another engine's walk without a stat cache (the native core's): the same :class:`ScannedTree` and the same
+    errors."""
 
     def __call__(self, root: str, *, read_links: bool, on_progress: Callable[[int], None]) -> ScannedTree:
         """The capture of the tree at ``root``, as :func:`scan_tree` without ``cached`` makes it."""
@@ -87,7 +62,8 @@ def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
     try:
         if walker is not None and cached is None:
             tree = walker(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore)
-            check_source_sizes(tree.entries, limit, root=tree.root)
+            if tree.entries.file_bytes() > limit:  # the usual tree: no entry made to learn that none is larger
+                check_source_sizes(tree.entries, limit, root=tree.root)
             return tree
         return _scan_tree(os.fspath(src), read_links=read_links, on_progress=on_progress or _ignore,
                           cached=cached or _NoCache(), size_limit=limit)
@@ -208,7 +184,7 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
                 finished.append(meta)
     finally:
         reader.close()
-    return ScannedTree(root=root, entries=tuple(finished), identities=identities, listed_noatime=all_noatime,
+    return ScannedTree(root=root, entries=CapturedList(finished), identities=identities, listed_noatime=all_noatime,
                        cached=scan.hits, matched=scan.matched, kept=scan.kept)
 
 
@@ -242,7 +218,7 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
                                  "publish again once it is stable", path=path)
 
 
-# The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.engine._native_scan`).
+# The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.engine.native_errors`).
 
 def not_a_directory(root: str) -> NotADirectoryError:
     return NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)

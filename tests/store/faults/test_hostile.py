@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import artifactkit.store.download as restore_module
+import artifactkit.engine.reference.create as restore_module
 from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathError, UnsupportedFileType
 from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.reference.scan import capture_tree
