@@ -28,14 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from artifactkit.engine import native_errors as native
+from artifactkit import _native
+from artifactkit.engine import native
+from artifactkit.engine.reference.create import create_items
 from artifactkit.engine.reference.scan import capture_tree, scan_tree
 from artifactkit.engine.reference.stage import stage_file
 from artifactkit.metadata.model import ROOT
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store.blob_check import blob_lookup
 from artifactkit.store.blobs import BlobSource
-from artifactkit.store.download import create_items
 from artifactkit.store.paths import parent_of
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY
@@ -117,7 +118,7 @@ def run(base: str, args: argparse.Namespace) -> int:
     def stage_native(threads: int) -> Callable[[], None]:
         empty = fresh("empty")[1]
         _, txn = fresh("txn")
-        return lambda: native.stage_files(src, txn, empty, items, threads) and None
+        return lambda: native.stage_files(src, txn, empty, items, threads=threads, state=_native.StageState()) and None
 
     def create_python() -> Callable[[], None]:
         _, root = fresh("dest")

@@ -1,6 +1,6 @@
 """Paired timing of the manifest parse on the native engine: a whole download of ``many`` with the manifest
 parsed by the reference (``manifest.parse_manifest``, as before the core parsed it) and by the core
-(``_native_manifest.parse``), the parse of its manifest alone both ways, and one ``cp -a`` of the tree.
+(``NativeEngine.parse``), the parse of its manifest alone both ways, and one ``cp -a`` of the tree.
 
     ARTIFACTKIT_ENGINE=native python3 diagnostics/bench_native_parse.py [--rounds 7] [--output FILE.json]
 
@@ -31,7 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_store import build_corpus  # this directory's module, by the line above
 
 from artifactkit import Store
-from artifactkit.engine import _native_manifest, manifest_file
+from artifactkit.engine.native import NativeEngine
+from artifactkit.engine.reference.engine import PythonEngine
+from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import parse_manifest
 
 
@@ -65,23 +67,24 @@ def run(base: str, args: argparse.Namespace) -> int:
     build_corpus(src, "many", 10_000, 1024, 100)
     ref = store.publish(src, "many")
     body = store.manifest(ref).to_bytes()
-    chosen = manifest_file._native_chosen  # the switch this benchmark flips
+    chosen = vars(NativeEngine)["parse"]  # the switch this benchmark flips: the native engine's parse
     count = iter(range(10**6))
+    engine = NativeEngine(1, "parse")
 
     def download(core: bool) -> Callable[[], None]:
         def work() -> None:
-            manifest_file._native_chosen = chosen if core else (lambda: False)
+            NativeEngine.parse = chosen if core else PythonEngine.parse  # type: ignore[method-assign]
             try:
                 store.download(ref, os.path.join(base, f"dest-{next(count)}"))
             finally:
-                manifest_file._native_chosen = chosen
+                NativeEngine.parse = chosen  # type: ignore[method-assign]
         return work
 
     def parse_reference() -> None:
         parse_manifest(body, where="m")
 
     def parse_core() -> None:
-        _native_manifest.parse(body, where="m")
+        engine.parse(ArtifactRef(ref.name, ref.version, ref.digest), body, where="m")
 
     def cp_a() -> None:
         subprocess.run(["cp", "-a", src, os.path.join(base, f"cp-{next(count)}")], check=True)

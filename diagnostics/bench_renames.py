@@ -8,7 +8,7 @@ serial tail of a 2-thread publish. This measures, on a tmpfs, what the same move
 two processes each taking half of them (processes, so no GIL is shared: the kernel's locks are what differ):
 
 - ``rename``: ``renameat`` from staging to blobs, today's move, each call from Python (``os.rename``) and, where
-  the core is built, by the core's ``rename_files`` (what a publish runs: no Python between the calls, so its
+  the core is built, by the core's ``rename_staged`` (what a publish runs: no Python between the calls, so its
   figures are the kernel's alone);
 - ``link+unlink``: ``linkat`` into blobs then ``unlinkat`` of the staged name (no rename lock: ``link`` locks
   the target directory, ``unlink`` the staging one);
@@ -71,21 +71,46 @@ def _prepare(base: str, files: int, processes: int, layout: str) -> list[tuple[s
         for i in range(p, files, processes):
             name = f"blob-{i}"
             fd = os.open(os.path.join(staging, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            os.write(fd, data)
+            os.write(fd, data + b"%d" % i)  # a content each: the core stages each once (_kept_by_the_core)
             os.close(fd)
             names.append((name, f"{i * 2654435761 % 2**64:064x}"))  # a digest-shaped name, as blobs/ holds
         parts.append((staging, target, names))
     return parts
 
 
+def _kept_by_the_core(staging: str, names: list[tuple[str, str]]) -> Any:
+    """The core's own record of ``names`` staged, as a publish keeps its reads (``StageState``): the staged files
+    moved aside as sources, read back into ``staging`` by the core under the same names, their digests its own."""
+    from artifactkit import _native  # noqa: PLC0415 - only where the core is built
+
+    source = f"{staging}-source"
+    os.rename(staging, source)
+    os.mkdir(staging)
+    items = []
+    for name, _ in names:
+        st = os.lstat(os.path.join(source, name))
+        items.append((int(name.removeprefix("blob-")), name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev,
+                      st.st_ino))
+    state = _native.StageState()
+    txn, empty = os.open(staging, os.O_RDONLY | os.O_DIRECTORY), os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _native.stage_files(source, txn, empty, items, 1, state)
+    finally:
+        os.close(txn)
+        os.close(empty)
+    shutil.rmtree(source)
+    return state
+
+
 def _move(part: tuple[str, str, list[tuple[str, str]]], operation: str, start: Barrier) -> None:
     staging, target, names = part
+    kept = _kept_by_the_core(staging, names) if operation == "core" else None
     src, dst = os.open(staging, os.O_RDONLY | os.O_DIRECTORY), os.open(target, os.O_RDONLY | os.O_DIRECTORY)
     start.wait()
-    if operation == "core":  # the publish's own move (native/src/moves.rs): no Python between the renames
+    if kept is not None:  # the publish's own move (native/src/moves.rs): no Python between the renames
         from artifactkit import _native  # noqa: PLC0415 - only where the core is built
 
-        _native.rename_files(src, dst, names)
+        _native.rename_staged(src, dst, kept, 0, len(kept))
     elif operation == "rename":
         for name, blob in names:
             os.rename(name, blob, src_dir_fd=src, dst_dir_fd=dst)

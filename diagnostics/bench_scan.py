@@ -29,8 +29,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from artifactkit import Store
-from artifactkit.engine import native_errors as _native_batches
+from artifactkit.engine import native
 from artifactkit.engine.native import NativeEngine
+from artifactkit.engine.reference.engine import PythonEngine
 from artifactkit.store import local_backend, publish
 from artifactkit.store import store as store_module
 
@@ -58,21 +59,20 @@ def instrument() -> None:
     _timed(publish, "plan_reads", "plan")
     _timed(publish, "assemble", "assemble")
     _timed(publish, "claim_version", "claim")
-    _timed(_native_batches, "stage_files", "stage")
+    _timed(native, "stage_files", "stage")
     _timed(local_backend.LocalTxn, "flush", "flush")
 
 
 @contextmanager
 def reference_scan_and_manifest() -> Iterator[None]:
-    """The native executor's walk and encoder turned off: the reference's run instead, the rest as it is."""
-    # The seam under measurement; vars(): the walk is a staticmethod, which must go back as one.
-    walker, body = vars(NativeEngine)["walker"], vars(NativeEngine)["manifest_body"]
-    NativeEngine.walker = None  # type: ignore[assignment]
+    """The native engine's capture and encoder turned off: the reference's run instead, the rest as it is."""
+    capture, encode = vars(NativeEngine)["capture"], vars(NativeEngine)["encode"]
+    NativeEngine.capture = PythonEngine.capture  # type: ignore[method-assign,assignment]
     NativeEngine.encode = lambda *args: None  # type: ignore[method-assign]
     try:
         yield
     finally:
-        NativeEngine.walker, NativeEngine.encode = walker, body  # type: ignore[method-assign]
+        NativeEngine.capture, NativeEngine.encode = capture, encode  # type: ignore[method-assign]
 
 
 def child_cpu_ns() -> int:
