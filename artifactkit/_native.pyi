@@ -36,7 +36,7 @@ def stage_files(
 ) -> int: ...
 def rename_staged(src_fd: int, dst_fd: int, state: StageState, start: int, stop: int) -> None: ...
 class CapturedTree:
-    """A publish's scan kept in the core (``native/src/captured.rs``)."""
+    """A publish's scan kept in the core (``native/src/py/captured_tree.rs``)."""
 
     @property
     def listed_noatime(self) -> bool: ...
@@ -57,7 +57,7 @@ def manifest_bytes(
     known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]] = ...,
 ) -> bytes | None: ...
 class ParsedTree:
-    """A manifest the core parsed for a download, kept in the core (``native/src/tree.rs``)."""
+    """A manifest the core parsed for a download, kept in the core (``native/src/py/parsed_tree.rs``)."""
 
     @property
     def name(self) -> str: ...

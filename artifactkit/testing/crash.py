@@ -83,8 +83,8 @@ def _label(work: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     return where
 
 
-def _native_batches() -> Any:
-    """The native engine's batch module, or ``None`` where the core is not built (os.rename is then the only one)."""
+def _native_engine() -> Any:
+    """The native engine's module, or ``None`` where the core is not built (os.rename is then the only one)."""
     try:
         return importlib.import_module("artifactkit.engine.native")
     except ImportError:
@@ -122,7 +122,7 @@ def _install_kill_points(work: str, kill_after: int | None, trace: list[str] | N
 
     if kill_after == 0:
         os.kill(os.getpid(), signal.SIGKILL)
-    if (native := _native_batches()) is not None:
+    if (native := _native_engine()) is not None:
         # The native core's batch of renames (a publish's blobs into blobs/): one point, before and after all.
         wrap(native, "rename_files", "rename")
     for owner, attr, kind in (
