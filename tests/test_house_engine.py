@@ -19,7 +19,8 @@ DOOR_TYPES = frozenset({"Captured", "ReadBatch", "EntryRun", "Parsed"})
 
 
 def _modules(package: Path) -> dict[str, ast.Module]:
-    return {str(path.relative_to(package.parent)): ast.parse(path.read_text()) for path in sorted(package.rglob("*.py"))}
+    return {str(path.relative_to(package.parent)): ast.parse(path.read_text())
+            for path in sorted(package.rglob("*.py"))}
 
 
 def core_importers(package: Path, core: str = CORE) -> list[str]:
@@ -40,7 +41,7 @@ def private_types(package: Path, stub: Path) -> set[str]:
     """The core's classes (its stub's) and the classes the engines define for what crosses the door (the native
     engine's module, the reference's ``lists``), which only ``engine/`` may name."""
     names = {node.name for node in ast.walk(ast.parse(stub.read_text())) if isinstance(node, ast.ClassDef)}
-    for module in ("engine/native.py", "engine/reference/lists.py"):
+    for module in ("engine/native.py", "engine/native_values.py", "engine/reference/lists.py"):
         path = package / module
         if path.is_file():
             names |= {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.ClassDef)}

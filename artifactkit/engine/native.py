@@ -6,9 +6,9 @@ One core function per job: ``capture_tree`` (scan), ``stage_files`` (read, hash,
 staged blobs into ``blobs/``), ``manifest_bytes`` (encode), ``parse_tree`` (parse), ``create_files`` (create,
 verify, restore). What crosses back stays in the core, held by the door's types
 (:mod:`~artifactkit.engine.native_values`). A failure comes back as data (``NativeFailure(kind, position,
-fields)``) and is raised by :mod:`~artifactkit.engine.native_errors`. What the core does not do is the reference's, in this process: a
-transaction that keeps small files in memory (a bucket's), blobs reached through another seam's ``opener``,
-FIFOs and devices (made by name, never opened).
+fields)``) and is raised by :mod:`~artifactkit.engine.native_errors`. What the core does not do is the
+reference's, in this process: a transaction that keeps small files in memory (a bucket's), blobs reached through
+another seam's ``opener``, FIFOs and devices (made by name, never opened).
 """
 
 from __future__ import annotations
@@ -128,15 +128,14 @@ class NativeEngine:
         kept = kept_state(found)
         all_noatime = tree.listed_noatime and (kept.all_noatime() if kept is not None else
                                                all(read.noatime for read in found))
-        entries = planned.entries
-        captured = isinstance(entries, CapturedEntries) and not planned.lines and not planned.known
+        entries, head = planned.entries, manifest_head(name, all_noatime)
         try:
-            if captured and isinstance(entries, CapturedEntries):  # TEMPORARY until the core's one manifest_bytes
-                body = _native.manifest_captured(manifest_head(name, all_noatime), entries.tree,
-                                                 kept if kept is not None else list(found), MAX_EXTENTS)
+            if isinstance(entries, CapturedEntries) and not planned.lines and not planned.known:
+                reads = kept if kept is not None else list(found)
+                body = _native.manifest_bytes(head, entries.tree, reads, MAX_EXTENTS)
             else:
-                body = _native.manifest_bytes(manifest_head(name, all_noatime), list(planned.lines), list(entries),
-                                              planned.known, list(found), MAX_EXTENTS)
+                body = _native.manifest_bytes(head, list(entries), list(found), MAX_EXTENTS, list(planned.lines),
+                                              planned.known)
         except _native.NativeFailure as failure:
             kind, at, fields = failure.args
             errors.raise_encode(kind, fields, entries, at)
@@ -195,13 +194,8 @@ def stage_files(root: str, txn_fd: int, blobs_fd: int, items: Sequence[StageItem
     first = len(state)
     start, stop = (0, len(items)) if span is None else span
     try:
-        if isinstance(items, CapturedReads):  # TEMPORARY until the core's one stage_files
-            kept = _native.stage_captured(root, txn_fd, blobs_fd, items.tree, start, stop, threads, state,
-                                          on_progress)
-        else:
-            return ReadList(Staged(i, s, n, f, None if r is None else tuple(r), st) for i, s, n, f, r, st in  # type: ignore[return-value]
-                            _native.stage_files(root, txn_fd, blobs_fd, [_item_to_wire(item) for item in items],
-                                                threads, state))
+        reads = (items.tree, start, stop) if isinstance(items, CapturedReads) else [_item_to_wire(i) for i in items]
+        kept = _native.stage_files(root, txn_fd, blobs_fd, reads, threads, state, on_progress)
     except _native.NativeFailure as failure:
         kind, at, fields = failure.args
         errors.raise_stage(kind, fields, root, items[start + at])

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from artifactkit.engine.reference import create as download
 from artifactkit.errors import MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.metadata.model import FileMeta
-from artifactkit.engine.reference import create as download
 from artifactkit.store.blobs import BlobSource
 
 OLD = 1_000_000_000_123_456_789

@@ -18,6 +18,7 @@ from artifactkit.engine.values import Layout
 from artifactkit.errors import NotRestorableError
 from artifactkit.metadata.model import FIELD_ORDER, SPECIAL_KINDS, FileMeta
 from artifactkit.store.manifest import Manifest
+from artifactkit.store.manifest_limits import SIZE_LIMIT, file_size_limit
 
 
 def _row(entry: FileMeta) -> tuple[object, ...]:
@@ -42,7 +43,8 @@ def held_layout(data: bytes, expected: Manifest) -> None:
     from artifactkit import _native  # here: where the core is not built, nothing calls this
     from artifactkit.engine.native import CoreTree
 
-    tree = CoreTree(_native.parse_tree(data, hashlib.sha256(data).hexdigest()))
+    limit = min(file_size_limit(), SIZE_LIMIT)  # as the native engine gives it
+    tree = CoreTree(_native.parse_tree(data, hashlib.sha256(data).hexdigest(), limit))
     for owners in OWNER_POLICIES:
         found = tree.own_layout(owners)
         with warnings.catch_warnings(record=True) as warned:
