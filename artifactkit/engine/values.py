@@ -1,6 +1,6 @@
 """The values that cross the door (:mod:`~artifactkit.engine.protocol`): the store's plain ones (a scanned tree,
 a read, a laid-out tree) and the few an engine owns — a captured tree, a batch of reads, a parsed manifest and
-its runs — as the protocols the store asks them through.
+its runs — as the abstract types the store asks them through (and never asks whether a value is one).
 
 An engine-owned value answers what the store needs of it without saying how it holds its entries: the
 reference's are plain lists (:mod:`~artifactkit.engine.reference.lists`), the native engine's the core's
