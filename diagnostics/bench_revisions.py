@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     with scratch_on_tmpfs() as root, contextlib.ExitStack() as stack:
         new_store: Callable[[], str] = functools.partial(tempfile.mkdtemp, dir=root)
         if args.s3:
-            from artifactkit.testing.seaweedfs import running_seaweedfs  # noqa: PLC0415 - only for --s3
+            from tests.support.seaweedfs import running_seaweedfs  # noqa: PLC0415 - only for --s3
 
             endpoint = stack.enter_context(running_seaweedfs(os.path.join(root, "weed")))
             os.environ.update({**endpoint.env(), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,

@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_env import command_line  # noqa: PLC0415
     from docs_tables import write_table  # noqa: PLC0415
 
-    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415
+    from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415
 
     here = os.path.dirname(sys.executable)
     bins = {"weed": find_weed(), **{t: shutil.which(t, path=f"{here}:{os.environ['PATH']}") or t

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import obstore
 
 from artifactkit.store.s3.objects import Bucket
-from artifactkit.testing.seaweedfs import running_seaweedfs
+from tests.support.seaweedfs import running_seaweedfs
 
 
 def _timed(run: Callable[[], int], keys: int) -> tuple[float, float]:

@@ -26,10 +26,10 @@ from typing import Any
 from bench_env import code_state  # a sibling: this script runs from diagnostics/
 
 from artifactkit.store.engines import ENGINE_SETTING, engine_info
-from artifactkit.testing import crash as harness
-from artifactkit.testing import fault_workers
-from artifactkit.testing.durability import traced_publish
-from artifactkit.testing.mounts import Mounts
+from tests.support import crash as harness
+from tests.support import fault_workers
+from tests.support.durability import traced_publish
+from tests.support.mounts import Mounts
 
 ROOT = Path(__file__).resolve().parent.parent
 

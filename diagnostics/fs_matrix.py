@@ -33,8 +33,8 @@ from fs_features import FEATURES, probe_features
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import ArtifactkitError
 from artifactkit.isolation.probe import probe_atime
-from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip
-from artifactkit.testing.mounts import Mounts
+from tests.support.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip
+from tests.support.mounts import Mounts
 
 REPO: Final = Path(__file__).resolve().parent.parent
 

@@ -195,7 +195,7 @@ def s3_server(names: list[str]) -> Iterator[None]:
         yield
         return
     try:
-        from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
+        from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
         weed = find_weed()
     except (ImportError, FileNotFoundError) as err:  # the adapter's row says what to set
         sys.stderr.write(f"real stores: no S3 endpoint and no weed mini to start ({err})\n")

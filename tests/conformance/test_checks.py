@@ -18,7 +18,7 @@ from artifactkit.errors import (
     MetadataMismatchError,
     ToolFailedError,
 )
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 from tests.support import faulty_copiers as faulty
 from tests.support.capability import require_loop_devices
 

@@ -22,7 +22,7 @@ from artifactkit.errors import (
 )
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.blobs import BlobSource
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 from tests.native.trees import (
     CreateFn,
     File,

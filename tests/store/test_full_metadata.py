@@ -19,7 +19,7 @@ from artifactkit.errors import NotRestorableError, ReownedWarning
 from artifactkit.metadata.flags import InodeFlag, get_flags
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.render import acl_text
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 from tests.support.capability import (
     require_acls_naming_other_ids,
     require_loop_devices,

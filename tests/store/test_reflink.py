@@ -13,7 +13,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.errors import IntegrityError
 from artifactkit.store.content import IN_MEMORY_LIMIT
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 from tests.support.capability import require_loop_devices
 from tests.support.fiemap import shared_bytes
 

@@ -15,7 +15,7 @@ import pytest
 
 from artifactkit.errors import IsolationError
 from artifactkit.store.scan import capture_tree
-from artifactkit.testing.mounts import Mounts, mounts_under
+from tests.support.mounts import Mounts, mounts_under
 from artifactkit.trace.engine import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
 
 # A reader that is not one of ours: walks everything under argv[1] and reads every file, and after

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from artifactkit.testing.crash import Materials, prepare
-from artifactkit.testing.durability import check_durability, traced_publish
-from artifactkit.testing.mounts import Mounts
+from tests.support.crash import Materials, prepare
+from tests.support.durability import check_durability, traced_publish
+from tests.support.mounts import Mounts
 from tests.support.capability import require_tool
 
 

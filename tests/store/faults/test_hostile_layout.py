@@ -20,7 +20,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import NotAStoreError, UnsafeStoreError
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 from tests.support.capability import require_real_root
 
 LAYOUT = ("blobs", "staging", "locks", "manifests")
