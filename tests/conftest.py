@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from artifactkit.store.engines import ENGINE_SETTING
-from tests.support.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
+from tests.support.mounts import Mounts
 from tests.support.tmpfs import scratch_dir, tmpfs_available
 
 settings.register_profile(

@@ -27,9 +27,9 @@ from artifactkit.errors import IsolationError
 from artifactkit.isolation.probe import HISTORICAL_NS, probe_atime, read_moves_atime, write_file
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.flags import get_flags, set_noatime_flag
+from tests.support.capability import require_loop_devices, require_tool, skip_or_fail
 from tests.support.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
 from tests.support.mounts import Mounts, loops_under, mounts_under, sweep_stale
-from tests.support.capability import require_loop_devices, require_tool, skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
 
