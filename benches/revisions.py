@@ -210,7 +210,7 @@ def run_checkout(src: str, base: str, checkout: str, workers: int | None, *, cac
     return out
 
 
-def built(args: argparse.Namespace, argv: list[str]) -> int:
+def compare_built(args: argparse.Namespace, argv: list[str]) -> int:
     if not (args.base and args.output):
         raise SystemExit("--base REV and --output FILE are required for a run")
     if shutil.which("cargo") is None:
@@ -252,7 +252,7 @@ def built(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def checkouts(args: argparse.Namespace, argv: list[str]) -> int:
+def compare_checkouts(args: argparse.Namespace, argv: list[str]) -> int:
     if args.s3 and not args.republish:
         raise SystemExit("--s3 times a re-publish only (--republish)")
     if args.engine:
@@ -343,14 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-from", metavar="FILE", help="print a kept run's table, write it into the docs")
     parser.add_argument("--rounds", type=int, help="paired rounds (per cell; default 12 built, 7 checkouts)")
     parser.add_argument("--output", help="the evidence JSON (required for built revisions)")
-    built_ = parser.add_argument_group("built revisions")
-    built_.add_argument("--base", help="the revision compared against (git rev)")
-    built_.add_argument("--candidate", default="HEAD", help="the revision measured (default HEAD: commit first)")
-    built_.add_argument("--corpus", action="append", choices=("small", "many"), help="default: small and many")
-    built_.add_argument("--threads", type=int, action="append", help="default: 1 and every core")
-    built_.add_argument("--no-docs", action="store_true", help="do not write the table into docs/performance.md")
-    built_.add_argument("--block", default=BLOCK, help=f"the docs' block the table goes in (default {BLOCK})")
-    built_.add_argument("--moves", action="store_true", help="show the time in rename_staged too")
+    revs = parser.add_argument_group("built revisions")
+    revs.add_argument("--base", help="the revision compared against (git rev)")
+    revs.add_argument("--candidate", default="HEAD", help="the revision measured (default HEAD: commit first)")
+    revs.add_argument("--corpus", action="append", choices=("small", "many"), help="default: small and many")
+    revs.add_argument("--threads", type=int, action="append", help="default: 1 and every core")
+    revs.add_argument("--no-docs", action="store_true", help="do not write the table into docs/performance.md")
+    revs.add_argument("--block", default=BLOCK, help=f"the docs' block the table goes in (default {BLOCK})")
+    revs.add_argument("--moves", action="store_true", help="show the time in rename_staged too")
     taken = parser.add_argument_group("checkouts as they are")
     taken.add_argument("--old", help="checkout of the earlier revision")
     taken.add_argument("--new", help="checkout of the later revision")
@@ -372,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.old or args.new:
         if not (args.old and args.new):
             raise SystemExit("--old DIR and --new DIR go together")
-        return checkouts(args, given)
-    return built(args, given)
+        return compare_checkouts(args, given)
+    return compare_built(args, given)
 
 
 if __name__ == "__main__":
