@@ -26,7 +26,6 @@ from artifactkit.engine.values import ScannedTree
 from artifactkit.metadata.flags import InodeFlag
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.publish import assemble
-from artifactkit.testing.mounts import Mounts
 from tests.native.scan_trees import (
     DIRS,
     PLAIN_DIRS,
@@ -39,6 +38,7 @@ from tests.native.scan_trees import (
     native_capture,
     nodes,
 )
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture

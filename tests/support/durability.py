@@ -16,8 +16,8 @@ from pathlib import Path
 
 import attrs
 
-from artifactkit.testing import fault_workers
-from artifactkit.testing.crash import Materials
+from tests.support import fault_workers
+from tests.support.crash import Materials
 
 _LINE = re.compile(r"^(?:\d+ +)?(\w+)\((.*)\) += (-?\d+)")
 _FD = re.compile(r"^(?:AT_FDCWD|-?\d+)<([^>]*)>")

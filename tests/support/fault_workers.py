@@ -119,7 +119,7 @@ def run_role(role: str, *, index: int, store_root: str, work: str, duration_ns: 
     """Run ``role`` until the deadline (or ``max_ops``); write what happened to ``work/result-<index>.json``."""
     store = Store(store_root)
     deadline = time.monotonic_ns() + duration_ns
-    rng = random.Random(index)  # noqa: S311 - a seeded schedule of operations, not a secret
+    rng = random.Random(index)
     done: dict[str, Any] = {"role": role, "index": index, "ops": 0, "errors": [], "published": [],
                             "downloaded": [], "gc_removed": [], "planted": []}
     for step in range(max_ops):

@@ -1,9 +1,9 @@
 """Paired benchmark of a bucket store against ``rclone copy`` and ``aws s3 sync`` (issue 15, item 7).
 
-    python3 diagnostics/bench_s3.py [--rounds N] [--corpus NAME ...] [--many-files N] [--no-docs]
+    python -m benches.s3 [--rounds N] [--corpus NAME ...] [--many-files N] [--no-docs]   (from the repository root)
 
 One run starts a throw-away SeaweedFS (``weed mini`` on loopback free ports, its data dir on tmpfs)
-and builds the corpora of ``bench_store.py`` on tmpfs (``/dev/shm``): ``small`` 128 x 16 KiB in 4
+and builds the corpora of ``store.py`` on tmpfs (``/dev/shm``): ``small`` 128 x 16 KiB in 4
 dirs, ``many`` 10,000 x 1 KiB in 100 dirs, ``large`` one 256 MiB file. Every measured operation is a
 fresh process and the clock runs in this parent around the whole process, spawn to exit, for all
 three tools alike: artifactkit is a child that imports the library and calls
@@ -274,15 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     if args.table_from:
-        from docs_tables import rerender  # noqa: PLC0415
+        from diagnostics.docs_tables import rerender  # noqa: PLC0415
 
         return rerender(args.table_from, render, "s3.md", args.block)
-    # The parent's helpers, imported here: the artifactkit child (--worker) loads the library alone.
-    from bench_corpus import build_corpus  # noqa: PLC0415
-    from bench_env import command_line  # noqa: PLC0415
-    from docs_tables import write_table  # noqa: PLC0415
-
-    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415
+    # The parent's helpers, imported here: the artifactkit child (--worker, this file run as a script) loads the
+    # library alone.
+    from benches.env import build_corpus, command_line  # noqa: PLC0415
+    from diagnostics.docs_tables import write_table  # noqa: PLC0415
+    from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415
 
     here = os.path.dirname(sys.executable)
     bins = {"weed": find_weed(), **{t: shutil.which(t, path=f"{here}:{os.environ['PATH']}") or t
@@ -308,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             weed_rss_mib = round(endpoint.rss_kib() / 1024, 1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv, "bench_s3.py"),
+    doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv, "s3"),
            "rounds": args.rounds, "versions": versions(bins), "code": code_state(),
            "machine": {"loadavg_1_5_15": load_before, "tmpfs": TMPFS, "weed_rss_mib_at_end": weed_rss_mib},
            "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},

@@ -29,7 +29,7 @@ from artifactkit.errors import IsolationError, NotRestorableError, TimestampNotR
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.store.store import Store
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 NS_PER_S: Final = 1_000_000_000
 S32_MIN: Final = -(2**31)

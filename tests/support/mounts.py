@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 #: Images live on a tmpfs so loop filesystems are not slowed by the host disk (sparse: cheap).
-DEFAULT_ROOT: Final = "/dev/shm"  # noqa: S108 - a private mkdtemp directory is made under it
+DEFAULT_ROOT: Final = "/dev/shm"
 PREFIX: Final = "artifactkit-mounts-"
 _OWNED: Final = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
 

@@ -1,7 +1,7 @@
 """What the kernel gives a second thread here: a native publish's and a download's system calls for ``many``, and
 nothing else, on one thread, two threads of one process, and two processes (issue 28's "2 threads over 1").
 
-    python3 diagnostics/bench_kernel_bound.py [--rounds 9] [--workers 2] [--output FILE.json]
+    python -m benches.kernel_bound [--rounds 9] [--workers 2] [--output FILE.json]   (from the repository root)
 
 ``kernel_bound.c`` (compiled here with ``gcc -O2``) makes, per file, the calls ``strace -f -c`` counts for the
 native engine (docs/performance.md, "Syscalls per file"): a publish lists each directory with ``O_NOATIME`` and
@@ -34,10 +34,8 @@ import sys
 import tempfile
 from typing import Any, Final
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_corpus import CORPORA, build_corpus  # this directory's benchmark helpers
-from bench_env import command_line, cpu_set, environment, tmpfs_base
-from docs_tables import rerender, write_table
+from benches.env import CORPORA, build_corpus, command_line, cpu_set, environment, tmpfs_base
+from diagnostics.docs_tables import rerender, write_table
 
 SOURCE: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_bound.c")
 PAGE, BLOCK = "performance.md", "bench-kernel-bound"
@@ -115,6 +113,71 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# Two finished studies of the same question, their measuring scripts retired (the changelog names the commits
+# that ran them): their committed runs stay in diagnostics/results/, and their tables in docs/performance.md are
+# still these renderings of them (tests/test_docs_numbers.py).
+#: bench_renames' variants (a publish's 10,000 moves into ``blobs/`` alone): (name, processes, operation, layout)
+RENAME_VARIANTS: Final[tuple[tuple[str, int, str, str], ...]] = (
+    ("rename, 1 process", 1, "rename", "flat"),
+    ("rename by the core, 1 process", 1, "core", "flat"),
+    ("rename by the core, 2 processes, one blobs/", 2, "core", "flat"),
+    ("rename, 2 processes, one blobs/", 2, "rename", "flat"),
+    ("rename, 2 processes, a blobs dir each", 2, "rename", "sharded"),
+    ("link+unlink, 1 process", 1, "link", "flat"),
+    ("link+unlink, 2 processes, one blobs/", 2, "link", "flat"),
+    ("link+unlink, 2 processes, a blobs dir each", 2, "link", "sharded"),
+    ("rename in place, 1 process", 1, "rename", "in-place"),
+    ("rename in place, 2 processes, one blobs/", 2, "rename", "in-place-flat"),
+    ("rename in place, 2 processes, a blobs dir each", 2, "rename", "in-place-sharded"),
+    ("rename in place by the core, 2 processes, a blobs dir each", 2, "core", "in-place-sharded"),
+)
+#: perf_threads' (``perf`` samples of a round trip at 1 and 2 threads) rows shown: the system calls grown most,
+#: and the (system call, symbol) pairs grown most.
+PERF_SHOWN_CALLS: Final = 12
+PERF_SHOWN_SYMBOLS: Final = 15
+
+
+def renames_table(evidence: dict[str, Any]) -> str:
+    """The docs' table of a run (``docs/performance.md``, block ``bench-renames``): its rows, as measured."""
+    shown = {"rename": "`os.rename`", "core": "the core's `rename_files`", "link": "`link` + `unlink`"}
+    places = {"flat": "one `blobs/`", "sharded": "a blobs directory each", "in-place": "one `blobs/`",
+              "in-place-flat": "one `blobs/`", "in-place-sharded": "a blobs directory each"}
+    head = f"| moves ({evidence['files']:,}) | median ms | µs per file | speed-up over one process renaming (paired) |"
+    lines = [head, "|---|---|---|---|"]
+    for name, processes, operation, layout in RENAME_VARIANTS:
+        row = evidence["results"].get(name)
+        if row is None:
+            continue  # the core was not built for that run
+        what = f"{shown[operation]}, {processes} process" + ("es, " + places[layout] if processes > 1 else "")
+        if layout.startswith("in-place"):
+            what += ", staged in that directory"
+        lines.append(f"| {what} | {row['median_ms']:.1f} | {row['us_per_file']:.2f} | "
+                     f"{row['speedup_over_one_rename_paired']:.2f}x |")
+    return "\n".join(lines)
+
+
+def perf_threads_table(report: dict[str, Any]) -> str:
+    """The docs' table of a run (``docs/performance.md``, block ``perf-threads``)."""
+    per_sample_ms = 1000 / report["hz"] / report["rounds"]  # one sample's CPU, as a mean per round trip
+    t1, t2 = report["threads"]["1"], report["threads"]["2"]
+    lines = [f"Command: `{report['command']}`; {report['rounds']} round trips at each thread count, "
+             f"{report['hz']} samples/s.", "",
+             "| per round trip | 1 thread | 2 threads |", "|---|---|---|",
+             f"| median wall ms: publish + download | {t1['median_publish_ms']:.1f} + {t1['median_download_ms']:.1f} "
+             f"| {t2['median_publish_ms']:.1f} + {t2['median_download_ms']:.1f} |",
+             f"| median wall ms: round trip | {t1['median_round_trip_ms']:.1f} | {t2['median_round_trip_ms']:.1f} |",
+             f"| mean CPU ms (`getrusage`) | {t1['mean_cpu_ms']:.1f} | {t2['mean_cpu_ms']:.1f} |",
+             f"| mean CPU ms sampled | {t1['samples'] * per_sample_ms:.1f} | {t2['samples'] * per_sample_ms:.1f} |",
+             "", "| system call | CPU at 1 thread ms | at 2 threads ms | grown ms |", "|---|---|---|---|"]
+    lines += [f"| {row['syscall']} | {row['samples_1t'] * per_sample_ms:.2f} | {row['samples_2t'] * per_sample_ms:.2f} "
+              f"| {row['grown'] * per_sample_ms:+.2f} |" for row in report["by_syscall"][:PERF_SHOWN_CALLS]]
+    lines += ["", "| system call | symbol | 1 thread ms | 2 threads ms | grown ms |", "|---|---|---|---|---|"]
+    lines += [f"| {row['syscall']} | `{row['symbol']}` | {row['samples_1t'] * per_sample_ms:.2f} "
+              f"| {row['samples_2t'] * per_sample_ms:.2f} | {row['grown'] * per_sample_ms:+.2f} |"
+              for row in report["grown_most"][:PERF_SHOWN_SYMBOLS]]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -136,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         results = measure(binary, src, base, args.workers, args.rounds)
         env = environment(tmpfs, note)
     doc = {"schema": "artifactkit-bench-kernel-bound/1",
-           "command": command_line(sys.argv[1:] if argv is None else argv, "bench_kernel_bound.py"),
+           "command": command_line(sys.argv[1:] if argv is None else argv, "kernel_bound"),
            "corpus": {"name": name, "files": files, "bytes_per_file": size, "dirs": dirs}, "rounds": args.rounds,
            "compiler": compiler, "environment": env, "results": results}
     print(table(doc))

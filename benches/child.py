@@ -1,6 +1,7 @@
-"""One measured operation, in a fresh process: ``python3 diagnostics/bench_child.py TASK_JSON``.
+"""One measured operation, in a fresh process: ``python3 benches/child.py TASK_JSON`` (a file, never ``-m``: see
+``rounds.CHILD``).
 
-The parent (``bench_rounds.py``) starts this under ``taskset`` with ``ARTIFACTKIT_ENGINE`` set for the
+The parent (``rounds.py``) starts this under ``taskset`` with ``ARTIFACTKIT_ENGINE`` set for the
 engine it measures. Everything the operation needs is imported before the clock starts (the store, the
 engine's executor, the native core), so the clock runs around the operation alone: the library call, or
 ``subprocess.run`` for ``cp``/``rsync`` (their fork+exec is part of what a user pays). Printed: one JSON
@@ -59,7 +60,7 @@ def _operate(task: dict[str, Any], rss_file: str | None) -> str | None:
     elif op == "rsync":
         _tool(["rsync", "-a", "--atimes", src + "/", dest + "/"], rss_file)
     elif op in ("calls_publish", "calls_download"):
-        # kernel_bound.c: the engine's system calls alone, on a thread per CPU (bench_kernel_bound.py says why).
+        # kernel_bound.c: the engine's system calls alone, on a thread per CPU (kernel_bound.py says why).
         mix, work = ("publish", dest) if op == "calls_publish" else ("download", task["calls_seed"])
         if mix == "publish":
             os.mkdir(dest)

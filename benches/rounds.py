@@ -1,4 +1,5 @@
-"""Paired rounds on one corpus: every engine setup and every peer, each run a fresh child (``bench_child.py``).
+"""Paired rounds on one corpus: every engine setup and every peer, each run a fresh child (``child.py``); and the
+system calls per file of one publish and one download per setup (``strace``).
 
 A *setup* is an engine at a thread count under a CPU set of that size: ``native-1t`` (``workers=1``, ``taskset
 -c 0``), ``native-2t`` (``workers=2``, ``taskset -c 0,1``), ``python`` (the reference, one process, one core).
@@ -8,6 +9,14 @@ reversed order (each pair runs A-before-B in half the rounds), and each ratio is
 ratios. Publish and round trip get a fresh store each run, every run a fresh destination; the downloads read a
 store published afresh at the start of each round (untimed, by the reference). Page cache warm (one untimed
 warm-up of every cell), ``sync`` before each run, off the clock.
+
+Syscalls per file: ``strace -f -c`` of one publish (new content) and one download of a corpus, per engine
+setup, net of an idle child's start-up (the same imports, the same engine, no operation), divided by files.
+
+``-f`` follows the core's threads. The allocator's and the scheduler's calls (``mmap``, ``futex``, ...) and a
+thread's start (``clone3``, ``rseq``, ``set_robust_list``) are left out: they are not per-file work (threads
+started are counted apart). The flushes are counted apart too: a publish must make exactly one ``syncfs``
+barrier before any blob is visible.
 """
 
 from __future__ import annotations
@@ -20,10 +29,11 @@ import subprocess
 import sys
 from typing import Any, Final, NamedTuple
 
-from bench_corpus import build_corpus
-from bench_env import MIB, child_env, cpu_set, reset_source_atimes
+from benches.env import MIB, build_corpus, child_env, cpu_set, reset_source_atimes
 
-CHILD: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_child.py")
+#: Run as a file, never as ``benches.child``: a child given ``PYTHONPATH`` (another revision) must import that
+#: revision's package, and ``-m`` would put the working directory ahead of it.
+CHILD: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
 AK_OPS: Final = ("publish", "download", "roundtrip")
 PEERS: Final = ("cp_a", "rsync", "copytree")
 LARGE_OPS: Final = ("publish", "download")
@@ -216,4 +226,46 @@ def summary(samples: list[dict[str, Any]], warm: dict[str, Any], files: int, siz
         found["serial_ms"] = round(statistics.median((s["ns"] - s["threaded_ns"]) / 1e6 for s in samples), 3)
         found["core_calls"] = {name: max(s["core"].get(name, {}).get("calls", 0) for s in samples)
                                for name in sorted({n for s in samples for n in s["core"]})}
+    return found
+
+
+NOISE: Final = frozenset({"mmap", "munmap", "mremap", "brk", "mprotect", "madvise", "futex", "rseq",
+                          "set_robust_list", "sched_yield", "clone", "clone3"})
+FLUSHES: Final = ("fsync", "fdatasync", "syncfs")
+
+
+def strace_counts(path: str) -> dict[str, int]:
+    """``-U calls,name`` output: one ``COUNT NAME`` line per syscall, then the total."""
+    counts = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) == 2 and fields[0].isdigit() and fields[1] != "total":
+                counts[fields[1]] = int(fields[0])
+    return counts
+
+
+def syscalls(bench: Bench, chosen: list[Setup], scratch: str) -> dict[str, Any]:
+    """Per setup: publish and download, syscalls per file net of start-up, by name, and the flushes."""
+    if shutil.which("strace") is None:
+        return {"skipped": "strace not installed"}
+    files = bench.shape[0]
+    found: dict[str, Any] = {}
+    for setup in chosen:
+        counts = {}
+        for op in ("noop", "publish", "download"):
+            out = os.path.join(scratch, f"strace-{setup.name}-{op}.txt")
+            bench.run(Cell(setup.name, op, setup.engine, setup.threads, setup.cores), strace_out=out)
+            counts[op] = strace_counts(out)
+            os.unlink(out)
+        found[setup.name] = {}
+        for op in ("publish", "download"):
+            net = {k: counts[op].get(k, 0) - counts["noop"].get(k, 0) for k in set(counts[op]) - NOISE}
+            net = {k: v for k, v in sorted(net.items(), key=lambda kv: (-kv[1], kv[0])) if v}
+            found[setup.name][op] = {
+                "net_total": sum(net.values()), "per_file": round(sum(net.values()) / files, 2),
+                "flushes": {k: counts[op].get(k, 0) - counts["noop"].get(k, 0) for k in FLUSHES},
+                "threads_started": counts[op].get("clone3", 0) + counts[op].get("clone", 0)
+                - counts["noop"].get("clone3", 0) - counts["noop"].get("clone", 0),
+                "by_name": net, "per_file_by_name": {k: round(v / files, 2) for k, v in net.items()}}
     return found
