@@ -120,8 +120,8 @@ def private_noatime_tree(base: str | os.PathLike[str], *, probe: AtimeProbe | No
 
 def _cached(probe: AtimeProbe, base: str) -> IsolationError:
     if probe.client_cache == "seen":
-        why = ("a file looked up under a new name showed other times than under the name in use, so what a "
-               "test reads back here can be a client cache's copy, not the filesystem's")
+        why = ("a file looked at again after the attribute timeout, or under a new name, showed other times than "
+               "the name in use had, so what a test reads back here can be a client cache's copy, not the filesystem's")
     else:
         why = (f"the client may answer stat from a cache and no second name could be made to look past it, so "
                f"{', '.join(probe.unverified)} are unverified (client-cached attributes)")
