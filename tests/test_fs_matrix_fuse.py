@@ -20,7 +20,7 @@ import pytest
 from artifactkit._fsutil import remove_tree
 from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
 from artifactkit.isolation.reading import read_file
-from artifactkit.testing.mounts import Mounts
+from artifactkit.testing.mounts import Mounts, mounts_under
 from tests.support.capability import skip_or_fail
 from tests.support.fuse_matrix import MATRIX, VARIANTS, FuseRig, FuseSpec, errno_tag, fixture_outcome, store_round_trip
 from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
@@ -173,3 +173,17 @@ def test_on_default_sshfs_a_test_whose_atime_the_server_moved_errors_instead_of_
         result.stdout.fnmatch_lines(["*client cache*remedy: mount it with the client's attribute caches off*"])
     finally:
         remove_tree(base)
+
+
+def test_a_busy_fuse_mount_is_still_unmounted_and_its_daemon_stopped_at_teardown(mounts: Mounts) -> None:
+    require_fuse_tools("bindfs")
+    fuse = FuseMounts(mounts)
+    mount = fuse.bindfs()
+    held = open(mount.point / "held", "w")  # noqa: SIM115 - held open across close() on purpose
+    daemons = [proc.pid for _, proc in fuse._started]
+    try:
+        fuse.close()
+    finally:
+        held.close()
+    assert (mounts_under(fuse.base), fuse.base.exists()) == ([], False)
+    assert [pid for pid in daemons if os.path.exists(f"/proc/{pid}")] == []
