@@ -105,17 +105,18 @@ def look_past_caches(scratch: str, historical_ns: int, future_ns: int, extremes:
                      write: Callable[[str], None]) -> LookedPast:
     """Run the probe's experiments in ``scratch`` with every read-back past the caches (see the module doc)."""
     looks = _Looks()
-    names = {"calibration": historical_ns, "historical": historical_ns, "future": future_ns}
-    paths = {name: os.path.join(scratch, name) for name in (*names, *(f"extreme-{i}" for i in range(len(extremes))))}
+    # (atime, mtime) per scratch file; the extremes are set as both, as stores_exactly does.
+    settings: dict[str, Times] = {"calibration": (historical_ns, historical_ns),
+                                  "historical": (historical_ns, historical_ns), "future": (future_ns, historical_ns),
+                                  **{f"extreme-{i}": (value, value) for i, value in enumerate(extremes)}}
+    paths = {name: os.path.join(scratch, name) for name in settings}
     first: dict[str, Times | None] = {}
     for name, path in paths.items():
         write(path)
-        value = names.get(name) or extremes[int(name.split("-")[1])]
-        atime, mtime = (value, historical_ns) if name in names else (value, value)
         try:
-            os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+            os.utime(path, ns=settings[name], follow_symlinks=False)
         except (OverflowError, OSError):
-            first[name] = None
+            first[name] = None  # refused: this extreme cannot be held
             continue
         first[name] = _plain(path)
     time.sleep(WAIT_S)
