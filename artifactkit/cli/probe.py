@@ -30,8 +30,11 @@ def render(probe: AtimeProbe) -> str:
     """The human summary: one row per finding, units spelled out."""
     doc = probe.to_json()
     doc["granularity_ns"] = f"{probe.granularity_ns} ns"
-    for key in probe.unverified:  # a value a client cache may have faked is not shown as a finding
+    # A value a client cache may have faked is not shown as a finding; "no read moved atime" is the policy's ground.
+    for key in probe.unverified:
         doc[key] = UNVERIFIED
+    if "atime_policy" in probe.unverified:
+        doc["reads_move_historical_atime"] = doc["reads_move_future_atime"] = UNVERIFIED
     rows = [(key, _show(doc[key])) for key in (
         "fs_type", "mount_options", "atime_policy", "reads_move_historical_atime", "reads_move_future_atime",
         "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok",
