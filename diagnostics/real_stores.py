@@ -1,6 +1,6 @@
 """Run every named adapter whose tool is installed through the conformance kit; keep the findings.
 
-    python3 diagnostics/real_stores.py [--base DIR] [--corpus NAME ...] [--adapter NAME ...]
+    python -m diagnostics.real_stores [--base DIR] [--corpus NAME ...] [--adapter NAME ...]
 
 Writes ``diagnostics/results/real-stores.json`` (schema ``artifactkit.real-stores/1``: tool versions,
 every command each adapter ran, one ``artifactkit.conformance/1`` document per adapter and corpus tree,
@@ -134,7 +134,7 @@ HAND_CHECKED = {
         "src/first links=2 inode=2252901", "src/second links=2 inode=2252901",
         "dst/first links=1 inode=2253011", "dst/second links=1 inode=2253027",
     ],
-    "Issue 25, by hand on strictatime tmpfs (TZ=UTC; a shell-built edge-times: `touch -d @S.N`, `chmod`, "
+    "Several tools at once, on strictatime tmpfs (TZ=UTC; a shell-built edge-times: `touch -d @S.N`, `chmod`, "
     "`ln -s`; each tool's adapter commands typed out; `stat -c '%n mode=%a atime=%.9X mtime=%.9Y'`)": [
         "cpio: src/pre-1970.txt mtime=-100000000.876543211 atime=-1.000000001, after cpio -o "
         "--reset-access-time: mtime=-100000001.000000000 atime=-2.000000000 (the source rewritten in seconds)",
@@ -195,7 +195,7 @@ def s3_server(names: list[str]) -> Iterator[None]:
         yield
         return
     try:
-        from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
+        from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
         weed = find_weed()
     except (ImportError, FileNotFoundError) as err:  # the adapter's row says what to set
         sys.stderr.write(f"real stores: no S3 endpoint and no weed mini to start ({err})\n")
@@ -220,7 +220,7 @@ def invocation(argv: list[str]) -> str:
                if name in os.environ]
     # A path argument (--base, --doc) is recorded by its role only: evidence carries no absolute paths.
     shown = ["DIR" if os.path.isabs(arg) else arg for arg in argv]
-    return " ".join([*prefix, "python3", "diagnostics/real_stores.py", *shown])
+    return " ".join([*prefix, "python", "-m", "diagnostics.real_stores", *shown])
 
 
 def summarize(runs: dict[str, Any]) -> dict[str, Any]:
@@ -245,6 +245,11 @@ def cell(entry: dict[str, Any]) -> str:
     if entry["passed"]:
         return "pass"
     return "<br>".join(f"**{label}**" for label in entry["diagnoses"])
+
+
+def _cut(reason: str, limit: int = 240) -> str:
+    """A refusal as the page shows it: the whole one is in the JSON (a copier's repr can run to pages)."""
+    return reason if len(reason) <= limit else reason[:limit].rstrip() + " …"
 
 
 def write_doc(doc: dict[str, Any], path: Path) -> None:
@@ -274,7 +279,7 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
         lines.append(f"| {item['adapter']} | {item['version']} | {cells} |")
         for tree, run in item["runs"].items():
             if "setup_error" in run:
-                notes.append(f"- **{item['adapter']}** refused tree `{tree}`: `{run['setup_error']}`")
+                notes.append(f"- **{item['adapter']}** refused tree `{tree}`: `{_cut(run['setup_error'])}`")
     lines += ["", "## Trees a store could not take", "", *(notes or ["None."]), "",
               "## What each store's users should do", ""]
     lines += [f"- **{name}**: {text}" for name, text in ADVICE.items()]
