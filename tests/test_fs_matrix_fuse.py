@@ -20,11 +20,11 @@ import pytest
 from artifactkit._fsutil import remove_tree
 from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
 from artifactkit.isolation.reading import read_file
-from artifactkit.testing.mounts import Mounts, mounts_under
 from tests.support.capability import skip_or_fail
 from tests.support.fuse_matrix import MATRIX, VARIANTS, FuseRig, FuseSpec, errno_tag, fixture_outcome, store_round_trip
 from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
 from tests.support.fuse_servers import running_sshd
+from tests.support.mounts import Mounts, mounts_under
 
 REPO = Path(__file__).resolve().parent.parent
 #: Longer than every kernel attribute timeout of these mounts (1 s): what the mount shows then is its daemon's.

@@ -21,7 +21,7 @@ from artifactkit.isolation import client_cache, probe
 from artifactkit.isolation.client_cache import UNVERIFIED, look_past_caches, may_cache_attributes
 from artifactkit.isolation.probe import HISTORICAL_NS, POST_2038_NS, PRE_1970_NS, probe_atime, write_file
 from artifactkit.isolation.tree import private_noatime_tree
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 Times = tuple[int, int]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from artifactkit.testing.mounts import Mounts, mounts_under
 from tests.support.capability import require_mounts, require_real_root, skip_or_fail
 from tests.support.fuse_servers import Sshd, filer_address, new_bucket
+from tests.support.mounts import Mounts, mounts_under
 
 DEFAULT_ROOT: Final = "/dev/shm"
 PREFIX: Final = "artifactkit-fuse-"
@@ -212,7 +212,7 @@ class FuseMounts:
 
 
 def _weed() -> str:
-    from artifactkit.testing.seaweedfs import find_weed
+    from tests.support.seaweedfs import find_weed
 
     return find_weed()
 
