@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tests.support.capability import require_mounts, require_real_root, skip_or_fail
-from tests.support.fuse_servers import Sshd, filer_address, new_bucket
+from tests.support.fuse_servers import Sshd, die_with_parent, filer_address, new_bucket
 from tests.support.mounts import Mounts, mounts_under
 
 DEFAULT_ROOT: Final = "/dev/shm"
@@ -124,7 +124,8 @@ class FuseMounts:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(list(argv(point)), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     env={k: v for k, v in os.environ.items() if k not in unset},
-                                    start_new_session=True, cwd=self.base)
+                                    start_new_session=True, cwd=self.base,
+                                    preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, no lock taken
         self._started.append((point, proc))
         while _fs_type_at(point) != fs_type:
             if proc.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:

@@ -8,7 +8,9 @@ separation needs it); the tests gate on that before calling here.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -22,6 +24,18 @@ LOOPBACK = "127.0.0.1"
 SSHD = "/usr/sbin/sshd"
 #: sshd refuses to start without its privilege separation directory; Debian's service unit makes it, we have none.
 PRIVSEP_DIR = Path("/run/sshd")
+
+
+_PR_SET_PDEATHSIG = 1  # include/uapi/linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: SIGTERM this child when the test process dies, even by SIGKILL (kept across exec).
+
+    A daemon started in its own session would otherwise outlive a killed pytest worker: sshd listening
+    forever, a FUSE daemon serving a mount nobody unmounts (on SIGTERM each unmounts and exits).
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,8 @@ def running_sshd(timeout: float = 5.0) -> Iterator[Sshd]:
                 config.write_text(SSHD_CONFIG.format(port=port, home=home), encoding="ascii")
                 with open(Path(home) / "sshd.log", "ab") as log:
                     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=die_with_parent)  # noqa: PLW1509 - only prctl, no lock taken
                 deadline = time.monotonic() + timeout
                 while proc.poll() is None and not _listening(port) and time.monotonic() < deadline:
                     time.sleep(0.02)
