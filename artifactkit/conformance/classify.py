@@ -16,7 +16,7 @@ from artifactkit.store.scan import capture_tree
 
 _SPECIAL_BITS: Final = 0o7000
 #: The check each field beyond modes, times and content belongs to (an xattr field is ``xattr NAME``).
-_EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "extents": "sparse",
+_EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "inode": "hardlinks", "extents": "sparse",
                     "flags": "inode_flags", "rdev": "special_files"}
 #: What ``special_files`` holds for a FIFO or device node: its kind (presence), rdev, mode, owner and times.
 #: Its xattrs and hard links stay with their own checks, as for any entry.
@@ -92,6 +92,17 @@ def carried(meta: FileMeta) -> list[tuple[str, str]]:
     if meta.rdev is not None:
         found.append(("special_files", "rdev"))
     return list(dict.fromkeys((_home(check, meta.kind), field) for check, field in found))
+
+
+#: What every tree exercises whatever it holds: every entry has content (or a kind), an owner, and a place in
+#: the later read and in the source.
+_ALWAYS_CARRIED: Final = ("content", "owner", "survives_read", "source_untouched")
+
+
+def checks_carried(entries: Iterable[FileMeta]) -> set[str]:
+    """The checks a tree of ``entries`` can fail by what it holds: a tree without a second name of an inode
+    cannot show a split link, so ``hardlinks`` passing on it alone would be a pass with nothing behind it."""
+    return {*_ALWAYS_CARRIED, *(check for meta in entries for check, _ in carried(meta))}
 
 
 #: Fields whose value means the same whatever the kind: a link turned into a file by the same owner kept

@@ -2,8 +2,8 @@
 
 The classifier is a flat decision list; order matters and is part of the contract:
 exact match, then clamping to a range edge, seconds wrapped modulo 2**32, truncation (coarsest unit
-that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded
-from the source *after* its own read had moved it, an atime that was given the entry's mtime (also
+that explains the value first: s, 2 s where s does not, ms, us, 100 ns), float round trips, an atime the
+copier recorded from the source *after* its own read had moved it, an atime that was given the entry's mtime (also
 floored), and finally a move forward (a later read) or a value that dates from the copy rather than
 from the source.
 
@@ -24,6 +24,8 @@ import attrs
 NS_PER_S: Final = 1_000_000_000
 
 SECOND_TRUNCATED: Final = "second-truncated"
+#: Floored to an even second: FAT's mtime, zip's DOS time, 2-second time archives.
+TWO_SECOND_TRUNCATED: Final = "2s-truncated"
 MILLISECOND_TRUNCATED: Final = "millisecond-truncated"
 MICROSECOND_TRUNCATED: Final = "microsecond-truncated"
 FLOAT_ROUNDED: Final = "float-rounded"
@@ -51,6 +53,8 @@ HARDLINK_SPLIT: Final = "hardlink-split"
 HARDLINK_JOINED: Final = "hardlink-joined"
 SPARSE_FILLED: Final = "sparse-filled"
 FLAGS_DIFFER: Final = "flags-differ"
+#: A destination entry that is the source's own inode (same device and inode): a hard link, not a copy.
+SHARES_SOURCE_INODE: Final = "shares-source-inode"
 
 #: The one table of timestamp granularities (ns), finest first: what a probe tries and what a
 #: stored value may have been truncated to. Filesystems really have 1 ns (ext4, xfs, tmpfs, btrfs),
@@ -59,9 +63,12 @@ FLAGS_DIFFER: Final = "flags-differ"
 GRANULARITIES_NS: Final = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000,
                            NS_PER_S, 2 * NS_PER_S, 86_400 * NS_PER_S)
 
-#: The granularities with a diagnosis of their own, coarsest first (the coarsest explanation wins).
+#: The granularities with a diagnosis of their own, coarsest first (the coarsest explanation wins), except
+#: that 2 s comes after 1 s: a value on an even second fits both, and says nothing of a 2 s floor.
 _TRUNCATION_UNITS: Final = (
     (NS_PER_S, SECOND_TRUNCATED),
+    # After the whole second: an even second fits both, and only an odd source second shows the 2 s floor.
+    (2 * NS_PER_S, TWO_SECOND_TRUNCATED),
     (1_000_000, MILLISECOND_TRUNCATED),
     (1_000, MICROSECOND_TRUNCATED),
     (100, HUNDRED_NS_TRUNCATED),  # Windows FILETIME, 7-Zip, ntfs3: 100 ns ticks
@@ -260,7 +267,8 @@ def _explains(name: str, case: TimeCase) -> bool:
 
 def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
     """:func:`classify_case` of each case, then per field the systematic differences (truncations, float
-    round trips, set-to-mtime) named by the first systematic explanation that covers all of them.
+    round trips, set-to-mtime) named by the first systematic explanation that covers all of them and that
+    one of them shows by itself (an even-second floor alone never names a 2 s floor).
 
     A copier applies one rule to a whole tree: a uniform 100 ns floor turns ``...000000001`` into a whole
     second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name; with
@@ -271,8 +279,10 @@ def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
         group = [i for i, case in enumerate(cases) if case.field == field and found[i] in _SYSTEMATIC]
         if len(group) < 2:
             continue
+        named = {found[i] for i in group}
         for name in _SYSTEMATIC:
-            if all(_explains(name, cases[i]) for i in group):
+            # A rule some difference shows by itself: an even-second 1 s floor never makes a tree "2 s".
+            if name in named and all(_explains(name, cases[i]) for i in group):
                 for i in group:
                     found[i] = name
                 break
