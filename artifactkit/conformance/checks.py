@@ -76,7 +76,7 @@ from artifactkit.conformance.copiers import (
     resolve_copier,
 )
 from artifactkit.conformance.corpus import corpus_names, devices_left_out, load_tree, materialize, needs_root
-from artifactkit.conformance.destination import flag_for_reading, read_moves, unflagged_parent
+from artifactkit.conformance.destination import flag_for_reading, private_tree, read_moves, unflagged_parent
 from artifactkit.conformance.failure import Failure
 from artifactkit.conformance.fifo_watch import release_blocked_fifos
 from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
@@ -84,7 +84,7 @@ from artifactkit.conformance.source_inodes import shared_with_source
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
-from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
+from artifactkit.isolation.tree import NoatimeTree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
@@ -106,6 +106,8 @@ class _TreeOutcome:
     withheld: str | None
     #: The checks this tree's entries can fail by what they hold (:func:`checks_carried`).
     carried: set[str]
+    #: Why ``special_files`` could not cover every device node of the tree (``None`` when it could).
+    devices_withheld: str | None = None
 
 
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeTree,
@@ -113,7 +115,8 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     """Copy one tree and check it."""
     src = os.path.join(src_parent, corpus)
     dst = os.path.join(dst_parent, corpus)
-    expected = with_source_facts(materialize(corpus, src), src)
+    unholdable: dict[str, str] = {}
+    expected = with_source_facts(materialize(corpus, src, left_out=unholdable), src)
     failures: list[Failure] = []
     timeout_s = copier_timeout_s()
     fifos = [path for path, meta in expected.items() if meta.kind == "fifo" and meta.hardlink is None]
@@ -140,6 +143,8 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     if watch.released:
         failures.append(_copier_failed(CopyFailedError(_blocked(watch.released, timeout_s)), corpus, src, dst))
     carries = checks_carried(expected.values())
+    devices = "; ".join(filter(None, [devices_left_out(corpus), *(
+        f"not run on {path} of {corpus}: {why}" for path, why in sorted(unholdable.items()))])) or None
     # Both sides' times before the kit reads a link on either: a copy that is the source's own inode (a hard
     # link) shares its atime, and the kit's readlink of one moves the other's (never the copier's doing).
     source_times = capture_tree(src, hash_content=False, read_links=False) if os.path.lexists(src) else None
@@ -151,7 +156,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     failures += source_failures
     if before is None:
         failures += _destination_failures(corpus, expected, compare(expected, []))
-        return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries)
+        return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries, devices)
     actual = {m.path: m for m in before}
     found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after)
     found += shared_with_source(src, expected, dst, actual)
@@ -168,7 +173,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     if refused:
         shown = ", ".join(f"{path}: {why}" for path, why in sorted(refused.items())[:3])
         withheld = f"not run on {len(refused)} entr{'y' if len(refused) == 1 else 'ies'} of {corpus} ({shown})"
-    return _TreeOutcome(failures, links_moved, ctimes_moved, withheld, carries)
+    return _TreeOutcome(failures, links_moved, ctimes_moved, withheld, carries, devices)
 
 
 def _blocked(released: list[str], timeout_s: float) -> str:
@@ -292,7 +297,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     withheld: list[str] = []
     devices_withheld: list[str] = []
     carried: set[str] = set()
-    with private_noatime_tree(dst_base, probe=source_probe) as tree:
+    with private_tree(dst_base, source_probe) as tree:
         dst_parent = unflagged_parent(tree)
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
@@ -316,8 +321,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     carried |= outcome.carried
                     if outcome.withheld is not None:
                         withheld.append(outcome.withheld)
-                    if (no_devices := devices_left_out(name)) is not None:
-                        devices_withheld.append(no_devices)
+                    if outcome.devices_withheld is not None:
+                        devices_withheld.append(outcome.devices_withheld)
                 remove_tree(src, ignore_errors=True)
                 remove_tree(dst, ignore_errors=True)
         finally:

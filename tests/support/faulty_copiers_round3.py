@@ -50,3 +50,16 @@ def sets_atime_to_now(src: str, dst: str) -> None:
 def floors_to_two_seconds(src: str, dst: str) -> None:
     """Times floored to an even second (FAT's 2-second mtime, zip's DOS time, 2-second time archives)."""
     copy_tree(src, dst, Bugs(times=lambda st, _d: (st.st_atime_ns // TWO_S * TWO_S, st.st_mtime_ns // TWO_S * TWO_S)))
+
+
+def names_as_text(src: str, dst: str) -> None:
+    """Exact copy, then names as a line-oriented text tool leaves them (a ``find | while read`` file list): a
+    name with a newline is lost, bytes that are not UTF-8 become U+FFFD."""
+    copy_tree(src, dst)
+    for parent, dirs, files in os.walk(os.fsencode(dst), topdown=False):
+        for name in (*dirs, *files):
+            path = os.path.join(parent, name)
+            if b"\n" in name:
+                subprocess.run(["rm", "-rf", "--", path], check=True)
+            elif (text := name.decode("utf-8", "replace").encode()) != name:
+                os.rename(path, os.path.join(parent, text))
