@@ -47,9 +47,9 @@ def private_tree(base: str, probe: AtimeProbe) -> Iterator[NoatimeTree]:
         yield tree
 
 
-def unflagged_parent(tree: NoatimeTree) -> str:
-    """A directory in ``tree`` without ``FS_NOATIME_FL`` where reads move atime as on its filesystem."""
-    parent = os.path.join(tree.path, UNFLAGGED)
+def unflagged_parent(tree: NoatimeTree, name: str = UNFLAGGED) -> str:
+    """A directory ``name`` in ``tree`` without ``FS_NOATIME_FL`` where reads move atime as on its filesystem."""
+    parent = os.path.join(tree.path, name)
     os.mkdir(parent, 0o700)
     if tree.mode != "flag":
         return parent  # a noatime mount: reads move nothing anywhere, the copier sees that too
