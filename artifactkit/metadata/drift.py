@@ -2,9 +2,9 @@
 
 The classifier is a flat decision list; order matters and is part of the contract:
 exact match, then clamping to a range edge, seconds wrapped modulo 2**32, truncation (coarsest unit
-that explains the value first: s, 2 s where s does not, ms, us, 100 ns), float round trips, an atime the
-copier recorded from the source *after* its own read had moved it, an atime that was given the entry's mtime (also
-floored), and finally a move forward (a later read) or a value that dates from the copy rather than
+that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded from
+the source *after* its own read had moved it, an atime that was given the entry's mtime (also
+floored), a 2 s floor, and finally a move forward (a later read) or a value that dates from the copy rather than
 from the source.
 
 One value alone cannot always tell these apart (a 100 ns floor of ``...000000001`` is a whole second;
@@ -64,7 +64,8 @@ GRANULARITIES_NS: Final = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000
                            NS_PER_S, 2 * NS_PER_S, 86_400 * NS_PER_S)
 
 #: The granularities with a diagnosis of their own, coarsest first (the coarsest explanation wins), except
-#: that 2 s comes after 1 s: a value on an even second fits both, and says nothing of a 2 s floor.
+#: that 2 s comes after 1 s: a value on an even second fits both, and says nothing of a 2 s floor. One value
+#: alone is named 2 s only after every other explanation (:func:`classify_case`).
 _TRUNCATION_UNITS: Final = (
     (NS_PER_S, SECOND_TRUNCATED),
     # After the whole second: an even second fits both, and only an odd source second shows the 2 s floor.
@@ -219,7 +220,7 @@ def classify_case(case: TimeCase) -> str | None:
         # Before the read test: a 1966 atime wrapped into 2102 lies past ctime, yet no read moved it.
         return WRAPPED
     for unit, name in _TRUNCATION_UNITS:
-        if actual_ns in truncations(expected_ns, unit):
+        if name != TWO_SECOND_TRUNCATED and actual_ns in truncations(expected_ns, unit):
             return name
     if _float_rounded(case):
         return FLOAT_ROUNDED
@@ -228,6 +229,9 @@ def classify_case(case: TimeCase) -> str | None:
     if _given_mtime(case):
         # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
         return SET_TO_MTIME
+    if actual_ns in truncations(expected_ns, 2 * NS_PER_S):
+        # After atime := mtime: an even second below an odd one is also where a whole-second mtime can sit.
+        return TWO_SECOND_TRUNCATED
     if ctime_ns is not None:
         if case.field == "atime_ns" and actual_ns > ctime_ns:
             # Only a read moves atime past the last metadata change: utime() sets ctime to now.
@@ -253,6 +257,7 @@ def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int
 
 #: The explanations of a tree's differences that are one rule applied to every entry, coarsest first:
 #: where one value fits several, the one that fits every difference of the field names them all.
+_TRUNCATIONS: Final = frozenset(name for _, name in _TRUNCATION_UNITS)
 _SYSTEMATIC: Final = (*(name for _, name in _TRUNCATION_UNITS), FLOAT_ROUNDED, SET_TO_MTIME)
 
 
@@ -268,22 +273,24 @@ def _explains(name: str, case: TimeCase) -> bool:
 def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
     """:func:`classify_case` of each case, then per field the systematic differences (truncations, float
     round trips, set-to-mtime) named by the first systematic explanation that covers all of them and that
-    one of them shows by itself (an even-second floor alone never names a 2 s floor).
+    some difference of the tree shows by itself (even-second floors alone never name a 2 s floor).
 
     A copier applies one rule to a whole tree: a uniform 100 ns floor turns ``...000000001`` into a whole
-    second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name; with
-    a single difference nothing tells the rules apart and the value's own (coarsest) name stays.
+    second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name. Where
+    a truncation and atime := floored mtime both cover every atime difference (each shares its second with
+    its mtime), the evidence fits neither better: ``differs``, with both values.
     """
     found = [classify_case(case) for case in cases]
+    shown = set(found)
     for field in sorted({case.field for case in cases}):
         group = [i for i, case in enumerate(cases) if case.field == field and found[i] in _SYSTEMATIC]
-        if len(group) < 2:
-            continue
-        named = {found[i] for i in group}
         for name in _SYSTEMATIC:
-            # A rule some difference shows by itself: an even-second 1 s floor never makes a tree "2 s".
-            if name in named and all(_explains(name, cases[i]) for i in group):
+            # A rule some difference of the tree shows by itself: even-second 1 s floors never make a tree "2 s".
+            if group and name in shown and all(_explains(name, cases[i]) for i in group):
+                # A truncation that atime := mtime (floored) explains as well, in every difference: each atime
+                # shares its second with its mtime, and nothing here says which rule the copier applied.
+                rival = name in _TRUNCATIONS and all(_explains(SET_TO_MTIME, cases[i]) for i in group)
                 for i in group:
-                    found[i] = name
+                    found[i] = DIFFERS if rival else name
                 break
     return found
