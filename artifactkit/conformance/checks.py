@@ -61,6 +61,7 @@ from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.classify import (
     checks_carried,
     read_first_only_where_consistent,
+    rivals_settled_by_the_run,
     with_source_facts,
     with_tree_diagnoses,
 )
@@ -158,9 +159,10 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
         failures += _destination_failures(corpus, expected, compare(expected, []))
         return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries, devices)
     actual = {m.path: m for m in before}
-    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after)
+    rivals: dict[tuple[str, str], tuple[str, ...]] = {}
+    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after, rivals)
     found += shared_with_source(src, expected, dst, actual)
-    failures += _destination_failures(corpus, expected, found, actual)
+    failures += _destination_failures(corpus, expected, found, actual, rivals)
     # survives_read: the kit's own flag on the copy, whatever flags the copier restored, then one read.
     refused = flag_for_reading(tree, dst, before)
     # The baseline is taken after the flags and after our own capture: a hash read that could not use
@@ -330,7 +332,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
         environment = _environment(source_probe, tree)
     ordered = tuple((name, not_run[name]) for name in names if name in not_run)
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
-    failures = read_first_only_where_consistent(failures)
+    failures = rivals_settled_by_the_run(read_first_only_where_consistent(failures))
     partly = {"survives_read": "; ".join(withheld)} if withheld else {}
     if devices_withheld:
         partly["special_files"] = "; ".join(devices_withheld)

@@ -270,7 +270,7 @@ def _explains(name: str, case: TimeCase) -> bool:
     return case.actual_ns in truncations(case.expected_ns, unit)
 
 
-def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
+def uniform_diagnoses(cases: Sequence[TimeCase], rivals: dict[int, tuple[str, ...]] | None = None) -> list[str | None]:
     """:func:`classify_case` of each case, then per field the systematic differences (truncations, float
     round trips, set-to-mtime) named by the first systematic explanation that covers all of them and that
     some difference of the tree shows by itself (even-second floors alone never name a 2 s floor).
@@ -278,7 +278,8 @@ def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
     A copier applies one rule to a whole tree: a uniform 100 ns floor turns ``...000000001`` into a whole
     second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name. Where
     a truncation and atime := floored mtime both cover every atime difference (each shares its second with
-    its mtime), the evidence fits neither better: ``differs``, with both values.
+    its mtime), the evidence fits neither better: ``differs``, with both values (and both names in ``rivals``,
+    by index, for a caller that knows more: the same copier on another tree).
     """
     found = [classify_case(case) for case in cases]
     shown = set(found)
@@ -292,5 +293,7 @@ def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
                 rival = name in _TRUNCATIONS and all(_explains(SET_TO_MTIME, cases[i]) for i in group)
                 for i in group:
                     found[i] = DIFFERS if rival else name
+                    if rival and rivals is not None:
+                        rivals[i] = (name, SET_TO_MTIME)
                 break
     return found
