@@ -130,9 +130,18 @@ def float_round_trips(value_ns: int) -> set[int]:
     return results
 
 
+#: The ends of a signed 64-bit count of ns (1677-09-21 and 2262-04-11): a tool keeping times as ``i64`` ns
+#: clamps there, off the whole second, where xfs bigtime, btrfs and tmpfs hold far more.
+_I64_NS_EDGES: Final = (-(2**63), 2**63 - 1)
+
+
 def is_clamped(expected_ns: int, actual_ns: int) -> bool:
     """Whether ``actual_ns`` is a range edge that ``expected_ns`` lies beyond (by at least a second)."""
-    if actual_ns % NS_PER_S or abs(actual_ns - expected_ns) < NS_PER_S:
+    if abs(actual_ns - expected_ns) < NS_PER_S:
+        return False
+    if actual_ns in _I64_NS_EDGES:
+        return (expected_ns > actual_ns) == (actual_ns > 0)
+    if actual_ns % NS_PER_S:
         return False
     edge = actual_ns // NS_PER_S
     return (edge in _CLAMP_CEILINGS_S and expected_ns > actual_ns) or (

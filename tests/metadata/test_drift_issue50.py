@@ -29,3 +29,16 @@ def test_an_atime_that_truncation_and_atime_from_mtime_explain_alike_is_differs(
              for mtime in mtimes]
     assert dx.uniform_diagnoses(cases) == [dx.DIFFERS] * 3
 
+
+
+def test_a_time_past_2262_clamped_to_the_largest_i64_ns_is_clamped() -> None:
+    # xfs bigtime holds 2486, btrfs and tmpfs 64-bit seconds: a tool keeping i64 ns stops at 2262-04-11.
+    year_2486 = 16_299_260_424 * NS
+    assert dx.classify_time(year_2486, 2**63 - 1, field="mtime_ns", ctime_ns=None) == dx.CLAMPED
+    assert dx.classify_time(-(2**31) * NS - 5 * NS, -(2**63), field="mtime_ns", ctime_ns=None) != dx.CLAMPED
+    assert dx.classify_time(-(2**63) - 7 * NS, -(2**63), field="mtime_ns", ctime_ns=None) == dx.CLAMPED
+
+
+def test_a_time_past_2038_clamped_to_32_bit_seconds_is_clamped() -> None:
+    assert dx.classify_time(4_102_444_800_123_456_789, (2**31 - 1) * NS, field="mtime_ns",
+                            ctime_ns=None) == dx.CLAMPED
