@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from artifactkit.store.engines import ENGINE_SETTING
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
+from tests.support.mounts import Mounts
 from tests.support.tmpfs import scratch_dir, tmpfs_available
 
 settings.register_profile(
@@ -111,7 +111,7 @@ def seaweedfs() -> Iterator[Any]:
     """
     if importlib.util.find_spec("obstore") is None:
         skip_or_fail("needs obstore for s3:// stores: pip install 'artifactkit[s3]'")
-    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs
+    from tests.support.seaweedfs import find_weed, running_seaweedfs
     try:
         find_weed()
     except FileNotFoundError:

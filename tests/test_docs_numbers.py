@@ -1,13 +1,12 @@
 """The numbers the docs state are the output of the scripts that measure them (issue 26): the CI counts in
 docs/testing.md are diagnostics/ci_counts.py's rendering of its committed evidence, the tables of
-docs/performance.md bench_store.py's rendering of its committed run, and the README states none."""
+docs/performance.md benches/report.py's rendering of its committed runs, and the README states none."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,19 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ci_counts() -> ModuleType:
-    return _diagnostics("ci_counts")
+    return _script("diagnostics.ci_counts")
 
 
-def _diagnostics(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "diagnostics"))  # the scripts import their siblings (docs_tables, ...)
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "diagnostics" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "diagnostics"))
+def _script(name: str) -> ModuleType:
+    # benches/ and diagnostics/ run from the repository root (python -m), which pytest puts on sys.path.
+    return importlib.import_module(name)
 
 
 def _block(page: Path, name: str) -> str:
@@ -43,7 +35,7 @@ def test_the_ci_counts_in_docs_are_the_rendering_of_the_committed_evidence() -> 
 
 def test_the_performance_tables_in_docs_are_the_rendering_of_the_committed_run() -> None:
     # Until the run is committed every block must be the placeholder: a figure typed in by hand fails either way.
-    tables = _diagnostics("bench_tables")
+    tables = _script("benches.report")
     evidence = ROOT / tables.EVIDENCE
     doc = json.loads(evidence.read_text(encoding="utf-8")) if evidence.exists() else None
     for name, text in tables.render_blocks(doc).items():
@@ -53,12 +45,12 @@ def test_the_performance_tables_in_docs_are_the_rendering_of_the_committed_run()
 def test_the_renames_table_in_docs_is_the_rendering_of_the_committed_run() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-renames-issue28.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit-bench-renames/1" and doc["command"].startswith("python3 diagnostics/")
-    module = _diagnostics("bench_renames")
-    assert _block(ROOT / "docs" / "performance.md", "bench-renames") == module.table(doc)
+    module = _script("benches.kernel_bound")
+    assert _block(ROOT / "docs" / "performance.md", "bench-renames") == module.renames_table(doc)
     # What the prose beside the table says of it: every two-mover row beats every one-mover row, and only
     # movers renaming within a directory each (staged in place) are twice as fast as one process renaming.
-    movers = {name: processes for name, processes, *_ in module.VARIANTS}
-    layouts = {name: layout for name, _, _, layout in module.VARIANTS}
+    movers = {name: processes for name, processes, *_ in module.RENAME_VARIANTS}
+    layouts = {name: layout for name, _, _, layout in module.RENAME_VARIANTS}
     rows = doc["results"]
     assert max(r["median_ms"] for n, r in rows.items() if movers[n] == 2) < min(
         r["median_ms"] for n, r in rows.items() if movers[n] == 1)
@@ -69,23 +61,23 @@ def test_the_renames_table_in_docs_is_the_rendering_of_the_committed_run() -> No
 
 def test_the_xeon_renames_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-renames-issue28-xeon.json").read_text(encoding="utf-8"))
-    module = _diagnostics("bench_renames")
-    assert _block(ROOT / "docs" / "performance.md", "bench-renames-xeon") == module.table(doc)
+    module = _script("benches.kernel_bound")
+    assert _block(ROOT / "docs" / "performance.md", "bench-renames-xeon") == module.renames_table(doc)
     assert "Xeon" in doc["environment"]["cpu"]["model"]
     # The prose: two movers into the one blobs/ gain at most a quarter over one; only movers renaming within a
     # directory each (staged in place) are twice as fast.
-    rows = {name: doc["results"][name]["speedup_over_one_rename_paired"] for name, *_ in module.VARIANTS}
-    into_one = [n for n, processes, op, layout in module.VARIANTS
+    rows = {name: doc["results"][name]["speedup_over_one_rename_paired"] for name, *_ in module.RENAME_VARIANTS}
+    into_one = [n for n, processes, op, layout in module.RENAME_VARIANTS
                 if processes == 2 and op in ("rename", "core") and layout in ("flat", "in-place-flat")]
     assert into_one and max(rows[n] for n in into_one) <= 1.25
     twice = {n for n, speedup in rows.items() if speedup >= 1.95}
-    assert twice == {n for n, _, _, layout in module.VARIANTS if layout == "in-place-sharded"}
+    assert twice == {n for n, _, _, layout in module.RENAME_VARIANTS if layout == "in-place-sharded"}
 
 
 def test_the_kernel_bound_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-kernel-bound.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit-bench-kernel-bound/1" and doc["command"].startswith("python3 diagnostics/")
-    rendered = _diagnostics("bench_kernel_bound").table(doc)
+    rendered = _script("benches.kernel_bound").table(doc)
     assert _block(ROOT / "docs" / "performance.md", "bench-kernel-bound") == rendered
     publish, download = doc["results"]["publish"], doc["results"]["download"]
     # The prose: a publish's calls below the acceptance's 1.5x on two threads and on two processes; their moves
@@ -116,7 +108,7 @@ def test_the_threads_table_says_what_its_prose_says_of_the_calls_alone() -> None
 def test_the_core_ab_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-core-ab-chain.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit.bench-core-ab/1" and doc["command"].startswith("python3 diagnostics/")
-    assert _block(ROOT / "docs" / "performance.md", "bench-core-ab") == _diagnostics("bench_core_ab").render(doc)
+    assert _block(ROOT / "docs" / "performance.md", "bench-core-ab") == _script("benches.revisions").render(doc)
     ratio = {(c["corpus"], c["threads"], name): row["base_over_candidate"]
              for c in doc["cells"] for name, row in c["summary"].items()}
     # The prose: on two threads small's round trip more than 1.2x faster, its threaded calls 1.4x or more, for the
@@ -137,7 +129,7 @@ def test_the_split_blobs_table_in_docs_is_the_rendering_of_its_run_and_says_what
     doc = json.loads(evidence.read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit.bench-core-ab/1" and "prototype/sharded-blobs-v2" in doc["command"]
     page = ROOT / "docs" / "performance.md"
-    assert _block(page, "bench-core-ab-sharded-blobs") == _diagnostics("bench_core_ab").render(doc, moves=True)
+    assert _block(page, "bench-core-ab-sharded-blobs") == _script("benches.revisions").render(doc, moves=True)
     ratio = {(c["threads"], name): row["base_over_candidate"]
              for c in doc["cells"] for name, row in c["summary"].items()}
     median = {(c["threads"], side): c["summary"]["ns"][f"{side}_ms"]
@@ -160,7 +152,7 @@ def test_the_perf_threads_table_in_docs_is_the_rendering_of_its_run_and_says_wha
     doc = json.loads((results / "perf-threads-issue28.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit.perf-threads/1" and doc["command"].startswith("python3 diagnostics/")
     page = ROOT / "docs" / "performance.md"
-    assert _block(page, "perf-threads") == _diagnostics("perf_threads").table(doc)
+    assert _block(page, "perf-threads") == _script("benches.kernel_bound").perf_threads_table(doc)
     one, two = doc["threads"]["1"], doc["threads"]["2"]
     grown = {row["syscall"]: row["grown"] for row in doc["by_syscall"]}
     total = sum(grown.values())

@@ -29,7 +29,7 @@ class Moving:
     :meth:`wait` with ``helping`` takes chunks from the same queue until it is empty. Why the second mover: on
     ``many`` (10,000 blobs) the moves outlast the manifest's assembly, and the publishing thread only waited for
     them; renames from two threads share the filesystem's rename lock but still overlap the rest of each call
-    (``diagnostics/bench_renames.py``). Why only once the manifest is done: a second mover beside the assembly
+    (docs/performance.md, the renames' study). Why only once the manifest is done: a second mover beside the assembly
     takes a core from it (a 100,000-file CLI publish was slower so), and why only with a second CPU: on one, two
     movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
     failure."""

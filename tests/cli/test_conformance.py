@@ -12,7 +12,7 @@ import pytest
 from artifactkit.cli.main import main
 from artifactkit.conformance import corpus
 from artifactkit.conformance.checks import CHECKS
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 DROPS_ATIME = "tests.support.faulty_copiers:drops_atime"
 

@@ -18,9 +18,9 @@ from artifactkit.errors import (
     MetadataMismatchError,
     ToolFailedError,
 )
-from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
 from tests.support.capability import require_loop_devices
+from tests.support.mounts import Mounts
 
 # Small trees that hold every kind of entry the checks sort by: files, nested and sticky dirs,
 # setuid, links to a file, to a dir, dangling and upward; ns extremes before 1970 and after 2038.

@@ -23,8 +23,8 @@ from artifactkit.metadata.flags import FS_NOATIME_FL, FlagResult, get_flags, set
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.scan import scan_tree
 from artifactkit.store.store import Store
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_tool
+from tests.support.mounts import Mounts
 
 OLD_NS = 1_000_000_000_123_456_789          # 2001, every ns digit used
 REMEDY = re.escape("remedy: run on a noatime test filesystem, or pass --artifactkit-base=PATH on one")

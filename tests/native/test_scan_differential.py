@@ -24,7 +24,6 @@ from artifactkit.store.engines import executor_for
 from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble
 from artifactkit.store.scan import ScannedTree, scan_tree
-from artifactkit.testing.mounts import Mounts
 from tests.native.scan_trees import (
     DIRS,
     PLAIN_DIRS,
@@ -37,6 +36,7 @@ from tests.native.scan_trees import (
     native_capture,
     nodes,
 )
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture

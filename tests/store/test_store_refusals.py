@@ -17,7 +17,7 @@ from artifactkit.store import manifest_file
 from artifactkit.store.manifest import digest_of
 from artifactkit.store.s3 import layout as s3_layout
 from artifactkit.store.s3.leases import LeasePolicy
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.leftovers import killed_private_dir

@@ -24,8 +24,8 @@ from artifactkit.conformance.corpus import TreeSpec, content, materialize, needs
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.manifest import digest_of
 from artifactkit.store.scan import capture_tree
-from artifactkit.testing.mounts import Mounts
 from tests.strategies import NS_PER_S, modes
+from tests.support.mounts import Mounts
 from tests.support.stores import is_bucket, nothing_stored, sibling_store
 
 _counter = itertools.count()
