@@ -10,9 +10,9 @@ import pytest
 from artifactkit.cli.main import main
 from artifactkit.conformance import checks as conformance
 from artifactkit.conformance.corpus import can_make_devices
-from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
 from tests.support.capability import require_loop_devices, require_tool, skip_or_fail
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture(scope="module")
