@@ -158,6 +158,31 @@ def noatime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
 
 
 @pytest.fixture
+def real_atime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
+    """A fresh private directory (Path) where reads move atime as on the base filesystem: what a copier's
+    reads do there shows, as under ``artifactkit conformance``.
+
+    Inside ``noatime_tree`` no read moves atime, so a copier that reads its source before recording its
+    times (``shutil.copytree``) or reads its own output afterwards passes there. Build the source and let
+    the copier write here, then capture with ``capture_tree`` (lstat first, content read with
+    ``O_NOATIME``): ``assert_metadata`` then fails a copier for its reads as conformance does. The
+    directory is inside the verified tree with ``FS_NOATIME_FL`` cleared, proved by a read that moved a
+    historical atime there; on a noatime mount (where nothing can show a read) the test ERRORS.
+    """
+    from artifactkit.conformance.destination import unflagged_parent  # noqa: PLC0415 - see the imports above
+    from artifactkit.errors import IsolationError  # noqa: PLC0415
+    from artifactkit.isolation.tree import noatime_subtree  # noqa: PLC0415
+
+    with noatime_subtree(_artifactkit_verified_tree) as tree:
+        if tree.mode != "flag":
+            raise IsolationError(
+                f"real_atime_tree needs a base where reads move atime; {tree.probe.fs_type} there is mounted "
+                f"{tree.probe.atime_policy}; remedy: pass --artifactkit-base=PATH on a relatime or strictatime "
+                "filesystem", fs_type=tree.probe.fs_type, failed="real-atime")
+        yield Path(unflagged_parent(tree, "reads-move-atime"))
+
+
+@pytest.fixture
 def artifact_store(noatime_tree: Path) -> Store:
     """An empty artifactkit Store rooted inside ``noatime_tree`` (so store files are protected too)."""
     from artifactkit.store.store import Store  # noqa: PLC0415 - see the imports above

@@ -120,7 +120,7 @@ class NativeEngine:
         job.has_blob.repaired.update(state.repaired())  # the core checked the blobs it read the content of
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
-        # Through the module's attribute: the crash harness (artifactkit/testing/crash.py) counts it as a rename.
+        # Through the module's attribute: the crash harness (tests/support/crash.py) counts it as a rename.
         rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
     def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:

@@ -233,7 +233,7 @@ class LocalTxn:
     def flush(self, body: bytes) -> None:
         if self._held is not None:
             raise RuntimeError("a transaction flushed before it was sealed")  # a bug: its blobs are not durable
-        # The moves end first, so a kill point's order is the same in every run (artifactkit/testing/crash.py).
+        # The moves end first, so a kill point's order is the same in every run (tests/support/crash.py).
         self.settle(helping=True)
         write_staged(self.stage_fd, _MANIFEST, body, sync=self.sync_file)
         self.sync_dir(self.dirs.blobs)  # also covers blobs we deduplicated against a concurrent publisher

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.isolation.client_cache import UNVERIFIED
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
-from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
 from tests.support.fuse_mounts import FuseMount, FuseMounts
 from tests.support.fuse_servers import Sshd
