@@ -4,8 +4,7 @@ the repository root:
     python -m benches.revisions --base REV [--candidate REV] --output FILE.json
     python -m benches.revisions --base 775c041 --candidate a364e79 --output diagnostics/results/bench-core-ab-chain.json
     python -m benches.revisions --table-from diagnostics/results/bench-core-ab-chain.json
-    python -m benches.revisions --table-from diagnostics/results/bench-core-ab-sharded-blobs.json \\
-        --moves --block bench-core-ab-sharded-blobs
+    python -m benches.revisions --table-from diagnostics/results/bench-core-ab-sharded-blobs.json --moves
     git worktree add /tmp/ak-old REV
     python -m benches.revisions --old /tmp/ak-old --new . [--rounds 7] [--files 10000] [--new-workers 2]
         [--republish [--s3] | --stat-cache] [--file-bytes N] [--engine E] [--output FILE.json]
