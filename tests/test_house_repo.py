@@ -100,3 +100,47 @@ def test_the_kept_runs_guard_sees_a_named_run_deleted(tmp_path: Path) -> None:
     (tmp_path / "docs" / "a.md").write_text("runs `results/faults.json` and `results/bench-hold.json`\n")
     (tmp_path / "tests" / "test_x.py").write_text('PATH = "diagnostics/results/ci-run.json"\n')
     assert missing_results(tmp_path) == ["ci-run.json", "faults.json"]
+
+
+def unlisted_packages(pyproject: dict[str, Any], root: Path = ROOT) -> list[str]:
+    """Packages of ``artifactkit/`` (a folder with ``__init__.py``) that the wheel would leave out: setuptools takes
+    the listed packages only, so a new room missing from the list installs editable and breaks in the wheel."""
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "artifactkit").rglob("__init__.py")
+             if "__pycache__" not in p.parts}
+    return sorted(found - listed)
+
+
+def test_every_package_of_artifactkit_is_in_the_wheel() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert unlisted_packages(pyproject) == []
+
+
+def test_the_package_list_guard_sees_a_new_room_left_out(tmp_path: Path) -> None:
+    (tmp_path / "artifactkit" / "room").mkdir(parents=True)
+    (tmp_path / "artifactkit" / "__init__.py").write_text("")
+    (tmp_path / "artifactkit" / "room" / "__init__.py").write_text("")
+    pyproject = {"tool": {"setuptools": {"packages": ["artifactkit"]}}}
+    assert unlisted_packages(pyproject, tmp_path) == ["artifactkit.room"]
+
+
+#: README + docs (issue 51): what a newcomer reads stays brief.
+MAX_DOC_WORDS = 25_000
+
+
+def doc_words(root: Path = ROOT) -> int:
+    """Words of README.md and docs/*.md as ``cat README.md docs/*.md | wc -w`` counts them."""
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return sum(len(page.read_text(encoding="utf-8").split()) for page in pages)
+
+
+def test_readme_and_docs_stay_within_their_word_budget() -> None:
+    assert doc_words() <= MAX_DOC_WORDS
+
+
+def test_the_word_budget_guard_counts_every_page(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("one two\n")
+    (tmp_path / "docs" / "a.md").write_text("three\nfour five\n")
+    (tmp_path / "docs" / "b.md").write_text("word " * MAX_DOC_WORDS)
+    assert doc_words(tmp_path) == 5 + MAX_DOC_WORDS > MAX_DOC_WORDS
