@@ -37,7 +37,7 @@ def raw_s3(seaweedfs: Any) -> Any:
 @pytest.fixture
 def private_server(monkeypatch: pytest.MonkeyPatch, seaweedfs: Any) -> Any:
     """A server of this test's own, which it may stop and start again on the same data."""
-    from artifactkit.testing.seaweedfs import running_seaweedfs
+    from tests.support.seaweedfs import running_seaweedfs
 
     data = tempfile.mkdtemp(prefix="artifactkit-weed-own-")
     keys = {"access_key": "ak" + secrets.token_hex(8), "secret_key": secrets.token_hex(20)}  # kept across restarts
