@@ -54,38 +54,52 @@ def _corrupt(sha: str, bucket: Bucket, actual: str, count: int, size: int) -> In
 
 
 def fetch_whole(bucket: Bucket, sha: str, size: int, dir_fd: int) -> None:
-    """Stream one blob into ``dir_fd/sha``, hashing every chunk as it is written; at most ``size + 1`` bytes."""
-    digest, count = hashlib.sha256(), 0
+    """Stream one blob into ``dir_fd/sha``, hashing every chunk as it is written; at most ``size + 1`` bytes.
+    A body that breaks off midway is fetched again from its first byte (within the retry budget)."""
     fd = os.open(sha, _NEW_BLOB, 0o400, dir_fd=dir_fd)
     try:
-        with bucket.stream(blob_key(sha)) as body:
-            # One byte past the manifest's size already proves corruption; the rest is never read.
-            while count <= size and (chunk := body.read(min(CHUNK, size + 1 - count))):
-                digest.update(chunk)
-                write_all(fd, chunk)
-                count += len(chunk)
+        actual, count = bucket.retrying(lambda: _stream_into(bucket, sha, size, fd), blob_key(sha))
     except RemoteStoreError as err:
         raise _missing_or(err, sha, bucket) from err
     finally:
         os.close(fd)
-    if digest.hexdigest() != sha or count != size:
-        raise _corrupt(sha, bucket, digest.hexdigest(), count, size)
+    if actual != sha or count != size:
+        raise _corrupt(sha, bucket, actual, count, size)
+
+
+def _stream_into(bucket: Bucket, sha: str, size: int, fd: int) -> tuple[str, int]:
+    """One attempt of :func:`fetch_whole`: (sha256, bytes) of what it wrote into the emptied ``fd``."""
+    digest, count = hashlib.sha256(), 0
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    with bucket.stream(blob_key(sha)) as body:
+        # One byte past the manifest's size already proves corruption; the rest is never read.
+        while count <= size and (chunk := body.read(min(CHUNK, size + 1 - count))):
+            digest.update(chunk)
+            write_all(fd, chunk)
+            count += len(chunk)
+    return digest.hexdigest(), count
 
 
 def fetch_range(bucket: Bucket, sha: str, fd: int, first: int, last: int) -> None:
-    """One byte range of a large blob, written at its offset (checked as a whole afterwards)."""
-    offset = first
+    """One byte range of a large blob, written at its offset (checked as a whole afterwards); fetched again
+    whole if it breaks off (within the retry budget)."""
     try:
-        with bucket.stream(blob_key(sha), first=first, last=last) as body:
-            while chunk := body.read(CHUNK):
-                if offset + len(chunk) > last + 1:  # more than the range asked for: not this blob's bytes
-                    raise _corrupt(sha, bucket, "(not read)", offset + len(chunk), last + 1)
-                view = memoryview(chunk)
-                while view:  # pwrite may write less than asked
-                    written = os.pwrite(fd, view, offset)
-                    offset, view = offset + written, view[written:]
+        bucket.retrying(lambda: _range_into(bucket, sha, fd, first, last), blob_key(sha))
     except RemoteStoreError as err:
         raise _missing_or(err, sha, bucket) from err
+
+
+def _range_into(bucket: Bucket, sha: str, fd: int, first: int, last: int) -> None:
+    offset = first
+    with bucket.stream(blob_key(sha), first=first, last=last) as body:
+        while chunk := body.read(CHUNK):
+            if offset + len(chunk) > last + 1:  # more than the range asked for: not this blob's bytes
+                raise _corrupt(sha, bucket, "(not read)", offset + len(chunk), last + 1)
+            view = memoryview(chunk)
+            while view:  # pwrite may write less than asked
+                written = os.pwrite(fd, view, offset)
+                offset, view = offset + written, view[written:]
 
 
 def _open_large(bucket: Bucket, sha: str, size: int, dir_fd: int) -> int:

@@ -37,8 +37,9 @@ def _same_tree(a: Path, b: Path) -> bool:
     return names == sorted(os.listdir(b)) and filecmp.cmpfiles(a, b, names, shallow=False)[1:] == ([], [])
 
 
-def _outage_at_first(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, begin: Any) -> None:
-    """``module.name`` (a per-blob step) starts the outage when it is first called, then goes on into it."""
+def _outage_at_first(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, begin: Any) -> Any:
+    """``module.name`` (a per-blob step) starts the outage when it is first called, then goes on into it; a
+    function that puts the real step back (``undo`` would also take the server's environment)."""
     real, once = getattr(module, name), threading.Lock()
 
     def step(*args: Any) -> Any:
@@ -46,6 +47,7 @@ def _outage_at_first(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, be
             begin()
         return real(*args)
     monkeypatch.setattr(module, name, step)
+    return lambda: monkeypatch.setattr(module, name, real)
 
 
 def _run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], float]:
@@ -61,14 +63,15 @@ def test_a_publish_rides_out_a_10_s_outage_of_the_endpoint_and_counts_its_retrie
         capsys: pytest.CaptureFixture[str], outage: str) -> None:
     src = _tree(fast_tmp / "src")
     url = outage_server.url("ride-publish")
-    _outage_at_first(monkeypatch, s3_transfer, "upload_blob", lambda: getattr(outage_server, outage)(OUTAGE_S))
+    restore = _outage_at_first(monkeypatch, s3_transfer, "upload_blob",
+                               lambda: getattr(outage_server, outage)(OUTAGE_S))
     code, doc, took = _run_json(["publish", str(src), "--name", "p", "--store", url], capsys)
     assert code == 0, doc
     assert outage_server.back.is_set() and took >= OUTAGE_S  # the outage was inside the operation
     assert doc["version"] == 1 and isinstance(doc["retries"], int)
     if outage == "kill":  # every request in flight was refused: each sent again, and counted
         assert doc["retries"] >= 1
-    monkeypatch.undo()
+    restore()
     store = Store(url)
     assert [ref.version for ref in store.list()] == [1] and store.verify().clean
     store.download("p@1", fast_tmp / "out")
@@ -102,7 +105,7 @@ def test_an_outage_past_the_retry_budget_is_a_named_error_exit_2_and_leaves_noth
         Store(url).publish(src, "b")
     monkeypatch.setenv("ARTIFACTKIT_S3_RETRY_S", "2")
     module, step = (s3_transfer, "upload_blob") if operation == "publish" else (s3_download, "fetch_whole")
-    _outage_at_first(monkeypatch, module, step, lambda: outage_server.kill(None))
+    restore = _outage_at_first(monkeypatch, module, step, lambda: outage_server.kill(None))
     argv = ["publish", str(src), "--name", "b"] if operation == "publish" else ["download", "b", str(fast_tmp / "out")]
     capsys.readouterr()
     started = time.monotonic()
@@ -111,7 +114,8 @@ def test_an_outage_past_the_retry_budget_is_a_named_error_exit_2_and_leaves_noth
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unreachable" in err and "ARTIFACTKIT_S3_RETRY_S=2" in err, err
     assert 2.0 <= took < 30.0  # the budget was spent waiting, and it bounded the wait
-    monkeypatch.undo()
+    restore()
+    monkeypatch.delenv("ARTIFACTKIT_S3_RETRY_S")
     outage_server.start()
     assert sorted(os.listdir(fast_tmp)) == ["src"]  # no download, no blob dir, no staging
     assert [ref.version for ref in Store(url).list()] == ([1] if operation == "download" else [])
