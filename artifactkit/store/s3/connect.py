@@ -52,7 +52,7 @@ class Limits:
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0  # a stall between two reads; the whole request is bounded by ``request_s``
     request_s: float = 900.0  # a backstop for one request (a 16 MiB part on a slow link), not the stall detector
-    max_connections: int = 16
+    max_connections: int = 32  # idle connections kept: one per download worker, so none is opened twice
 
 
 class NoCredentialsError(Exception):

@@ -71,7 +71,7 @@ class Bucket:
     """The objects of one bucket under one key prefix, with errors mapped to artifactkit's."""
 
     def __init__(self, bucket: str, prefix: str, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
-                 retry_s: float | None = None, max_connections: int = 16, listing: ListingBounds | None = None) -> None:
+                 retry_s: float | None = None, max_connections: int = 32, listing: ListingBounds | None = None) -> None:
         self._obstore: Any = import_extra("obstore")
         self.bucket = bucket
         self.prefix = prefix
@@ -88,9 +88,10 @@ class Bucket:
         #: Requests sent, by S3 operation name (what the tests and ``diagnostics/bench_s3.py`` count).
         self.requests: collections.Counter[str] = collections.Counter()
         self._count_lock = threading.Lock()
-        # Set once the bucket answered: a later 404 on a HEAD then means a missing key. A bucket deleted
-        # after that still shows up, as NoSuchBucket on the next PUT or GET (measured: re-checking on
-        # every miss cost one extra request per new blob, 10,002 on a 10,000-file first publish).
+        # Set once the bucket answered (a HEAD of it, or any object's PUT, GET or HEAD that succeeded): a later
+        # 404 on a HEAD then means a missing key. A bucket deleted after that still shows up, as NoSuchBucket
+        # on the next PUT or GET (measured: re-checking on every miss cost one extra request per new blob,
+        # 10,002 on a 10,000-file first publish; a download's HEAD of locks/forget cost one HeadBucket each).
         self._bucket_seen = False
 
     @property
@@ -154,7 +155,9 @@ class Bucket:
             self._count("PutObject")
             return self._obstore.put(self.store, self.prefix + key, data, attributes=metadata or None, mode=mode,
                                      use_multipart=False)
-        return str(self.retrying(attempt, key)["e_tag"])
+        etag = str(self.retrying(attempt, key)["e_tag"])
+        self._bucket_seen = True
+        return etag
 
     def put(self, key: str, body: bytes | IO[bytes], *, sha256: str | None = None,
             metadata: dict[str, str] | None = None) -> str:
@@ -217,7 +220,9 @@ class Bucket:
         def attempt() -> Any:
             self._count("GetObject")
             return self._obstore.get(self.store, self.prefix + key, options=options or None)
-        return self.retrying(attempt, key)
+        result = self.retrying(attempt, key)
+        self._bucket_seen = True
+        return result
 
     @contextlib.contextmanager
     def stream(self, key: str, *, first: int | None = None, last: int | None = None) -> Iterator[Body]:
@@ -276,6 +281,7 @@ class Bucket:
             return None
         except Exception as err:
             raise self.translate(err, key) from err
+        self._bucket_seen = True
         return ObjectInfo(key, int(meta["size"]), str(meta["e_tag"]), meta["last_modified"])
 
     def objects_under(self, under: str, *, max_keys: int | None = None) -> Iterator[ObjectInfo]:
