@@ -8,9 +8,11 @@ version into our success nor our own landed claim into a second version.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,59 @@ def test_a_refused_or_wrong_request_is_never_sent_again(s3_url: str) -> None:
         bucket.put("k", b"x", sha256="0" * 64)  # BadDigest: refused before sending
     assert bucket.head("missing") is None and bucket.get_bounded("missing", 10) is None
     assert bucket.retries == 0
+
+
+def _each_request_kind(bucket: Bucket) -> dict[str, Any]:
+    """One call of every kind of request the bucket sends, on keys made for it."""
+    data = b"every kind"
+    digest = hashlib.sha256(data).hexdigest()
+    calls: dict[str, Any] = {
+        "put": lambda: bucket.put("kinds/p", data, sha256=digest),
+        "create": lambda: bucket.create(f"kinds/c-{secrets.token_hex(4)}", data, metadata={"writer": "w"}),
+        "replace": lambda: bucket.replace("kinds/p", data + b"!", bucket.head("kinds/p").etag),  # type: ignore[union-attr]
+        "head": lambda: bucket.head("kinds/p"),
+        "get_bytes": lambda: bucket.get_bytes("kinds/p"),
+        "get_bounded": lambda: bucket.get_bounded("kinds/p", 100),
+        "objects_under": lambda: list(bucket.objects_under("kinds/")),
+        "check_bucket": bucket.check_bucket,
+        "server_now": bucket.server_now,
+        "delete_if_match": lambda: bucket.delete_if_match("kinds/gone", "etag"),
+        "delete": lambda: bucket.delete("kinds/p"),
+        "uploads_before": lambda: bucket.uploads_before(datetime.now(UTC)),
+    }
+    return calls
+
+
+def _kinds_that_ride_out_one_refusal(bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of request that succeed though their first attempt is refused (the guard below)."""
+    import botocore.client
+    import obstore
+
+    riding = []
+    for name, call in _each_request_kind(bucket).items():
+        with monkeypatch.context() as patch:
+            flakies = [_Flaky(getattr(obstore, f), 1) for f in ("put", "get", "head", "delete")]
+            for function, flaky in zip(("put", "get", "head", "delete"), flakies, strict=True):
+                patch.setattr(obstore, function, flaky)
+            urlopen = _Flaky(urllib.request.urlopen, 1)
+            patch.setattr(urllib.request, "urlopen", urlopen)
+            api = _Flaky(botocore.client.BaseClient._make_api_call, 1)
+            patch.setattr(botocore.client.BaseClient, "_make_api_call", lambda self, *a, api=api: api(self, *a))
+            try:
+                call()
+            except Exception:  # noqa: BLE001, S112 - a kind that did not ride it out is what the list leaves out
+                continue
+            if sum(f.failed for f in (*flakies, urlopen, api)) >= 1:
+                riding.append(name)
+    return riding
+
+
+def test_every_kind_of_request_the_bucket_sends_rides_out_a_refused_first_attempt(
+        s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = Bucket(s3_url.removeprefix("s3://").split("/")[0], f"kinds-{secrets.token_hex(4)}/")
+    assert _kinds_that_ride_out_one_refusal(bucket, monkeypatch) == list(_each_request_kind(bucket))
+
+
+def test_the_guard_sees_a_client_that_sends_nothing_again(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = Bucket(s3_url.removeprefix("s3://").split("/")[0], f"kinds-{secrets.token_hex(4)}/", retry_s=0)
+    assert _kinds_that_ride_out_one_refusal(bucket, monkeypatch) == []
