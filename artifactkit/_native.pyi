@@ -1,4 +1,4 @@
-"""The native core's interface (native/src/lib.rs): typed here so mypy checks its callers with or without a build."""
+"""The native core's interface (native/src/py/): typed here so mypy checks its callers with or without a build."""
 
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -17,7 +17,7 @@ _StagedTuple = tuple[int, str, bool, int | None, list[tuple[int, int]] | None, b
 
 class StageState:
     """What one publish's ``stage_files`` calls share: the content staged, and its listing of ``blobs/``; and the
-    reads its ``stage_captured`` calls kept (``native/src/stage_edge.rs``)."""
+    reads its ``stage_captured`` calls kept (``native/src/py/stage.rs``)."""
 
     def __init__(self, listed: frozenset[str] | set[str] | None = None) -> None: ...
     def __len__(self) -> int: ...
@@ -34,7 +34,7 @@ def stage_files(
 def rename_files(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None: ...
 def rename_staged(src_fd: int, dst_fd: int, state: StageState, start: int, stop: int) -> None: ...
 class CapturedTree:
-    """A publish's scan kept in the core (``native/src/captured.rs``)."""
+    """A publish's scan kept in the core (``native/src/py/captured_tree.rs``)."""
 
     @property
     def listed_noatime(self) -> bool: ...
@@ -57,7 +57,7 @@ def manifest_captured(
     head: bytes, tree: CapturedTree, found: list[Staged] | StageState, max_runs: int,
 ) -> bytes | None: ...
 class ParsedTree:
-    """A manifest the core parsed for a download, kept in the core (``native/src/tree.rs``)."""
+    """A manifest the core parsed for a download, kept in the core (``native/src/py/parsed_tree.rs``)."""
 
     @property
     def name(self) -> str: ...

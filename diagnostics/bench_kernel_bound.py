@@ -14,7 +14,7 @@ third mix, ``split``, is the publish's calls with ``blobs/`` split into 256 dire
 each blob staged in the directory it is renamed in: a layout this store does not have, measured for what it
 would give the moves (a rename within one directory takes that directory's lock, not the filesystem's).
 
-Threads claim items one at a time from a shared counter, as ``native/src/pool.rs`` does; processes take a fixed
+Threads claim items one at a time from a shared counter, as ``native/src/sys/pool.rs`` does; processes take a fixed
 share each and share nothing but the kernel (no file-descriptor table, no address space). One thread runs under
 ``taskset -c 0``, the others under as many CPUs as workers — the benchmark's own ``native-1t``/``native-2t``
 conditions. ``many`` (10,000 x 1 KiB in 100 directories) on a tmpfs; each round runs every configuration in

@@ -3,7 +3,7 @@
     python3 diagnostics/bench_renames.py [--files 10000] [--rounds 9] [--output FILE.json]
 
 A publish stages each new blob in its transaction directory and, after the one ``syncfs``, renames every one
-into the flat ``blobs/`` (``native/src/moves.rs``, on one thread): on ``many`` those 10,000 renames are the
+into the flat ``blobs/`` (``native/src/read/renames.rs``, on one thread): on ``many`` those 10,000 renames are the
 serial tail of a 2-thread publish. This measures, on a tmpfs, what the same moves cost done other ways, one or
 two processes each taking half of them (processes, so no GIL is shared: the kernel's locks are what differ):
 
@@ -82,7 +82,7 @@ def _move(part: tuple[str, str, list[tuple[str, str]]], operation: str, start: B
     staging, target, names = part
     src, dst = os.open(staging, os.O_RDONLY | os.O_DIRECTORY), os.open(target, os.O_RDONLY | os.O_DIRECTORY)
     start.wait()
-    if operation == "core":  # the publish's own move (native/src/moves.rs): no Python between the renames
+    if operation == "core":  # the publish's own move (native/src/read/renames.rs): no Python between the renames
         from artifactkit import _native  # noqa: PLC0415 - only where the core is built
 
         _native.rename_files(src, dst, names)

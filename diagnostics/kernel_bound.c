@@ -108,7 +108,7 @@ static void capture_dir(int d) {
     close(fd);
 }
 
-/* read and stage: what content.rs does for a file of up to 8 MiB (hashing left out) */
+/* read and stage: what native/src/read/stage.rs does for a file of up to 8 MiB (hashing left out) */
 static void stage_file(int f) {
     char path[2048], staged[64], buf[1 << 16];
     snprintf(path, sizeof path, "%s/%s/%s", src, dirs[dir_of(f)], names[f]);
@@ -170,7 +170,7 @@ static void create_dir(int d) {
     close(dir);
 }
 
-/* one phase: items claimed one at a time from a shared counter (threads, as native/src/pool.rs does), or a
+/* one phase: items claimed one at a time from a shared counter (threads, as native/src/sys/pool.rs does), or a
  * fixed share each (processes: nothing is shared but the kernel) */
 static void (*phase_item)(int);
 static int phase_count;

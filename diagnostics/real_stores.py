@@ -134,7 +134,7 @@ HAND_CHECKED = {
         "src/first links=2 inode=2252901", "src/second links=2 inode=2252901",
         "dst/first links=1 inode=2253011", "dst/second links=1 inode=2253027",
     ],
-    "Issue 25, by hand on strictatime tmpfs (TZ=UTC; a shell-built edge-times: `touch -d @S.N`, `chmod`, "
+    "Several tools at once, on strictatime tmpfs (TZ=UTC; a shell-built edge-times: `touch -d @S.N`, `chmod`, "
     "`ln -s`; each tool's adapter commands typed out; `stat -c '%n mode=%a atime=%.9X mtime=%.9Y'`)": [
         "cpio: src/pre-1970.txt mtime=-100000000.876543211 atime=-1.000000001, after cpio -o "
         "--reset-access-time: mtime=-100000001.000000000 atime=-2.000000000 (the source rewritten in seconds)",
@@ -247,6 +247,11 @@ def cell(entry: dict[str, Any]) -> str:
     return "<br>".join(f"**{label}**" for label in entry["diagnoses"])
 
 
+def _cut(reason: str, limit: int = 240) -> str:
+    """A refusal as the page shows it: the whole one is in the JSON (a copier's repr can run to pages)."""
+    return reason if len(reason) <= limit else reason[:limit].rstrip() + " …"
+
+
 def write_doc(doc: dict[str, Any], path: Path) -> None:
     lines = [
         "# Real stores through the conformance kit", "",
@@ -274,7 +279,7 @@ def write_doc(doc: dict[str, Any], path: Path) -> None:
         lines.append(f"| {item['adapter']} | {item['version']} | {cells} |")
         for tree, run in item["runs"].items():
             if "setup_error" in run:
-                notes.append(f"- **{item['adapter']}** refused tree `{tree}`: `{run['setup_error']}`")
+                notes.append(f"- **{item['adapter']}** refused tree `{tree}`: `{_cut(run['setup_error'])}`")
     lines += ["", "## Trees a store could not take", "", *(notes or ["None."]), "",
               "## What each store's users should do", ""]
     lines += [f"- **{name}**: {text}" for name, text in ADVICE.items()]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.graphs import cycles
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 400
 #: A string that names a module (``pkg.mod``), or an attribute of one (``pkg.mod:Class``).
@@ -55,38 +57,6 @@ def import_graph(package: Path) -> dict[str, set[str]]:
                 if target and target != module and not module.startswith(target + "."):
                     graph[module].add(target)
     return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected group of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                found.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
 
 
 def test_no_authored_python_file_exceeds_400_lines() -> None:

@@ -40,7 +40,8 @@ if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (
 
 #: A file to read as the core takes it: only what the read checks (path, size, mtime_ns, ctime_ns, identity).
 WireItem = tuple[int, str, int, int, int | None, int, int]
-#: A file or link to create as the core takes it (``native/src/lib.rs`` reads these 14 fields in this order).
+#: A file or link to create as the core takes it (``native/src/py/create_files.rs`` reads these 14 fields in this
+#: order).
 WireEntry = tuple[Any, ...]
 _WHEN = ("between capture and read", "while being read")
 
@@ -93,7 +94,7 @@ def stage_captured(root: str, txn_fd: int, blobs_fd: int, reads: CapturedReads, 
 
 def rename_files(moves: Sequence[tuple[str, str]], *, src_dir_fd: int, dst_dir_fd: int) -> None:
     """``os.rename`` of every pair from ``src_dir_fd`` to ``dst_dir_fd`` in order, GIL released (one thread:
-    ``native/src/moves.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
+    ``native/src/read/renames.rs`` says why); the first failing pair's ``OSError`` as ``os.rename`` raises it (errno,
     both names), the pairs after it not renamed. :class:`~artifactkit.store._native_staged.StagedMoves` go to
     the core as their range, its names made there."""
     try:

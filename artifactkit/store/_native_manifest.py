@@ -18,7 +18,7 @@ the class, as the reference does; it decides acceptance only. Whatever it does n
 (``NativeFailure("manifest_refused" | "manifest_unsure", entry, {"check", "detail"})``), and the reference
 parses those bytes again: so a refusal is the reference's own error, every message written once, and a
 shape the core leaves to Python (a lone surrogate, an integer past 64 bits, ``-0``, nesting deeper than the
-format's five levels; see ``native/src/manifest_parse/json.rs``) still reads as the reference reads it.
+format's five levels; see ``native/src/manifest/parse/json.rs``) still reads as the reference reads it.
 Refusals are the rare path, and the reference's parse is bounded (``manifest_limits``); a decline costs
 the core's read, a fraction of the reference's.
 

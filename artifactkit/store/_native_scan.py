@@ -4,7 +4,7 @@
 
 The core walks the tree as :mod:`~artifactkit.store.scan` does without a stat cache — the same calls on the
 same paths, in the same order on one thread (a second captures the next directory ahead or splits a wide
-one's names: ``native/src/scan_split.rs``)
+one's names: ``native/src/scan/second_thread.rs``)
 — with the GIL released except for ``on_progress`` after each directory; the values it makes are the very
 :class:`~artifactkit.metadata.model.FileMeta` values of the reference. A refusal comes back as data
 (``NativeFailure(kind, 0, fields)``) and is raised here through the reference's own error functions, so

@@ -10,8 +10,8 @@ for it — a restore seam that iterates them, a failure's message.
 A restore of it (:meth:`CoreTree.layout`) plans, with the reference's own :func:`~artifactkit.store.restore_meta.plan`
 logic, every directory, every entry Python makes itself (FIFOs, devices, hard links' later names) and one file
 or symlink of each distinct combination of the fields the plan reads; the core names those
-(``native/src/tree.rs``). Where the plan leaves all of them as they are and refuses none, it leaves every entry
-as it is, and the files and symlinks go to the executor as :class:`CoreRun` runs of the core's own entries.
+(``native/src/restore/layout.rs``). Where the plan leaves all of them as they are and refuses none, it leaves every
+entry as it is, and the files and symlinks go to the executor as :class:`CoreRun` runs of the core's own entries.
 Anything else — a refusal, a re-owned entry — is planned entry by entry by the restore, as for any manifest,
 so its error or warning names every entry.
 
@@ -94,7 +94,7 @@ class CoreTree(MadeOnDemand, Prepared):
 
 class CoreRun(EntryRun):
     """Entries ``start..stop`` of one directory's files and symlinks in a :class:`CoreTree` (a made group of
-    ``native/src/tree.rs``'s layout): the core creates them from its own entries (``ref``)."""
+    ``native/src/restore/layout.rs``'s layout): the core creates them from its own entries (``ref``)."""
 
     def __init__(self, tree: _native.ParsedTree, group: int, start: int, stop: int) -> None:
         self.tree = tree

@@ -194,7 +194,7 @@ def check_containers(data: bytes, *, where: str) -> None:
     for a small one), counting only those outside JSON strings.
 
     Two counts of bytes decide for nearly every manifest (those inside strings counted too); only a manifest
-    they refuse is counted exactly (the native core declines it to this count: ``native/src/manifest_parse``).
+    they refuse is counted exactly (the native core declines it to this count: ``native/src/manifest/parse``).
     """
     budget = max(len(data), FREE_CONTAINER_BYTES)
     if LIST_BYTES * data.count(b"[") + OBJECT_BYTES * data.count(b"{") <= budget:

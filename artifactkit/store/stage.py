@@ -16,7 +16,7 @@ from artifactkit.store.layout import HasBlob, StagedCopy
 
 def staging_name(index: int) -> str:
     """The name the read at ``index`` stages its bytes under, in the transaction's staging directory (the core
-    spells it the same: ``native/src/content.rs``, ``stage_name``)."""
+    spells it the same: ``native/src/read/stage.rs``, ``stage_name``)."""
     return f"blob-{index}"
 
 

@@ -1,7 +1,8 @@
-"""The publish's capture kept in the core (``artifactkit/store/_native_capture.py``, ``native/src/captured.rs``):
-what the core answers for every entry must be what the reference's plan makes of the same tree — the reads,
-their bytes, their batches, the first time no manifest carries — and a range it does not hold is refused.
-The entries and the manifest bytes themselves are held to the reference's by ``test_scan_differential.py``."""
+"""The publish's capture kept in the core (``artifactkit/store/_native_capture.py``,
+``native/src/py/captured_tree.rs``): what the core answers for every entry must be what the reference's plan makes
+of the same tree — the reads, their bytes, their batches, the first time no manifest carries — and a range it does
+not hold is refused. The entries and the manifest bytes themselves are held to the reference's by
+``test_scan_differential.py``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A publish's reads kept in the core (``artifactkit/store/_native_staged.py``, ``native/src/stage_edge.rs``): the
+"""A publish's reads kept in the core (``artifactkit/store/_native_staged.py``, ``native/src/py/stage.rs``): the
 manifest and the moves into ``blobs/`` take them from the state, no ``Staged`` is made of them on the way, and
 where something does ask (the reference's ``move_files``, a failure) it gets what the reference's path gives.
 The values themselves are held to the reference's by ``test_stage_differential.py`` (``stage_kept``)."""

@@ -165,7 +165,7 @@ def test_a_hard_links_later_names_take_their_first_names_facts_as_the_reference_
 
 def test_a_tree_larger_than_the_cores_chunks_and_buffers_is_the_references_manifest(
         encoder: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    # native/src/manifest_edge.rs encodes 4,096 entries at a time into 1 MiB buffers (manifest_body.rs): here
+    # native/src/py/manifest_bytes.rs encodes 4,096 entries at a time into 1 MiB buffers (manifest/assemble.rs): here
     # 9,000 entries (three chunks, lines across several buffers), a later name of a hard link in the first
     # chunk whose first name is in the third, and one line longer than a buffer (a 1 MiB xattr's base64).
     def file(i: int, hardlink: str | None = None, xattrs: tuple[tuple[str, bytes], ...] = ()) -> FileMeta:

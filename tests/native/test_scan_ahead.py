@@ -1,5 +1,5 @@
-"""The capture's second thread takes whole directories ahead of the walk (``native/src/scan_split.rs``): seen from
-the outside, by ``strace -f``, which thread opens each directory. The entries themselves are held to the
+"""The capture's second thread takes whole directories ahead of the walk (``native/src/scan/second_thread.rs``): seen
+from the outside, by ``strace -f``, which thread opens each directory. The entries themselves are held to the
 reference's by ``test_scan_differential.py`` and every refusal by ``test_scan_guards.py``, both on two threads."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 with the same class, message, fields, ``errno``, filename and cause. The races are made deterministic from
 ``on_progress``, which both call after each directory's capture, before the next directory is opened (and,
 after the last, before any link is read). On two threads the capture may have captured a later directory ahead
-already (``native/src/scan_split.rs``); it takes that part in only if the directory is unchanged, and captures
+already (``native/src/scan/second_thread.rs``); it takes that part in only if the directory is unchanged, and captures
 it again at its turn otherwise, so a hook that swaps a directory or adds, removes or renames a name in it is
 seen there as the reference sees it (``test_scan_ahead.py`` makes such a change after the capture ahead)."""
 

@@ -1,5 +1,5 @@
-"""A publish of the core's own capture reads in one ``stage_captured`` call (``native/src/tally.rs``): its threads
-count each file, the calling thread tells the count every 256 files (or 64 MiB) with the exact counts of that
+"""A publish of the core's own capture reads in one ``stage_captured`` call (``native/src/read/progress.rs``): its
+threads count each file, the calling thread tells the count every 256 files (or 64 MiB) with the exact counts of that
 moment, and the rest at the end; a callback's exception and a Ctrl-C still stop it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where the system refuses the core every thread it asks for, a publish and a download still complete, on the
 calling thread, with the reference's manifest: std's thread spawn panics on a refusal, and no panic may reach
-Python (``native/src/threads.rs``; a ``pyo3_runtime.PanicException`` before it).
+Python (``native/src/sys/threads.rs``; a ``pyo3_runtime.PanicException`` before it).
 
 The refusal is made real, not mocked: ``RUST_MIN_STACK`` of a size no system maps makes every Rust thread's
 stack allocation fail (``EAGAIN`` from ``pthread_create``, as under ``RLIMIT_NPROC`` or a cgroup's

@@ -2,7 +2,7 @@
 core's create without becoming ``FileMeta`` objects) against the reference engine's download of the same
 version: every field of every entry alike on generated trees, under both owners policies; the same refusal
 and the same warning, naming every entry; no ``FileMeta`` made for a file where the plan changes nothing; and
-the plan reads no field the core's key for it (``native/src/tree.rs``) leaves out."""
+the plan reads no field the core's key for it (``native/src/restore/layout.rs``) leaves out."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from tests.support.hostile_store import forge_manifest, put_blob
 
 #: What the restore sets and a capture reads back: every field but ctime (the restore's own) and nlink's source.
 _COMPARED = tuple(name for name in FIELD_ORDER if name != "ctime_ns")
-#: The fields ``restore_meta.plan`` reads besides the path: ``tree.rs``'s ``PlanKey``.
+#: The fields ``restore_meta.plan`` reads besides the path: ``restore/layout.rs``'s ``PlanKey``.
 PLAN_KEY_FIELDS = frozenset({"kind", "mode", "uid", "gid", "flags", "rdev", "xattrs"})
 
 
@@ -215,7 +215,8 @@ def fields_plan_reads(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
 def test_the_plan_reads_no_field_the_cores_plan_key_leaves_out(monkeypatch: pytest.MonkeyPatch) -> None:
     found = fields_plan_reads(monkeypatch)
-    assert found <= PLAN_KEY_FIELDS, f"add {found - PLAN_KEY_FIELDS} to PlanKey in native/src/tree.rs (and here)"
+    assert found <= PLAN_KEY_FIELDS, \
+        f"add {found - PLAN_KEY_FIELDS} to PlanKey in native/src/restore/layout.rs (and here)"
     assert {"kind", "mode", "uid", "xattrs"} <= found, found  # the recorder records
 
 

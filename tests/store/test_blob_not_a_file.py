@@ -61,7 +61,7 @@ def test_without_procfs_a_blob_is_opened_by_name_once_it_is_looked_at(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no procfs is mounted (a chroot), the reference opens a regular blob by name again, requiring the inode
     it looked at (content._reopen); a FIFO is still refused by the look, never opened. The core's fallback is
-    the same (native/src/blob_check.rs, reopen, and its test without procfs)."""
+    the same (native/src/read/blob_check.rs, reopen, and its test without procfs)."""
     monkeypatch.setattr(content, "PROC_FD", str(fast_tmp / "no-procfs"))
     materialize("basic", fast_tmp / "src")
     store = Store(fast_tmp / "store")

@@ -1,6 +1,6 @@
 """The reference's ``hash_while_copying`` (``artifactkit/store/content.py``): the kernel copies on one thread
 while this one reads the destination back and hashes it; the same cases as the core's own
-(``native/src/copy_hashed.rs``).
+(``native/src/read/hash_while_copying.rs``).
 
 A destination cut short behind the copy (another writer of the store truncates a staged file) must end the
 digest where the destination ends: before this test the hasher waited forever for bytes that were gone (a

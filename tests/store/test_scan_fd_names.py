@@ -2,7 +2,7 @@
 
 No real filesystem fails those calls on an open directory on demand, so the reference engine's own calls are
 made to fail as CPython reports them (``os.listdir(fd)``: the fd's number as the filename; ``os.fstat``: no
-filename). The native core names the same path (``native/src/scan_dir.rs``: ``list_dir`` and
+filename). The native core names the same path (``native/src/scan/directory.rs``: ``list_dir`` and
 ``capture_dir`` map the errno with the directory's path, as ``_scan_dir``'s ``naming(top)`` does).
 """
 

@@ -120,7 +120,7 @@ def _atime_moved(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def _listed_without_noatime(store: Store, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A reader who may not use O_NOATIME: the manifest says so, and the recorded one says otherwise. Made by
     # patching the reference scan, so the full capture it is compared with must be the reference's too (on
-    # the native engine it is the core's, unpatched). The core's own fallback (native/src/scan.rs) is not
+    # the native engine it is the core's, unpatched). The core's own fallback (native/src/scan/walk.rs) is not
     # provoked by any test yet: as root O_NOATIME never fails, and the user's native run has no mounts.
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", "python")
     real = scan.open_noatime

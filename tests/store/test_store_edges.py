@@ -60,7 +60,7 @@ def test_a_large_download_to_another_filesystem_falls_back_to_sendfile_and_stays
 def test_a_copy_that_fails_over_midway_to_sendfile_still_copies_every_byte(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No filesystem refuses copy_file_range halfway on demand, so the refusal is the reference's patched
-    # os.copy_file_range. The native core's copy loop has the same test in Rust (native/src/copy.rs:
+    # os.copy_file_range. The native core's copy loop has the same test in Rust (native/src/read/copy.rs:
     # a_copy_refused_midway_goes_on_with_sendfile_from_where_it_stopped); a real EXDEV from the first call
     # is the test above, on either engine.
     supplied = materialize(big_tree(), fast_tmp / "src")  # type: ignore[arg-type]

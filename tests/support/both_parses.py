@@ -27,7 +27,7 @@ from artifactkit.store.manifest import Manifest, parse_manifest
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from tests.support.core_layout import held_layout
 
-#: The reference's error for each check the core names in a refusal (native/src/manifest_parse.rs).
+#: The reference's error for each check the core names in a refusal (native/src/manifest/parse.rs).
 CHECK_ERRORS: dict[str, type[Exception]] = {
     **dict.fromkeys(["utf8", "doc", "format", "entries", "entry", "kind", "mode", "mtime_ns", "atime_ns", "size",
                      "sha256", "symlink_mode", "target_size", "uid", "gid", "flags", "owner", "xattrs", "hardlink",

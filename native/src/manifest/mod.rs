@@ -1,0 +1,6 @@
+//! The manifest's format: an entry encoded as the reference writes it (`encode`), a manifest's lines sorted and
+//! joined (`assemble`), and manifest bytes read and checked as the reference reads them (`parse`).
+
+pub mod assemble;
+pub mod encode;
+pub mod parse;
