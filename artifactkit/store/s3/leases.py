@@ -173,7 +173,8 @@ def _released(lease: Lease) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        with contextlib.suppress(RemoteStoreError):
+        # One attempt: the body's failure is often the endpoint's, and its retry budget is spent already.
+        with contextlib.suppress(RemoteStoreError), lease.bucket.retrier.once():
             lease.release()
         raise
     lease.release()
