@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below i
 
     from artifactkit import conformance
     from artifactkit.conformance.corpus import materialize
+    from artifactkit.engine.reference.scan import capture_tree
     from artifactkit.errors import (
         ArtifactkitError,
         CopierCannotRunError,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below i
     from artifactkit.store.gc import GcReport
     from artifactkit.store.layout import ArtifactRef
     from artifactkit.store.manifest import Manifest
-    from artifactkit.store.scan import capture_tree
     from artifactkit.store.store import Store
     from artifactkit.store.verify import VerifyReport
     from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, run_diagnose
@@ -72,7 +72,7 @@ _HOME = {
     "VerifyReport": "artifactkit.store.verify",
     "assert_metadata_equal": "artifactkit.metadata.compare",
     "capture": "artifactkit.metadata.model",
-    "capture_tree": "artifactkit.store.scan",
+    "capture_tree": "artifactkit.engine.reference.scan",
     "check_tree_flagged": "artifactkit.isolation.tree",
     "compare": "artifactkit.metadata.compare",
     "materialize": "artifactkit.conformance.corpus",

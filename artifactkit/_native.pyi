@@ -1,13 +1,15 @@
-"""The native core's interface (native/src/py/): typed here so mypy checks its callers with or without a build."""
+"""The native core's interface (its ``#[pymodule]``): typed here so mypy checks its one caller,
+``artifactkit/engine/native.py``, with or without a build. One function per job: capture, stage, move, encode,
+parse, create."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
+from artifactkit.engine.values import Staged
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.stage import Staged
 
 class NativeFailure(Exception):  # noqa: N818 - the core's name: a failure as data, not an error class of the API
-    """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.store._native_batches`` raises from it."""
+    """``args``: ``(kind, position in the batch, fields)``; ``artifactkit.engine.native_errors`` raises from it."""
 
 RESTORABLE_FLAGS: Final[int]
 COMPARED_FLAGS: Final[int]
@@ -16,8 +18,8 @@ IN_MEMORY_LIMIT: Final[int]
 _StagedTuple = tuple[int, str, bool, int | None, list[tuple[int, int]] | None, bool]
 
 class StageState:
-    """What one publish's ``stage_files`` calls share: the content staged, and its listing of ``blobs/``; and the
-    reads its ``stage_captured`` calls kept (``native/src/py/stage.rs``)."""
+    """What one publish's ``stage_files`` calls share: the content staged, its listing of ``blobs/``, and every
+    read they kept."""
 
     def __init__(self, listed: frozenset[str] | set[str] | None = None) -> None: ...
     def __len__(self) -> int: ...
@@ -28,10 +30,10 @@ class StageState:
     def repaired(self) -> list[str]: ...
 
 def stage_files(
-    root: str, txn_fd: int, blobs_fd: int, items: list[tuple[int, str, int, int, int | None, int, int]], threads: int,
-    state: StageState,
-) -> list[_StagedTuple]: ...
-def rename_files(src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None: ...
+    root: str, txn_fd: int, blobs_fd: int,
+    reads: tuple[CapturedTree, int, int] | list[tuple[int, str, int, int, int | None, int, int]], threads: int,
+    state: StageState, on_progress: Callable[[int, int], object] | None = None,
+) -> int: ...
 def rename_staged(src_fd: int, dst_fd: int, state: StageState, start: int, stop: int) -> None: ...
 class CapturedTree:
     """A publish's scan kept in the core (``native/src/py/captured_tree.rs``)."""
@@ -49,12 +51,10 @@ class CapturedTree:
 def capture_tree(
     root: str, read_links: bool, on_progress: Callable[[int], None], threads: int = 1, split_min: int = ...,
 ) -> CapturedTree: ...
-def stage_captured(
-    root: str, txn_fd: int, blobs_fd: int, tree: CapturedTree, start: int, stop: int, threads: int,
-    state: StageState, on_progress: Callable[[int, int], object] | None = None,
-) -> int: ...
-def manifest_captured(
-    head: bytes, tree: CapturedTree, found: list[Staged] | StageState, max_runs: int,
+def manifest_bytes(
+    head: bytes, entries: CapturedTree | list[FileMeta], found: list[Staged] | StageState, max_runs: int,
+    lines: list[tuple[str, str]] = ...,
+    known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]] = ...,
 ) -> bytes | None: ...
 class ParsedTree:
     """A manifest the core parsed for a download, kept in the core (``native/src/py/parsed_tree.rs``)."""
@@ -78,14 +78,3 @@ def create_files(
     root_fd: int, blobs_fd: int, batch: list[tuple[str, list[tuple[Any, ...]] | tuple[int, int, int]]], threads: int,
     tree: ParsedTree | None = None, on_progress: Callable[[int, int], None] | None = None,
 ) -> None: ...
-def parse_manifest(
-    data: bytes, file_meta: Callable[..., FileMeta], size_limit: int = ...,
-) -> tuple[str, bool, tuple[FileMeta, ...]]: ...
-def scan_tree(
-    root: str, read_links: bool, on_progress: Callable[[int], None], file_meta: type[FileMeta], threads: int = 1,
-    split_min: int = ...,
-) -> tuple[tuple[FileMeta, ...], dict[str, tuple[int, int]], bool]: ...
-def manifest_bytes(
-    head: bytes, lines: list[tuple[str, str]], entries: list[FileMeta],
-    known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]], found: list[Staged], max_runs: int,
-) -> bytes | None: ...

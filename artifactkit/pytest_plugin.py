@@ -123,7 +123,8 @@ def atime_probe(pytestconfig: pytest.Config) -> AtimeProbe:
     """Session: what the base filesystem does to atime, found once by experiment (`probe_atime`).
 
     Fields: fs_type, mount_options, atime_policy, reads_move_historical_atime/future_atime,
-    noatime_flag, flag_inherited, flag_effective, granularity_ns, pre_1970_ok, post_2038_ok.
+    noatime_flag, flag_inherited, flag_effective, granularity_ns, pre_1970_ok, post_2038_ok, client_cache
+    (network and FUSE filesystems: whether a client cache of attributes was seen) and unverified.
     The base is --artifactkit-base / ini artifactkit_base, else pytest's basetemp.
     """
     return _probe(pytestconfig, _base(pytestconfig))
@@ -154,6 +155,31 @@ def noatime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
 
     with noatime_subtree(_artifactkit_verified_tree) as tree:
         yield tree.path
+
+
+@pytest.fixture
+def real_atime_tree(_artifactkit_verified_tree: NoatimeTree) -> Iterator[Path]:
+    """A fresh private directory (Path) where reads move atime as on the base filesystem: what a copier's
+    reads do there shows, as under ``artifactkit conformance``.
+
+    Inside ``noatime_tree`` no read moves atime, so a copier that reads its source before recording its
+    times (``shutil.copytree``) or reads its own output afterwards passes there. Build the source and let
+    the copier write here, then capture with ``capture_tree`` (lstat first, content read with
+    ``O_NOATIME``): ``assert_metadata`` then fails a copier for its reads as conformance does. The
+    directory is inside the verified tree with ``FS_NOATIME_FL`` cleared, proved by a read that moved a
+    historical atime there; on a noatime mount (where nothing can show a read) the test ERRORS.
+    """
+    from artifactkit.conformance.destination import unflagged_parent  # noqa: PLC0415 - see the imports above
+    from artifactkit.errors import IsolationError  # noqa: PLC0415
+    from artifactkit.isolation.tree import noatime_subtree  # noqa: PLC0415
+
+    with noatime_subtree(_artifactkit_verified_tree) as tree:
+        if tree.mode != "flag":
+            raise IsolationError(
+                f"real_atime_tree needs a base where reads move atime; {tree.probe.fs_type} there is mounted "
+                f"{tree.probe.atime_policy}; remedy: pass --artifactkit-base=PATH on a relatime or strictatime "
+                "filesystem", fs_type=tree.probe.fs_type, failed="real-atime")
+        yield Path(unflagged_parent(tree, "reads-move-atime"))
 
 
 @pytest.fixture

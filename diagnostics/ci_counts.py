@@ -2,7 +2,7 @@
 typed in).
 
     CI=true ./.ci/run 2>&1 | tee /tmp/ci.log        # on a clean clone, as .ci/run's header says
-    python3 diagnostics/ci_counts.py /tmp/ci.log --commit <rev> --wall-s <seconds>
+    python -m diagnostics.ci_counts /tmp/ci.log --commit <rev> --wall-s <seconds>
 
 Reads each ``== pytest ...`` section's pytest summary line (passed, skipped, failed, xfailed, seconds) and the
 skip reasons of the user runs grouped by their first words, writes ``diagnostics/results/ci-run.json`` and
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from docs_tables import write_table
+from diagnostics.docs_tables import write_table
 
 OUTPUT = Path(__file__).resolve().parent / "results" / "ci-run.json"
 _SECTION = re.compile(r"^== (pytest .*)$")

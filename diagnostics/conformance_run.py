@@ -1,6 +1,6 @@
 """Run the conformance kit over common copy tools and our store; keep the evidence, print the table.
 
-    python3 diagnostics/conformance_run.py [--base DIR] [--corpus NAME ...] [--output FILE]
+    python -m diagnostics.conformance_run [--base DIR] [--corpus NAME ...] [--output FILE]
 
 Writes ``diagnostics/results/conformance.json`` (one ``artifactkit.conformance/1`` document per
 copier, tool versions, the command; sanitized: no absolute paths, user or host names) and prints
@@ -29,10 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from docs_tables import write_table
-
 from artifactkit.conformance.checks import CHECKS, Report, check
 from artifactkit.conformance.copiers import ARTIFACTKIT, CopyFailedError, NamedCopier, argv_copier, resolve_copier
+from diagnostics.docs_tables import write_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "conformance.json"
 SCHEMA = "artifactkit.conformance-run/1"
@@ -120,7 +119,7 @@ def markdown_from_evidence(doc: dict[str, Any]) -> str:
 def sanitized_command(argv: Sequence[str]) -> str:
     # Evidence carries no absolute paths: a path argument is recorded by its role only.
     shown = [("DIR" if os.path.isabs(arg) else arg) for arg in argv]
-    return shlex.join(["python3", "diagnostics/conformance_run.py", *shown])
+    return shlex.join(["python", "-m", "diagnostics.conformance_run", *shown])
 
 
 def main(argv: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> int:

@@ -1,9 +1,9 @@
 """Long fault campaign: SIGKILL at every counted call (several rounds) and at random times, a long
 eight-process concurrency run, and the strace durability check; writes sanitized evidence.
 
-Run as root from the repository root (it mounts a private noatime tmpfs)::
+Run as root from the repository root (it mounts a private noatime tmpfs; the harness is ``tests/support/``)::
 
-    python3 diagnostics/fault_campaign.py --rounds 2 --random 150 --concurrency-s 20
+    python -m diagnostics.fault_campaign --rounds 2 --random 150 --concurrency-s 20
 
 Evidence: ``diagnostics/results/faults.json`` (schema ``artifactkit.faults/1``), with the command
 inside. Exit 0 when every trial was consistent and nothing was lost, 1 otherwise.
@@ -23,13 +23,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench_env import code_state  # a sibling: this script runs from diagnostics/
-
-from artifactkit.store.engines import ENGINE_SETTING, engine_info
-from artifactkit.testing import crash as harness
-from artifactkit.testing import fault_workers
-from artifactkit.testing.durability import traced_publish
-from artifactkit.testing.mounts import Mounts
+from artifactkit.engine.select import ENGINE_SETTING, engine_info
+from benches.env import code_state
+from tests.support import crash as harness
+from tests.support import fault_workers
+from tests.support.durability import traced_publish
+from tests.support.mounts import Mounts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +101,7 @@ def _command(args: argparse.Namespace) -> str:
     default = str(ROOT / "diagnostics" / "results" / "faults.json")
     options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(vars(args).items()) if k != "output")
     output = "" if args.output == default else f" --output {os.path.relpath(args.output, ROOT)}"
-    return f"{setting}python3 diagnostics/fault_campaign.py {options}{output}"
+    return f"{setting}python -m diagnostics.fault_campaign {options}{output}"
 
 
 def _sanitize(text: str, work: Path) -> str:

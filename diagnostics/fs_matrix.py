@@ -1,49 +1,139 @@
 """Run the real filesystem matrix once and keep the evidence (root only).
 
-Builds every filesystem of ``tests/fs_matrix.MATRIX`` on loop images in /dev/shm, and on each
+Builds every filesystem of ``tests/support/fs_matrix.MATRIX`` on loop images in /dev/shm, and on each
 runs the probe, the strict fixture, a store round trip of every bundled corpus tree, a clamp
-experiment and the extended-metadata probes of ``fs_features.py`` (user/trusted xattrs, ACLs,
-``SEEK_HOLE``, settable flags); compares each with what the kernel sources say the filesystem is; writes
+experiment and the extended-metadata probes below (user/trusted xattrs, ACLs, ``SEEK_HOLE``, settable
+flags); compares each with what the kernel sources say the filesystem is; writes
 ``diagnostics/results/fs-matrix.json`` (sanitized: no absolute paths, user or host names) and
 prints the "Filesystem support" and "Extended metadata" tables in docs/filesystems.md. Everything is
 unmounted and detached at the end.
 
-    sudo python3 diagnostics/fs_matrix.py                 # run, write the JSON, print the table
-    python3 diagnostics/fs_matrix.py --table-from diagnostics/results/fs-matrix.json
+    sudo python -m diagnostics.fs_matrix                 # from the repository root: run, write the JSON, the table
+    python -m diagnostics.fs_matrix --table-from diagnostics/results/fs-matrix.json
+
+What a filesystem takes beyond modes and times is found by experiment: each probe tries the real operation on
+a fresh file and records ``yes`` or the errno name the kernel answered, never a guess from the filesystem's name:
+set ``user.x`` and ``trusted.x``, a POSIX access ACL, write a file with a hole and look for it with
+``SEEK_HOLE``, and set each restorable inode flag (``chattr`` S and d on a file, D on a directory) and read it
+back.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import errno
+import fcntl
 import json
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
-
-from docs_tables import write_table
-from fs_features import FEATURES, probe_features
 
 from artifactkit.conformance.corpus import corpus_names
 from artifactkit.errors import ArtifactkitError
 from artifactkit.isolation.probe import probe_atime
-from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip
-from artifactkit.testing.mounts import Mounts
+from artifactkit.metadata.extended import data_extents
+from artifactkit.metadata.flags import FLAG_LETTERS, FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, InodeFlag
+from artifactkit.metadata.render import acl_bytes
+from diagnostics.docs_tables import write_table
+from tests.support.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, fixture_outcome, round_trip
+from tests.support.mounts import Mounts
 
 REPO: Final = Path(__file__).resolve().parent.parent
 
 SCHEMA: Final = "artifactkit.fs-matrix/1"
-COMMAND: Final = "sudo python3 diagnostics/fs_matrix.py"
+COMMAND: Final = "sudo python -m diagnostics.fs_matrix"
 DEFAULT_OUTPUT: Final = REPO / "diagnostics" / "results" / "fs-matrix.json"
 EXIT_OK, EXIT_DIFFERS, EXIT_SETUP = 0, 1, 2
 #: Far enough out that any filesystem with a bounded range clamps it (and 64-bit ones keep it).
 FAR_S: Final = 2**62
+
+#: The keys of a features row, in table order.
+FEATURES: Final = ("user_xattr", "trusted_xattr", "acl", "seek_hole", "flags")
+_ACL: Final = "u::rw-,u:1234:r--,g::r--,m::r--,o::---"
+_HOLE_AT: Final = 1 << 20
+_INT: Final = struct.Struct("=i")
+#: (flag, on a directory?) for each flag a download restores.
+_RESTORABLE: Final = ((InodeFlag.FS_SYNC_FL, False), (InodeFlag.FS_NODUMP_FL, False),
+                      (InodeFlag.FS_DIRSYNC_FL, True))
+
+
+def _outcome(step: Callable[[], object]) -> str:
+    try:
+        step()
+    except OSError as err:
+        return errno.errorcode.get(err.errno or 0, str(err.errno))
+    return "yes"
+
+
+def _seek_hole(path: Path) -> str:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.ftruncate(fd, 4 * _HOLE_AT)
+        os.pwrite(fd, b"x" * 4096, _HOLE_AT)
+        os.fsync(fd)  # xfs and btrfs report delayed-allocation data as data only once it is allocated
+        runs = data_extents(fd, 4 * _HOLE_AT)
+    finally:
+        os.close(fd)
+    return "yes" if runs else "no (whole file reads as data)"
+
+
+def _settable_flags(directory: Path) -> str:
+    """The letters of the restorable flags this filesystem keeps, then each refused one with its errno."""
+    kept, refused = [], []
+    for flag, on_dir in _RESTORABLE:
+        path = directory / f"flag-{int(flag):x}"
+        if on_dir:
+            path.mkdir()
+        else:
+            path.write_bytes(b"")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            # The whole word, unknown bits included: ext4's EXTENTS bit must not be cleared on the way.
+            current = _INT.unpack(fcntl.ioctl(fd, FS_IOC_GETFLAGS, _INT.pack(0)))[0]
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, _INT.pack(current | int(flag)))
+            after = _INT.unpack(fcntl.ioctl(fd, FS_IOC_GETFLAGS, _INT.pack(0)))[0]
+            if after & flag:
+                kept.append(FLAG_LETTERS[flag])
+                fcntl.ioctl(fd, FS_IOC_SETFLAGS, _INT.pack(after & ~int(flag)))
+            else:
+                refused.append(f"{FLAG_LETTERS[flag]}: not kept")
+        except OSError as err:
+            refused.append(f"{FLAG_LETTERS[flag]}: {errno.errorcode.get(err.errno or 0, str(err.errno))}")
+        finally:
+            os.close(fd)
+        if on_dir:
+            path.rmdir()
+        else:
+            path.unlink()
+    shown = " ".join(kept) or "none"
+    return shown + (f" ({', '.join(refused)})" if refused else "")
+
+
+def probe_features(directory: Path) -> dict[str, str]:
+    """One row of the extended-metadata table for the filesystem holding ``directory``."""
+    path = directory / "features"
+    path.write_bytes(b"")
+    try:
+        found = {
+            "user_xattr": _outcome(lambda: os.setxattr(path, "user.x", b"1")),
+            "trusted_xattr": _outcome(lambda: os.setxattr(path, "trusted.x", b"1")),
+            "acl": _outcome(lambda: os.setxattr(path, "system.posix_acl_access", acl_bytes(_ACL))),
+        }
+    finally:
+        path.unlink()
+    found["seek_hole"] = _seek_hole(directory / "sparse")
+    (directory / "sparse").unlink()
+    found["flags"] = _settable_flags(directory)
+    return found
 
 
 def _sanitize_options(options: list[str]) -> list[str]:

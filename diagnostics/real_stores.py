@@ -1,6 +1,6 @@
 """Run every named adapter whose tool is installed through the conformance kit; keep the findings.
 
-    python3 diagnostics/real_stores.py [--base DIR] [--corpus NAME ...] [--adapter NAME ...]
+    python -m diagnostics.real_stores [--base DIR] [--corpus NAME ...] [--adapter NAME ...]
 
 Writes ``diagnostics/results/real-stores.json`` (schema ``artifactkit.real-stores/1``: tool versions,
 every command each adapter ran, one ``artifactkit.conformance/1`` document per adapter and corpus tree,
@@ -195,7 +195,7 @@ def s3_server(names: list[str]) -> Iterator[None]:
         yield
         return
     try:
-        from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
+        from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415 - optional
         weed = find_weed()
     except (ImportError, FileNotFoundError) as err:  # the adapter's row says what to set
         sys.stderr.write(f"real stores: no S3 endpoint and no weed mini to start ({err})\n")
@@ -220,7 +220,7 @@ def invocation(argv: list[str]) -> str:
                if name in os.environ]
     # A path argument (--base, --doc) is recorded by its role only: evidence carries no absolute paths.
     shown = ["DIR" if os.path.isabs(arg) else arg for arg in argv]
-    return " ".join([*prefix, "python3", "diagnostics/real_stores.py", *shown])
+    return " ".join([*prefix, "python", "-m", "diagnostics.real_stores", *shown])
 
 
 def summarize(runs: dict[str, Any]) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from artifactkit.store.engines import ENGINE_SETTING
-from artifactkit.testing.mounts import Mounts
+from artifactkit.engine.select import ENGINE_SETTING
 from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
+from tests.support.mounts import Mounts
 from tests.support.tmpfs import scratch_dir, tmpfs_available
 
 settings.register_profile(
@@ -111,7 +111,7 @@ def seaweedfs() -> Iterator[Any]:
     """
     if importlib.util.find_spec("obstore") is None:
         skip_or_fail("needs obstore for s3:// stores: pip install 'artifactkit[s3]'")
-    from artifactkit.testing.seaweedfs import find_weed, running_seaweedfs
+    from tests.support.seaweedfs import find_weed, running_seaweedfs
     try:
         find_weed()
     except FileNotFoundError:
@@ -126,7 +126,7 @@ def use_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None
     (a skip, a failure in CI). The native executor's module is forgotten afterwards: while that engine is opt-in
     it refuses to import without the setting, but once imported it stays, and would be every later test's
     default in this process."""
-    module = "artifactkit.store._native_engine"
+    module = "artifactkit.engine.native"
     loaded = module in sys.modules
 
     def use(name: str) -> None:

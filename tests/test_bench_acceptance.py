@@ -1,29 +1,21 @@
-"""The benchmark's verdicts (diagnostics/bench_acceptance.py) and tables (bench_tables.py), on a made-up run:
+"""The benchmark's verdicts and tables (benches/report.py), on a made-up run:
 each acceptance line passes at its limit and fails just past it, and every table renders from the raw results."""
 
 from __future__ import annotations
 
 import copy
 import importlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-DIAGNOSTICS = Path(__file__).resolve().parent.parent / "diagnostics"
-
 
 @pytest.fixture(scope="module")
-def bench() -> Iterator[dict[str, ModuleType]]:
-    sys.path.insert(0, str(DIAGNOSTICS))  # the modules import their siblings by name
-    try:
-        yield {name: importlib.import_module(name)
-               for name in ("bench_acceptance", "bench_tables", "bench_syscalls", "bench_child")}
-    finally:
-        sys.path.remove(str(DIAGNOSTICS))
+def bench() -> dict[str, ModuleType]:
+    # benches/ runs from the repository root (python -m benches.store), which pytest puts on sys.path.
+    return {name: importlib.import_module(f"benches.{name}") for name in ("report", "rounds", "child")}
 
 
 def _cell(group: str, op: str, engine: str | None, threads: int, ms: float, *,
@@ -63,7 +55,7 @@ def _doc(**ratios: float) -> dict[str, Any]:
     by_name = {k.replace("__", "/"): v for k, v in ratios.items()}
     scale_op = {"median_s": 2.0, "user_s": 1.0, "sys_s": 1.0, "peak_rss_mb": 100.0, "peak_rss_mib": 95.4}
     return {
-        "command": "python3 diagnostics/bench_store.py", "rounds": 2,
+        "command": "python -m benches.store", "rounds": 2,
         "setups": [{"name": "native-1t", "engine": "native", "threads": 1, "cores": 1},
                    {"name": "native-2t", "engine": "native", "threads": 2, "cores": 2},
                    {"name": "python", "engine": "python", "threads": 1, "cores": 1}],
@@ -84,7 +76,7 @@ def _doc(**ratios: float) -> dict[str, Any]:
 
 
 def _verdicts(bench: dict[str, ModuleType], doc: dict[str, Any]) -> dict[str, str]:
-    return {row["line"]: row["verdict"] for row in bench["bench_acceptance"].acceptance(doc)}
+    return {row["line"]: row["verdict"] for row in bench["report"].acceptance(doc)}
 
 
 def _verdict(verdicts: dict[str, str], start: str) -> str:
@@ -138,11 +130,11 @@ def test_the_lines_near_their_limit_are_named_on_either_side_and_no_others(bench
     # line at least a fifth from its limit (many's round trip at 2.6x is 30 % past its 2.0x: far, not near).
     doc = _doc(**{"native-2t__roundtrip": 2.6, "native-2t__download": 0.5, "publish": 1.55, "download": 2.0,
                   "roundtrip": 2.0, "share/native-2t/publish": 1.2})
-    near = bench["bench_acceptance"].near_limits(bench["bench_acceptance"].acceptance(doc))
+    near = bench["report"].near_limits(bench["report"].acceptance(doc))
     assert [(got["line"].split(" (")[0], got["verdict"]) for got in near] == [
         ("round trip ≤ 2.5x `cp -a` on `small`", "fail"), ("2 threads ≥ 1.5x faster than 1 on `many`: publish", "pass")]
     assert [round(got["margin"], 3) for got in near] == [-0.04, 0.033]
-    facts = bench["bench_tables"].render_blocks(doc)["bench-store-run"]
+    facts = bench["report"].render_blocks(doc)["bench-store-run"]
     assert facts.count("\n  - ") == 2 + 2  # the two near lines, then the two scale ratios
     assert "so 95% of today's cost" in facts  # the publish: 1.5x against 6.0 / 3.8 = 1.58x
 
@@ -150,7 +142,7 @@ def test_the_lines_near_their_limit_are_named_on_either_side_and_no_others(bench
 def test_the_memory_handed_back_to_the_host_during_a_run_is_said_only_where_it_was_read(
         bench: dict[str, ModuleType]) -> None:
     doc = _doc()
-    render = bench["bench_tables"].render_blocks
+    render = bench["report"].render_blocks
     assert "handed" not in render(doc)["bench-store-run"]  # a kernel without free page reporting
     doc["page_reporting"] = {"before": {"reported_kib": "1024", "page_reporting_order": "5"},
                              "after": {"reported_kib": "3072000", "page_reporting_order": "5"}}
@@ -158,7 +150,7 @@ def test_the_memory_handed_back_to_the_host_during_a_run_is_said_only_where_it_w
 
 
 def test_the_extrapolation_divides_only_the_time_in_the_cores_threaded_calls(bench: dict[str, ModuleType]) -> None:
-    model = bench["bench_acceptance"].extrapolate(_doc())
+    model = bench["report"].extrapolate(_doc())
     assert model is not None
     publish = model["ops"]["publish"]  # 1 thread: 100 ms serial, 300 ms on the core's threads
     assert publish["model_ms"] == {2: 250.0, 8: 137.5, 16: 118.8}
@@ -166,7 +158,7 @@ def test_the_extrapolation_divides_only_the_time_in_the_cores_threaded_calls(ben
 
 
 def test_every_table_renders_from_a_run_and_none_from_no_run(bench: dict[str, ModuleType]) -> None:
-    tables = bench["bench_tables"]
+    tables = bench["report"]
     blocks = tables.render_blocks(_doc(**{"native-2t__roundtrip": 2.5}))
     assert tuple(blocks) == tables.BLOCKS
     assert "| round trip ≤ 2.0x `cp -a` on `many` (native-2t) | 2.50x | ≤ 2.0x | **fail** |" in blocks[
@@ -177,7 +169,7 @@ def test_every_table_renders_from_a_run_and_none_from_no_run(bench: dict[str, Mo
 
 def test_the_calls_alone_are_told_beside_the_cores_speedups_where_a_run_measured_them(
         bench: dict[str, ModuleType]) -> None:
-    tables = bench["bench_tables"]
+    tables = bench["report"]
     doc = _doc()
     assert "calls alone" not in tables.render_blocks(doc)["bench-store-threads"]  # a run without gcc
     many = doc["results"]["many"]
@@ -197,7 +189,7 @@ def test_the_strace_summary_parser_takes_each_call_and_not_the_total(bench: dict
     out = tmp_path / "strace.txt"
     out.write_text("    calls syscall\n--------- ----------------\n    10004 openat\n        1 syncfs\n"
                    "--------- ----------------\n    10005 total\n")  # strace -c -U calls,name
-    assert bench["bench_syscalls"].strace_counts(str(out)) == {"openat": 10004, "syncfs": 1}
+    assert bench["rounds"].strace_counts(str(out)) == {"openat": 10004, "syncfs": 1}
 
 
 def test_the_core_clock_counts_each_function_and_only_calls_taking_threads_as_threaded(
@@ -213,7 +205,7 @@ def test_the_core_clock_counts_each_function_and_only_calls_taking_threads_as_th
     stage_files.__text_signature__ = "(items, threads)"  # as PyO3 records it
     scan_tree.__text_signature__ = "(root)"
     core.stage_files, core.scan_tree, core.Failure = stage_files, scan_tree, RuntimeError
-    spent = bench["bench_child"].time_the_core(core)
+    spent = bench["child"].time_the_core(core)
     assert core.stage_files([1, 2], 2) == 4 and core.scan_tree("r") == "r"
     assert core.scan_tree("again") == "again"
     assert {name: (got["calls"], got["threaded"]) for name, got in spent.items()} == {

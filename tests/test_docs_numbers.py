@@ -1,13 +1,12 @@
 """The numbers the docs state are the output of the scripts that measure them (issue 26): the CI counts in
 docs/testing.md are diagnostics/ci_counts.py's rendering of its committed evidence, the tables of
-docs/performance.md bench_store.py's rendering of its committed run, and the README states none."""
+docs/performance.md benches/report.py's rendering of its committed runs, and the README states none."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,19 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ci_counts() -> ModuleType:
-    return _diagnostics("ci_counts")
+    return _script("diagnostics.ci_counts")
 
 
-def _diagnostics(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "diagnostics"))  # the scripts import their siblings (docs_tables, ...)
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "diagnostics" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "diagnostics"))
+def _script(name: str) -> ModuleType:
+    # benches/ and diagnostics/ run from the repository root (python -m), which pytest puts on sys.path.
+    return importlib.import_module(name)
 
 
 def _block(page: Path, name: str) -> str:
@@ -43,49 +35,17 @@ def test_the_ci_counts_in_docs_are_the_rendering_of_the_committed_evidence() -> 
 
 def test_the_performance_tables_in_docs_are_the_rendering_of_the_committed_run() -> None:
     # Until the run is committed every block must be the placeholder: a figure typed in by hand fails either way.
-    tables = _diagnostics("bench_tables")
+    tables = _script("benches.report")
     evidence = ROOT / tables.EVIDENCE
     doc = json.loads(evidence.read_text(encoding="utf-8")) if evidence.exists() else None
     for name, text in tables.render_blocks(doc).items():
         assert _block(ROOT / "docs" / "performance.md", name) == text.strip(), name
 
 
-def test_the_renames_table_in_docs_is_the_rendering_of_the_committed_run() -> None:
-    doc = json.loads((ROOT / "diagnostics" / "results" / "bench-renames-issue28.json").read_text(encoding="utf-8"))
-    assert doc["schema"] == "artifactkit-bench-renames/1" and doc["command"].startswith("python3 diagnostics/")
-    module = _diagnostics("bench_renames")
-    assert _block(ROOT / "docs" / "performance.md", "bench-renames") == module.table(doc)
-    # What the prose beside the table says of it: every two-mover row beats every one-mover row, and only
-    # movers renaming within a directory each (staged in place) are twice as fast as one process renaming.
-    movers = {name: processes for name, processes, *_ in module.VARIANTS}
-    layouts = {name: layout for name, _, _, layout in module.VARIANTS}
-    rows = doc["results"]
-    assert max(r["median_ms"] for n, r in rows.items() if movers[n] == 2) < min(
-        r["median_ms"] for n, r in rows.items() if movers[n] == 1)
-    twice = {n for n, r in rows.items() if r["speedup_over_one_rename_paired"] >= 2}
-    assert twice == {n for n in rows if layouts[n] == "in-place-sharded"}
-    assert list(rows)[-2:] == sorted(twice, key=list(rows).index)  # "the last two" rows of the table
-
-
-def test_the_xeon_renames_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
-    doc = json.loads((ROOT / "diagnostics" / "results" / "bench-renames-issue28-xeon.json").read_text(encoding="utf-8"))
-    module = _diagnostics("bench_renames")
-    assert _block(ROOT / "docs" / "performance.md", "bench-renames-xeon") == module.table(doc)
-    assert "Xeon" in doc["environment"]["cpu"]["model"]
-    # The prose: two movers into the one blobs/ gain at most a quarter over one; only movers renaming within a
-    # directory each (staged in place) are twice as fast.
-    rows = {name: doc["results"][name]["speedup_over_one_rename_paired"] for name, *_ in module.VARIANTS}
-    into_one = [n for n, processes, op, layout in module.VARIANTS
-                if processes == 2 and op in ("rename", "core") and layout in ("flat", "in-place-flat")]
-    assert into_one and max(rows[n] for n in into_one) <= 1.25
-    twice = {n for n, speedup in rows.items() if speedup >= 1.95}
-    assert twice == {n for n, _, _, layout in module.VARIANTS if layout == "in-place-sharded"}
-
-
 def test_the_kernel_bound_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-kernel-bound.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit-bench-kernel-bound/1" and doc["command"].startswith("python3 diagnostics/")
-    rendered = _diagnostics("bench_kernel_bound").table(doc)
+    rendered = _script("benches.kernel_bound").table(doc)
     assert _block(ROOT / "docs" / "performance.md", "bench-kernel-bound") == rendered
     publish, download = doc["results"]["publish"], doc["results"]["download"]
     # The prose: a publish's calls below the acceptance's 1.5x on two threads and on two processes; their moves
@@ -116,7 +76,7 @@ def test_the_threads_table_says_what_its_prose_says_of_the_calls_alone() -> None
 def test_the_core_ab_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
     doc = json.loads((ROOT / "diagnostics" / "results" / "bench-core-ab-chain.json").read_text(encoding="utf-8"))
     assert doc["schema"] == "artifactkit.bench-core-ab/1" and doc["command"].startswith("python3 diagnostics/")
-    assert _block(ROOT / "docs" / "performance.md", "bench-core-ab") == _diagnostics("bench_core_ab").render(doc)
+    assert _block(ROOT / "docs" / "performance.md", "bench-core-ab") == _script("benches.revisions").render(doc)
     ratio = {(c["corpus"], c["threads"], name): row["base_over_candidate"]
              for c in doc["cells"] for name, row in c["summary"].items()}
     # The prose: on two threads small's round trip more than 1.2x faster, its threaded calls 1.4x or more, for the
@@ -130,71 +90,6 @@ def test_the_core_ab_table_in_docs_is_the_rendering_of_its_run_and_says_what_the
 
 def _prose(page: Path) -> str:
     return " ".join(page.read_text(encoding="utf-8").split())
-
-
-def test_the_split_blobs_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
-    evidence = ROOT / "diagnostics" / "results" / "bench-core-ab-sharded-blobs.json"
-    doc = json.loads(evidence.read_text(encoding="utf-8"))
-    assert doc["schema"] == "artifactkit.bench-core-ab/1" and "prototype/sharded-blobs-v2" in doc["command"]
-    page = ROOT / "docs" / "performance.md"
-    assert _block(page, "bench-core-ab-sharded-blobs") == _diagnostics("bench_core_ab").render(doc, moves=True)
-    ratio = {(c["threads"], name): row["base_over_candidate"]
-             for c in doc["cells"] for name, row in c["summary"].items()}
-    median = {(c["threads"], side): c["summary"]["ns"][f"{side}_ms"]
-              for c in doc["cells"] for side in ("base", "candidate")}
-    # The prose: on two threads the moves took about 30 % less time (the paired ratio as stated), the staging
-    # more (on one thread too), the round trip no faster or slower than this machine's noise; on one thread it
-    # was slower; its own 2-thread speed-up higher than today's mostly because its single thread was slower.
-    assert 1.3 <= ratio[2, "core:rename_staged"] <= 1.5
-    assert f"paired {ratio[2, 'core:rename_staged']:.2f}x" in _prose(page)
-    assert ratio[1, "core:stage_captured"] < 1 and ratio[2, "core:stage_captured"] < 1
-    assert 0.95 <= ratio[2, "ns"] <= 1.05 and ratio[1, "ns"] < 0.97
-    split, today = (median[1, side] / median[2, side] for side in ("candidate", "base"))
-    assert f"round trips: {split:.2f}x, today's {today:.2f}x" in _prose(page)
-    one_thread = median[1, "candidate"] / median[1, "base"]
-    assert one_thread > median[2, "base"] / median[2, "candidate"] and one_thread > 1  # "mostly" the single thread
-
-
-def test_the_perf_threads_table_in_docs_is_the_rendering_of_its_run_and_says_what_the_prose_says() -> None:
-    results = ROOT / "diagnostics" / "results"
-    doc = json.loads((results / "perf-threads-issue28.json").read_text(encoding="utf-8"))
-    assert doc["schema"] == "artifactkit.perf-threads/1" and doc["command"].startswith("python3 diagnostics/")
-    page = ROOT / "docs" / "performance.md"
-    assert _block(page, "perf-threads") == _diagnostics("perf_threads").table(doc)
-    one, two = doc["threads"]["1"], doc["threads"]["2"]
-    grown = {row["syscall"]: row["grown"] for row in doc["by_syscall"]}
-    total = sum(grown.values())
-    text = _prose(page)
-    # The prose: the CPU the second thread added (as stated), the bound it sets and the speed-up measured.
-    added = two["mean_cpu_ms"] / one["mean_cpu_ms"] - 1
-    bound = 2 * one["median_round_trip_ms"] / two["mean_cpu_ms"]
-    speedup = one["median_round_trip_ms"] / two["median_round_trip_ms"]
-    assert f"added {added:.0%}".replace("%", " %") in text
-    assert f"bounds its speed-up at {bound:.2f}x; it was {speedup:.2f}x" in text and speedup <= bound
-    # About four fifths in system calls, most under openat and renameat (together more than half), about a
-    # seventh in user space.
-    named = sum(samples for call, samples in grown.items() if not call.startswith("("))
-    assert 0.75 <= named / total <= 0.85
-    assert sorted(grown, key=grown.__getitem__, reverse=True)[:2] == ["openat", "renameat"]
-    assert (grown["openat"] + grown["renameat"]) / total > 0.5
-    assert 1 / 8 <= grown["(user space)"] / total <= 1 / 6.5
-    # The symbol grown most is renameat's mutex_spin_on_owner, never sampled on one thread; the others named grew.
-    top = doc["grown_most"][0]
-    assert (top["syscall"], top["symbol"], top["samples_1t"]) == ("renameat", "mutex_spin_on_owner", 0)
-    pairs = {(row["syscall"], row["symbol"]): row["grown"] for row in doc["grown_most"]}
-    named_pairs = [("openat", "_raw_spin_lock"), ("openat", "rwsem_spin_on_owner"), ("openat", "init_file"),
-                   ("openat", "mas_empty_area"), ("openat", "fdget_raw"), ("close", "__fput"),
-                   ("close", "_raw_spin_lock")]
-    assert all(pairs[pair] > 0 for pair in named_pairs)
-    # The calls alone: 1.17x with two threads and 1.24x with two processes in their run, 1.30x beside the
-    # committed run's publish at 1.38x.
-    kernel = json.loads((results / "bench-kernel-bound.json").read_text(encoding="utf-8"))["results"]["publish"]
-    store = json.loads((results / "bench-store-issue28.json").read_text(encoding="utf-8"))["results"]["many"]
-    figures = (kernel["2 threads"]["speedup_paired"]["total_ms"], kernel["2 processes"]["speedup_paired"]["total_ms"],
-               store["calls_speedup"]["calls_publish"]["paired_median"], store["speedup"]["publish"]["paired_median"])
-    assert (f"gained {figures[0]:.2f}x from a second thread and {figures[1]:.2f}x from a second process in their "
-            f"own run, and {figures[2]:.2f}x in the committed run's") in text
-    assert f"where the core's whole publish gained {figures[3]:.2f}x" in text
 
 
 def test_the_readme_states_no_test_count_of_its_own() -> None:

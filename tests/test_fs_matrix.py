@@ -27,9 +27,9 @@ from artifactkit.errors import IsolationError
 from artifactkit.isolation.probe import HISTORICAL_NS, probe_atime, read_moves_atime, write_file
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.flags import get_flags, set_noatime_flag
-from artifactkit.testing.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
-from artifactkit.testing.mounts import Mounts, loops_under, mounts_under, sweep_stale
 from tests.support.capability import require_loop_devices, require_tool, skip_or_fail
+from tests.support.fs_matrix import MATRIX, NS_PER_S, FsSpec, build, round_trip
+from tests.support.mounts import Mounts, loops_under, mounts_under, sweep_stale
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -125,8 +125,8 @@ def test_times_are_kept_up_to_the_range_edges_and_clamped_silently_beyond_them(s
 
 INNER_CONFTEST = """
 import pytest
-from artifactkit.testing import fs_matrix
-from artifactkit.testing.mounts import Mounts
+from tests.support import fs_matrix
+from tests.support.mounts import Mounts
 
 @pytest.fixture(scope="session")
 def matrix():
@@ -188,8 +188,8 @@ def test_an_interrupted_session_leaves_no_mount_or_loop_device(inner: pytest.Pyt
 
 KILLED = """
 import signal, sys
-from artifactkit.testing import fs_matrix
-from artifactkit.testing.mounts import Mounts
+from tests.support import fs_matrix
+from tests.support.mounts import Mounts
 
 mounts = Mounts(sys.argv[1])
 fs_matrix.build_all(mounts)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit.metadata.flags import FlagResult, get_flags
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 pytest_plugins = ["pytester"]
 

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
                     "destination with the same atime behaviour, and check content, mode, special bits, "
                     "mtime_ns, atime_ns, directory and symlink times, owners, xattrs, hard links, holes and "
                     "inode flags, that exactness survives a later read, and that no field of the source was "
-                    "changed. Exit 0 when every required check holds, 1 when one fails, 2 on a setup or "
+                    "changed. Exit 0 when every required check holds, 1 when one fails or no tree that ran "
+                    "could exercise it, 2 on a setup or "
                     "usage error (also when the copier refused every tree).")
     parser.add_argument("--copier", required=True, metavar="CMD|module:func",
                         help="an argv template run without a shell, e.g. 'rsync -a --atimes {src}/ {dst}' "
@@ -34,10 +35,11 @@ def register(subparsers: Any) -> None:
                              "module:function; or 'artifactkit' for this package's own store")
     parser.add_argument("--corpus", action="append", metavar="NAME",
                         help=f"a corpus tree (repeatable; default: all of {', '.join(corpus_names())})")
-    parser.add_argument("--require", metavar="CHECKS", default=",".join(CHECKS),
-                        help="comma-separated checks that decide the exit code (default: all); "
-                             f"checks: {', '.join(CHECKS)} (source_atime_untouched: the former name of "
-                             "source_untouched)")
+    parser.add_argument("--require", metavar="CHECKS", default=None,
+                        help="comma-separated checks that decide the exit code (default: every check that "
+                             "ran); a required check no tree that ran could exercise (null, with its reason) "
+                             f"exits 1 too; checks: {', '.join(CHECKS)} (source_atime_untouched: the former "
+                             "name of source_untouched)")
     parser.add_argument("--base", metavar="DIR",
                         help="where the source and the private destination tree are made (default: the "
                              "temp dir); reads must move atime there and FS_NOATIME_FL must work")
@@ -57,9 +59,15 @@ def render(report: Report, require: tuple[str, ...]) -> str:
             str(len(item.failures)),
             f"{first.corpus}: {first.path}" if first else "",
         ))
-    verdict = "all required checks hold" if report.holds(require) else "a required check failed"
+    unrun = [item for item in report.checks if item.check in require and not item.ran]
+    if report.failed & set(require):
+        verdict = "a required check failed"
+    elif unrun:
+        verdict = "a required check did not run: " + "; ".join(f"{item.check} ({item.reason})" for item in unrun)
+    else:
+        verdict = "all required checks hold"
     if all(item.passed is None for item in report.checks):
-        verdict = "no check ran here"
+        verdict = "no check ran here" + (f"; {verdict}" if unrun else "")
     not_run = [f"{name} ({why})" for name, why in report.not_run]
     return "\n".join([
         f"copier: {report.copier}",
@@ -74,7 +82,9 @@ def render(report: Report, require: tuple[str, ...]) -> str:
     ])
 
 
-def _parse_require(text: str) -> tuple[str, ...]:
+def _parse_require(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None  # every check that ran
     try:
         return validated(name.strip() for name in text.split(",") if name.strip())
     except ValueError as err:
@@ -113,10 +123,11 @@ def _conformance(args: argparse.Namespace) -> Result:
     if report.refusals and not report.checked:
         # The copier refused every tree it was given: nothing was checked, which is no verdict at all.
         return _setup_error(report.refusals[0], args, report)
+    required = require if require is not None else tuple(item.check for item in report.checks if item.ran)
     doc = report.to_json()
-    doc["required"] = list(require)
+    doc["required"] = list(required)
     # The whole story of each refusal for people (the table has one line), on stderr under --json too.
-    return success(doc, render(report, require), exit_code=EXIT_OK if report.holds(require) else EXIT_FAILED,
+    return success(doc, render(report, required), exit_code=EXIT_OK if report.holds(required) else EXIT_FAILED,
                    messages=tuple(describe(refused) for refused in report.refusals))
 
 

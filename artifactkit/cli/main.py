@@ -35,8 +35,8 @@ def _version() -> str:
 
 def version_line(prog: str = "artifactkit") -> str:
     """What ``--version`` prints: the version and the engine a publish or download would run on now
-    (:func:`artifactkit.store.engines.engine_info`), e.g. ``artifactkit 0.1.0 (engine: native, 2 threads)``."""
-    from artifactkit.store.engines import engine_info  # noqa: PLC0415 - only for --version: it loads the store
+    (:func:`artifactkit.engine.select.engine_info`), e.g. ``artifactkit 0.1.0 (engine: native, 2 threads)``."""
+    from artifactkit.engine.select import engine_info  # noqa: PLC0415 - only for --version: it loads the store
     return f"{prog} {_version()} (engine: {engine_info().describe()})"
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from artifactkit.cli.common import EXIT_CODES_HELP, table
 from artifactkit.cli.result import Result, command, success
 from artifactkit.errors import ArtifactkitError
+from artifactkit.isolation.client_cache import UNVERIFIED
 from artifactkit.isolation.probe import AtimeProbe, isolation_choice, probe_atime
 
 
@@ -29,9 +30,15 @@ def render(probe: AtimeProbe) -> str:
     """The human summary: one row per finding, units spelled out."""
     doc = probe.to_json()
     doc["granularity_ns"] = f"{probe.granularity_ns} ns"
+    # A value a client cache may have faked is not shown as a finding; "no read moved atime" is the policy's ground.
+    for key in probe.unverified:
+        doc[key] = UNVERIFIED
+    if "atime_policy" in probe.unverified:
+        doc["reads_move_historical_atime"] = doc["reads_move_future_atime"] = UNVERIFIED
     rows = [(key, _show(doc[key])) for key in (
         "fs_type", "mount_options", "atime_policy", "reads_move_historical_atime", "reads_move_future_atime",
-        "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok")]
+        "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok",
+        "client_cache")]
     return table(rows, ("finding", "value")) + f"\n\nnoatime_tree here would use: {isolation_choice(probe)}"
 
 

@@ -146,7 +146,7 @@ def _without_cyclic_gc(build: Callable[[argparse.Namespace], Result]) -> Callabl
 
     This process runs one store operation and exits. What the operation accumulates — a ``FileMeta`` per entry,
     tuples of ``str`` and ``int`` — holds no reference cycles, yet every full collection while it grows traverses
-    all of it (``diagnostics/bench_cli_gc.py`` measures what that costs; docs/performance.md has the figures).
+    all of it (a study measured what that costs: docs/performance.md has the figures).
     Reference counting still frees everything as before; only cycles would wait for the process's exit. The
     library itself never touches the collector: its callers own their process.
     """

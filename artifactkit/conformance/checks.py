@@ -55,9 +55,17 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 
+import attrs
+
 from artifactkit._fsutil import remove_tree
+from artifactkit.conformance.classify import (
+    checks_carried,
+    read_first_only_where_consistent,
+    rivals_settled_by_the_run,
+    with_source_facts,
+    with_tree_diagnoses,
+)
 from artifactkit.conformance.classify import destination_failures as _destination_failures
-from artifactkit.conformance.classify import read_first_only_where_consistent, with_source_facts, with_tree_diagnoses
 from artifactkit.conformance.classify import tagged as _tagged
 from artifactkit.conformance.copiers import (
     TIMEOUT_SETTING,
@@ -68,32 +76,48 @@ from artifactkit.conformance.copiers import (
     excerpt,
     resolve_copier,
 )
-from artifactkit.conformance.corpus import corpus_names, devices_left_out, materialize, needs_root
-from artifactkit.conformance.destination import flag_for_reading, read_moves, unflagged_parent
+from artifactkit.conformance.corpus import corpus_names, devices_left_out, load_tree, materialize, needs_root
+from artifactkit.conformance.destination import flag_for_reading, private_tree, read_moves, unflagged_parent
 from artifactkit.conformance.failure import Failure
 from artifactkit.conformance.fifo_watch import release_blocked_fifos
 from artifactkit.conformance.report import CHECKS, COPIER_FAILED, SCHEMA, CheckResult, Report
+from artifactkit.conformance.source_inodes import shared_with_source
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
-from artifactkit.isolation.tree import NoatimeTree, private_noatime_tree
+from artifactkit.isolation.tree import NoatimeTree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.scan import capture_tree
 
 __all__ = ["CHECKS", "COPIER_FAILED", "SCHEMA", "CheckResult", "Failure", "Report", "check", "corpus_names"]
 
 
 # -- the run -----------------------------------------------------------------------------------------
 
+@attrs.frozen
+class _TreeOutcome:
+    """One tree's share of the report."""
+
+    failures: list[Failure]
+    links_moved: int
+    ctimes_moved: int
+    #: Why ``survives_read`` could not cover the whole copy (``None`` when it could).
+    withheld: str | None
+    #: The checks this tree's entries can fail by what they hold (:func:`checks_carried`).
+    carried: set[str]
+    #: Why ``special_files`` could not cover every device node of the tree (``None`` when it could).
+    devices_withheld: str | None = None
+
+
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeTree,
-               dst_parent: str) -> tuple[list[Failure], int, int, str | None]:
-    """Copy one tree and check it: the failures, links and ctimes moved on the source, and why
-    ``survives_read`` could not cover the whole copy (``None`` when it could)."""
+               dst_parent: str) -> _TreeOutcome:
+    """Copy one tree and check it."""
     src = os.path.join(src_parent, corpus)
     dst = os.path.join(dst_parent, corpus)
-    expected = with_source_facts(materialize(corpus, src), src)
+    unholdable: dict[str, str] = {}
+    expected = with_source_facts(materialize(corpus, src, left_out=unholdable), src)
     failures: list[Failure] = []
     timeout_s = copier_timeout_s()
     fifos = [path for path, meta in expected.items() if meta.kind == "fifo" and meta.hardlink is None]
@@ -119,17 +143,26 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
         failures.append(_copier_failed(err, corpus, src, dst))
     if watch.released:
         failures.append(_copier_failed(CopyFailedError(_blocked(watch.released, timeout_s)), corpus, src, dst))
-    source_failures, source_after, links_moved, ctimes_moved = _source_untouched(corpus, src, expected)
-    failures += source_failures
-    if not os.path.lexists(dst):
-        failures += _destination_failures(corpus, expected, compare(expected, []))
-        return failures, links_moved, ctimes_moved, None
+    carries = checks_carried(expected.values())
+    devices = "; ".join(filter(None, [devices_left_out(corpus), *(
+        f"not run on {path} of {corpus}: {why}" for path, why in sorted(unholdable.items()))])) or None
+    # Both sides' times before the kit reads a link on either: a copy that is the source's own inode (a hard
+    # link) shares its atime, and the kit's readlink of one moves the other's (never the copier's doing).
+    source_times = capture_tree(src, hash_content=False, read_links=False) if os.path.lexists(src) else None
     # The copy as the copier left it: lstat first, content hashed with O_NOATIME, so that whatever moved
     # a time there was the copier (its own reads of its output included), never this capture.
-    before = capture_tree(dst)
+    before = capture_tree(dst) if os.path.lexists(dst) else None
+    source_failures, source_after, links_moved, ctimes_moved = _source_untouched(corpus, src, expected,
+                                                                                source_times)
+    failures += source_failures
+    if before is None:
+        failures += _destination_failures(corpus, expected, compare(expected, []))
+        return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries, devices)
     actual = {m.path: m for m in before}
-    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after)
-    failures += _destination_failures(corpus, expected, found, actual)
+    rivals: dict[tuple[str, str], tuple[str, ...]] = {}
+    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after, rivals)
+    found += shared_with_source(src, expected, dst, actual)
+    failures += _destination_failures(corpus, expected, found, actual, rivals)
     # survives_read: the kit's own flag on the copy, whatever flags the copier restored, then one read.
     refused = flag_for_reading(tree, dst, before)
     # The baseline is taken after the flags and after our own capture: a hash read that could not use
@@ -142,7 +175,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     if refused:
         shown = ", ".join(f"{path}: {why}" for path, why in sorted(refused.items())[:3])
         withheld = f"not run on {len(refused)} entr{'y' if len(refused) == 1 else 'ies'} of {corpus} ({shown})"
-    return failures, links_moved, ctimes_moved, withheld
+    return _TreeOutcome(failures, links_moved, ctimes_moved, withheld, carries, devices)
 
 
 def _blocked(released: list[str], timeout_s: float) -> str:
@@ -150,15 +183,18 @@ def _blocked(released: list[str], timeout_s: float) -> str:
             f"released each by opening it for writing once ({TIMEOUT_SETTING} sets the limit)")
 
 
-def _source_untouched(corpus: str, src: str,
-                      expected: dict[str, FileMeta]) -> tuple[list[Failure], dict[str, FileMeta], int, int]:
+def _source_untouched(corpus: str, src: str, expected: dict[str, FileMeta], times: list[FileMeta] | None,
+                      ) -> tuple[list[Failure], dict[str, FileMeta], int, int]:
     """Every field of the source after the copy against the values supplied (and the facts read before it).
 
-    Captured first, lstat only (nothing of ours reads the source before it), then hashed without moving
-    atime. Link atimes are left out and counted: ``readlink`` moves them and nothing but the inode flag
-    prevents it. A moved ctime is counted as evidence of a metadata write, never failed by itself.
+    ``times`` is the lstat-only capture taken before the kit read anything on either side; content and link
+    targets are read afterwards (without moving a file's atime), the times kept from ``times``. Link atimes
+    are left out and counted: ``readlink`` moves them and nothing but the inode flag prevents it. A moved
+    ctime is counted as evidence of a metadata write, never failed by itself.
     """
-    now = {m.path: m for m in capture_tree(src)} if os.path.lexists(src) else {}
+    stamped = {m.path: m for m in times or ()}
+    now = {m.path: attrs.evolve(m, atime_ns=stamped[m.path].atime_ns) if m.path in stamped else m
+           for m in (capture_tree(src) if times is not None else ())}
     links = {path for path, meta in expected.items() if meta.kind == "symlink"}
     links_moved = sum(1 for p in links if p in now and now[p].atime_ns != expected[p].atime_ns)
     ctimes_moved = sum(1 for p, meta in expected.items() if p in now and now[p].ctime_ns != meta.ctime_ns)
@@ -210,6 +246,21 @@ def _refusal(err: CopierSetupError, src: str, dst: str) -> str:
     return "not run: " + text.replace(dst, "{dst}").replace(src, "{src}")
 
 
+def _row(name: str, failures: tuple[Failure, ...], *, none_ran: str | None, partly: str | None,
+         carried: set[str], names: list[str], not_run: dict[str, str]) -> CheckResult:
+    """A check's row. A check no tree that ran can fail by what it holds has no verdict: ``None`` with the
+    reason, naming the trees that would have held it and why they did not run (issue 50: no pass on a tree
+    that never ran)."""
+    if none_ran is not None:
+        return CheckResult(name, failures, none_ran, ran=False)
+    if failures or name in carried:
+        return CheckResult(name, failures, partly)
+    checked = [tree for tree in names if tree not in not_run]
+    reason = f"not run: no tree checked here holds what it checks (checked: {', '.join(checked) or 'none'})"
+    behind = [f"{tree}: {why}" for tree, why in not_run.items() if name in checks_carried(load_tree(tree).entries)]
+    return CheckResult(name, failures, "; ".join([reason, *behind]), ran=False)
+
+
 def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str | Iterable[str] | None = None,
           *, base: str | os.PathLike[str] | None = None,
           source_base: str | os.PathLike[str] | None = None,
@@ -247,7 +298,8 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     refusals: list[CopierSetupError] = []
     withheld: list[str] = []
     devices_withheld: list[str] = []
-    with private_noatime_tree(dst_base, probe=source_probe) as tree:
+    carried: set[str] = set()
+    with private_tree(dst_base, source_probe) as tree:
         dst_parent = unflagged_parent(tree)
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
@@ -258,20 +310,21 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     progress(name)
                 src, dst = os.path.join(src_parent, name), os.path.join(dst_parent, name)
                 try:
-                    found, moved, ctimes, partial = _check_one(named, name, src_parent, tree, dst_parent)
+                    outcome = _check_one(named, name, src_parent, tree, dst_parent)
                 except CopierSetupError as err:
                     # One tree refused (a link type the tool lacks, a name it cannot store): that tree
                     # has no verdict, the others still get theirs.
                     not_run[name] = _refusal(err, src, dst)
                     refusals.append(err)
                 else:
-                    failures += found
-                    links_moved += moved
-                    ctimes_moved += ctimes
-                    if partial is not None:
-                        withheld.append(partial)
-                    if (no_devices := devices_left_out(name)) is not None:
-                        devices_withheld.append(no_devices)
+                    failures += outcome.failures
+                    links_moved += outcome.links_moved
+                    ctimes_moved += outcome.ctimes_moved
+                    carried |= outcome.carried
+                    if outcome.withheld is not None:
+                        withheld.append(outcome.withheld)
+                    if outcome.devices_withheld is not None:
+                        devices_withheld.append(outcome.devices_withheld)
                 remove_tree(src, ignore_errors=True)
                 remove_tree(dst, ignore_errors=True)
         finally:
@@ -279,12 +332,12 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
         environment = _environment(source_probe, tree)
     ordered = tuple((name, not_run[name]) for name in names if name in not_run)
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
-    failures = read_first_only_where_consistent(failures)
+    failures = rivals_settled_by_the_run(read_first_only_where_consistent(failures))
     partly = {"survives_read": "; ".join(withheld)} if withheld else {}
     if devices_withheld:
         partly["special_files"] = "; ".join(devices_withheld)
-    rows = tuple(CheckResult(name, tuple(f for f in failures if f.check == name), none_ran or partly.get(name))
-                 for name in CHECKS)
+    rows = tuple(_row(name, tuple(f for f in failures if f.check == name), none_ran=none_ran,
+                      partly=partly.get(name), carried=carried, names=names, not_run=not_run) for name in CHECKS)
     report = Report(named.label, tuple(names), rows, environment, links_moved, ctimes_moved, ordered,
                     tuple(refusals))
     if refusals and not report.checked and raise_if_none_ran:

@@ -8,15 +8,15 @@ from typing import Final
 import attrs
 
 from artifactkit.conformance.failure import Failure
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata import drift as dx
 from artifactkit.metadata.flags import COMPARED_FLAGS
 from artifactkit.metadata.mismatch import PRESENCE, TIME_FIELDS, Mismatch
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
-from artifactkit.store.scan import capture_tree
 
 _SPECIAL_BITS: Final = 0o7000
 #: The check each field beyond modes, times and content belongs to (an xattr field is ``xattr NAME``).
-_EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "extents": "sparse",
+_EXTENDED: Final = {"uid": "owner", "gid": "owner", "hardlink": "hardlinks", "inode": "hardlinks", "extents": "sparse",
                     "flags": "inode_flags", "rdev": "special_files"}
 #: What ``special_files`` holds for a FIFO or device node: its kind (presence), rdev, mode, owner and times.
 #: Its xattrs and hard links stay with their own checks, as for any entry.
@@ -94,6 +94,17 @@ def carried(meta: FileMeta) -> list[tuple[str, str]]:
     return list(dict.fromkeys((_home(check, meta.kind), field) for check, field in found))
 
 
+#: What every tree exercises whatever it holds: every entry has content (or a kind), an owner, and a place in
+#: the later read and in the source.
+_ALWAYS_CARRIED: Final = ("content", "owner", "survives_read", "source_untouched")
+
+
+def checks_carried(entries: Iterable[FileMeta]) -> set[str]:
+    """The checks a tree of ``entries`` can fail by what it holds: a tree without a second name of an inode
+    cannot show a split link, so ``hardlinks`` passing on it alone would be a pass with nothing behind it."""
+    return {*_ALWAYS_CARRIED, *(check for meta in entries for check, _ in carried(meta))}
+
+
 #: Fields whose value means the same whatever the kind: a link turned into a file by the same owner kept
 #: its owner. Times and mode bits do not (a file's times are not a link's), nor do holes, links and flags.
 _KIND_FREE: Final = frozenset({"uid", "gid", "xattrs"})
@@ -109,10 +120,12 @@ def _lost_with_the_entry(item: Mismatch, exp: FileMeta, act: FileMeta | None) ->
 
 
 def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, FileMeta], actual: dict[str, FileMeta],
-                        source_after: dict[str, FileMeta]) -> list[Mismatch]:
+                        source_after: dict[str, FileMeta],
+                        rivals: dict[tuple[str, str], tuple[str, ...]] | None = None) -> list[Mismatch]:
     """The time mismatches re-explained with what only the whole run knows: the source's values after the
     copy (an atime the copier recorded after its own read) and the tree's other differences (one rule
-    applied to every entry, see :func:`drift.uniform_diagnoses`). Other mismatches pass unchanged."""
+    applied to every entry, see :func:`drift.uniform_diagnoses`; a ``differs`` two rules explain alike gets
+    their names in ``rivals`` by path and field). Other mismatches pass unchanged."""
     items = list(mismatches)
     timed = [i for i, m in enumerate(items) if m.field in TIME_FIELDS and m.delta_ns is not None]
     cases = []
@@ -123,9 +136,12 @@ def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, File
         cases.append(dx.TimeCase(item.expected, item.actual, item.field, act.ctime_ns, act.mtime_ns,
                                  expected[item.path].mtime_ns,
                                  None if after is None else getattr(after, item.field)))
-    for i, diagnosis in zip(timed, dx.uniform_diagnoses(cases), strict=True):
+    tied: dict[int, tuple[str, ...]] = {}
+    for i, diagnosis in zip(timed, dx.uniform_diagnoses(cases, tied), strict=True):
         if diagnosis is not None:
             items[i] = attrs.evolve(items[i], diagnosis=diagnosis)
+    if rivals is not None:
+        rivals.update({(items[timed[k]].path, items[timed[k]].field): names for k, names in tied.items()})
     # An entry whose mtime the copier never set had its atime never set either: that a listing of the copier's
     # own came after its last write (advanced-by-read) or before it is the tool's ordering (rclone's roots).
     unset = {m.path for m in items if m.field == "mtime_ns" and m.diagnosis == dx.OMITTED}
@@ -154,14 +170,33 @@ def read_first_only_where_consistent(failures: list[Failure]) -> list[Failure]:
 
 
 def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches: Iterable[Mismatch],
-                         actual: dict[str, FileMeta] | None = None) -> list[Failure]:
+                         actual: dict[str, FileMeta] | None = None,
+                         rivals: dict[tuple[str, str], tuple[str, ...]] | None = None) -> list[Failure]:
     found = []
     for item in mismatches:
-        found += [Failure(check, corpus, item) for check in check_of(item, expected)]
+        tied = (rivals or {}).get((item.path, item.field), ())
+        found += [Failure(check, corpus, item, rivals=tied) for check in check_of(item, expected)]
         if item.field == "kind" or (item.field == PRESENCE and item.diagnosis == dx.MISSING):
             exp, act = expected[item.path], (actual or {}).get(item.path)
             found += [Failure(check, corpus, lost) for check, lost in _lost_with_the_entry(item, exp, act)]
     return found
+
+
+def rivals_settled_by_the_run(failures: list[Failure]) -> list[Failure]:
+    """A ``differs`` that two rules explained alike on its tree, named by the one of them the same copier shows
+    unambiguously elsewhere in the run for that field (rsync's whole-second atimes on ``edge-times`` settle
+    ``special-files``, where every atime shares its second with its mtime); ``differs`` where the run does not
+    settle it (neither shown, or both)."""
+    shown: dict[str, set[str]] = {}
+    for f in failures:
+        if not f.rivals:
+            shown.setdefault(f.field, set()).add(f.diagnosis)
+    settled = []
+    for f in failures:
+        names = [name for name in f.rivals if name in shown.get(f.field, set())]
+        settled.append(attrs.evolve(f, mismatch=attrs.evolve(f.mismatch, diagnosis=names[0]), rivals=())
+                       if len(names) == 1 else f)
+    return settled
 
 
 def tagged(check: str, corpus: str, mismatches: Iterable[Mismatch]) -> list[Failure]:

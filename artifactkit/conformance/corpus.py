@@ -1,7 +1,8 @@
 """The declarative tree corpus: TOML trees with historical ns timestamps, materialized exactly.
 
-A tree file (``fixtures/<name>.toml``) lists ``[[entry]]`` tables (path, kind, mode, mtime_ns,
-atime_ns; files add ``size`` and ``seed``, symlinks ``target``, devices (``char``/``block``) ``rdev = [major,
+A tree file (``fixtures/<name>.toml``) lists ``[[entry]]`` tables (path, kind, mode, mtime_ns, atime_ns; a
+name TOML cannot hold, bytes that are not UTF-8, is ``path_bytes``, a literal string whose ``\\xNN`` escapes
+are bytes; files add ``size`` and ``seed``, symlinks ``target``, devices (``char``/``block``) ``rdev = [major,
 minor]``; ``fifo`` is a kind too) and optional ``[[generate]]``
 tables for many similar files. :func:`materialize` builds it and returns the :class:`FileMeta`
 values *as supplied* — the ground truth every later stage is checked against.
@@ -81,8 +82,17 @@ def parse_tree(name: str, doc: dict[str, Any]) -> TreeSpec:
     return TreeSpec(name=name, description=str(doc.get("description", "")), entries=tuple(entries), seeds=seeds)
 
 
+def _path(raw: dict[str, Any]) -> str:
+    """``path``, or ``path_bytes`` (``'caf\\xe9'``: TOML strings are UTF-8, a Linux name is any bytes) as the kit
+    names every path: :func:`os.fsdecode`, non-UTF-8 bytes as surrogate escapes."""
+    if "path_bytes" not in raw:
+        return str(raw["path"])
+    return os.fsdecode(str(raw["path_bytes"]).encode("ascii").decode("unicode_escape").encode("latin-1"))
+
+
 def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
     kind = raw["kind"]
+    raw = {**raw, "path": _path(raw)}
     sha256, size = None, 0
     extents = tuple((int(a), int(b)) for a, b in raw["extents"]) if "extents" in raw else None
     if kind == "file":
@@ -216,27 +226,31 @@ def can_chown_to_others() -> bool:
     return _allowed_on_a_scratch_file(0o600, lambda path: os.chown(path, 1234, 1234))
 
 
-def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[FileMeta]:
+def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str], *,
+                left_out: dict[str, str] | None = None) -> list[FileMeta]:
     """Build ``spec`` at ``dest`` (must not exist) and return the metadata originally supplied.
 
     Times are set last — files and links first, then directories deepest first, each read back
     (a filesystem that cannot hold a value raises :class:`TimestampNotRepresentable`). Device nodes this
-    process cannot make are left out of the tree and of the result (:func:`devices_left_out`).
+    process cannot make are left out of the tree and of the result (:func:`devices_left_out`). With
+    ``left_out``, a device number this filesystem cannot hold (xfs: ``mknod`` answers ``EINVAL`` for a minor
+    past its 18 bits) is left out too, its path and why recorded there; without it, that ``OSError`` is raised.
     """
     tree = buildable(spec)
     root = os.fspath(dest)
     os.mkdir(root, 0o700)
-    ordered = sorted(tree.entries, key=lambda e: e.path)
+    ordered = [entry for entry in sorted(tree.entries, key=lambda e: e.path)
+               if left_out is None or not _unholdable_device(root, entry, left_out)]
     for entry in ordered:
         full = os.path.join(root, entry.path)
         if entry.kind == "dir" and entry.path != ROOT:
-            os.mkdir(full, 0o700)
+            os.makedirs(full, 0o700, exist_ok=True)  # made already where a device node inside was made first
         elif entry.kind == "file" and entry.hardlink is None:
             _write_file(full, entry, tree.seeds[entry.path])
         elif entry.kind == "symlink":
             assert entry.target is not None
             os.symlink(entry.target, full)
-        elif entry.kind in SPECIAL_KINDS and entry.hardlink is None:
+        elif entry.kind in SPECIAL_KINDS and entry.hardlink is None and not os.path.lexists(full):
             # mknod makes FIFOs too; never opened, here or anywhere in the kit
             os.mknod(full, KIND_IFMT[entry.kind] | 0o600, os.makedev(*entry.rdev) if entry.rdev else 0)
     for entry in ordered:
@@ -252,7 +266,29 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str]) -> list[File
         entry, full = by_path[path], os.path.join(root, path)
         _set_extended(full, entry)
         set_times_exact(full, atime_ns=entry.atime_ns, mtime_ns=entry.mtime_ns)
-    return list(tree.entries)
+    return [entry for entry in tree.entries if entry.path in by_path]
+
+
+def _unholdable_device(root: str, entry: FileMeta, left_out: dict[str, str]) -> bool:
+    """Make a device node (or a second name of one left out) ahead of the rest: ``True`` when this filesystem
+    cannot hold it, with why in ``left_out``. Its parent directories are made as the tree's own."""
+    if entry.kind not in DEVICE_KINDS or entry.rdev is None:
+        return False
+    if entry.hardlink is not None:
+        if entry.hardlink in left_out:
+            left_out[entry.path] = f"a second name of {entry.hardlink}, which was left out"
+        return entry.path in left_out
+    full = os.path.join(root, entry.path)
+    os.makedirs(os.path.dirname(full), 0o700, exist_ok=True)
+    try:
+        os.mknod(full, KIND_IFMT[entry.kind] | 0o600, os.makedev(*entry.rdev))
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EOVERFLOW):
+            raise
+        left_out[entry.path] = (f"this filesystem cannot hold device {entry.rdev[0]},{entry.rdev[1]} "
+                                f"(mknod: {err.strerror})")
+        return True
+    return False
 
 
 def _write_file(full: str, entry: FileMeta, seed: int) -> None:

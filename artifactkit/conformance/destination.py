@@ -14,12 +14,14 @@ that check; an entry whose flags cannot be changed (immutable) is left out and n
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Final
 
 from artifactkit.errors import IsolationError
-from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
-from artifactkit.isolation.tree import REMEDY, NoatimeTree
+from artifactkit.isolation.probe import HISTORICAL_NS, AtimeProbe, read_moves_atime, write_file
+from artifactkit.isolation.tree import REMEDY, NoatimeTree, private_noatime_tree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.flags import get_flags, set_noatime_flag
 from artifactkit.metadata.mismatch import Mismatch
@@ -27,11 +29,27 @@ from artifactkit.metadata.model import FileMeta
 
 #: The destination parent's name inside the private tree.
 UNFLAGGED = "copies"
+#: What to do when the base cannot hold the kit's trees: conformance is run with ``--base`` (or ``base=``),
+#: never under pytest, and a noatime mount would hide a copier's reads of the source.
+CONFORMANCE_REMEDY: Final = ("pass a base on ext4, tmpfs or xfs mounted relatime or strictatime, where FS_NOATIME_FL "
+                             "works and reads move atime: --base DIR on the command line, base= in Python")
 
 
-def unflagged_parent(tree: NoatimeTree) -> str:
-    """A directory in ``tree`` without ``FS_NOATIME_FL`` where reads move atime as on its filesystem."""
-    parent = os.path.join(tree.path, UNFLAGGED)
+@contextlib.contextmanager
+def private_tree(base: str, probe: AtimeProbe) -> Iterator[NoatimeTree]:
+    """:func:`private_noatime_tree` with a refusal's remedy in conformance's own terms (btrfs: the flag is not
+    inherited; the plugin's option means nothing to someone running ``artifactkit conformance``)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            tree = stack.enter_context(private_noatime_tree(base, probe=probe))
+        except IsolationError as err:
+            raise IsolationError(err.message.replace(REMEDY, CONFORMANCE_REMEDY), **err.context) from err
+        yield tree
+
+
+def unflagged_parent(tree: NoatimeTree, name: str = UNFLAGGED) -> str:
+    """A directory ``name`` in ``tree`` without ``FS_NOATIME_FL`` where reads move atime as on its filesystem."""
+    parent = os.path.join(tree.path, name)
     os.mkdir(parent, 0o700)
     if tree.mode != "flag":
         return parent  # a noatime mount: reads move nothing anywhere, the copier sees that too
@@ -39,7 +57,7 @@ def unflagged_parent(tree: NoatimeTree) -> str:
     if result.status != "ok" or get_flags(parent).noatime:
         raise IsolationError(
             f"conformance could not clear FS_NOATIME_FL on the destination parent ({result.status}); a copier's "
-            f"own reads of its output would be hidden; remedy: {REMEDY}",
+            f"own reads of its output would be hidden; remedy: {CONFORMANCE_REMEDY}",
             fs_type=tree.probe.fs_type, failed="destination-unflag")
     sample = os.path.join(parent, ".artifactkit-probe")
     write_file(sample)
@@ -50,7 +68,7 @@ def unflagged_parent(tree: NoatimeTree) -> str:
     if not moved:
         raise IsolationError(
             f"a read in the unflagged destination parent on {tree.probe.fs_type} left a historical atime alone, "
-            f"so a copier's own reads would not show; remedy: {REMEDY}",
+            f"so a copier's own reads would not show; remedy: {CONFORMANCE_REMEDY}",
             fs_type=tree.probe.fs_type, failed="destination-atime")
     return parent
 

@@ -23,6 +23,8 @@ class Failure:
     #: For ``copier-failed``: the full command (when it was one) and the whole of its stderr.
     command: str | None = None
     stderr: str | None = None
+    #: For a ``differs`` two rules explained alike on its tree: their names, for the run to settle.
+    rivals: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
@@ -63,6 +65,8 @@ class Failure:
                 return head + ", source entry removed by the copy"
             return head + (", source atime moved by the copy" if self.field == "atime_ns"
                            else f", source {field} changed by the copy")
+        if self.diagnosis == dx.SHARES_SOURCE_INODE:
+            return head + f", {self.actual}: editing the copy edits the source"
         if self.check == "survives_read":
             return head + ", moved by a read after the copy"
         if self.diagnosis == dx.ADVANCED_BY_READ and self.check in _DESTINATION_TIMES:

@@ -30,6 +30,9 @@ class CheckResult:
     failures: tuple[Failure, ...] = ()
     #: Set when the check ran on no tree at all (e.g. every tree asked for needs root): passed is None.
     reason: str | None = None
+    #: False when no tree that ran holds what this check covers: no verdict, and requiring it fails.
+    #: (A check run on part of what it covers, such as FIFOs without the device nodes, ran.)
+    ran: bool = True
 
     @property
     def passed(self) -> bool | None:
@@ -53,6 +56,7 @@ class CheckResult:
             "passed": self.passed,
             "diagnosis": self.diagnosis,
             "reason": self.reason,
+            "ran": self.ran,
             "failures": [
                 {"corpus": corpus, "field": field, "diagnosis": diagnosis, "count": len(items),
                  "path": items[0].path, "expected": items[0].expected, "actual": items[0].actual,
@@ -102,18 +106,33 @@ class Report:
         """Whether every check held (a property, so ``assert report.passed`` means what it says)."""
         return not self.failed
 
-    def holds(self, require: Iterable[str] = CHECKS) -> bool:
-        """Whether every check in ``require`` held."""
-        wanted = validated(require)
-        return not (self.failed & set(wanted))
+    @property
+    def not_checked(self) -> frozenset[str]:
+        """Names of the checks no tree that ran could exercise (``passed`` is ``None``, ``ran`` false)."""
+        return frozenset(item.check for item in self.checks if not item.ran)
 
-    def raise_for_failures(self, require: Iterable[str] = CHECKS) -> None:
-        """Raise the shared :class:`MetadataMismatchError` listing every failure of a required check."""
+    def holds(self, require: Iterable[str] | None = None) -> bool:
+        """Whether every check in ``require`` held; a required check that ran on no tree did not.
+
+        ``None`` (the default) requires every check that ran.
+        """
+        if require is None:
+            return not self.failed
         wanted = set(validated(require))
+        return not (self.failed & wanted) and not (self.not_checked & wanted)
+
+    def raise_for_failures(self, require: Iterable[str] | None = None) -> None:
+        """Raise the shared :class:`MetadataMismatchError` listing every failure of a required check, and
+        every required check that ran on no tree (``None``, the default: every check that ran)."""
+        wanted = set(CHECKS if require is None else validated(require))
         found = [f.to_mismatch() for item in self.checks if item.check in wanted for f in item.failures]
-        if found:
+        unrun = [] if require is None else [item for item in self.checks if item.check in wanted and not item.ran]
+        if found or unrun:
             stage = f"conformance of {self.copier}"
-            raise MetadataMismatchError(format_mismatches(found, stage=stage), stage=stage, mismatches=found)
+            lines = [f"required check {item.check}: {item.reason}" for item in unrun]
+            if found:
+                lines.append(format_mismatches(found, stage=stage))
+            raise MetadataMismatchError("\n".join(lines), stage=stage, mismatches=found)
 
     def to_json(self) -> dict[str, Any]:
         """The ``artifactkit.conformance/1`` document (sanitized: no absolute paths, user or host)."""

@@ -2,7 +2,9 @@
 
 Mount options only say what was asked for: an inode flag on an ancestor, ``lazytime``, a FUSE
 layer or a kernel change can all make them lie. So every answer here comes from scratch files in
-a private scratch directory inside the probed directory, which is removed afterwards.
+a private scratch directory inside the probed directory, which is removed afterwards. On a network
+or FUSE filesystem every time is read back past the client's attribute caches where that can be
+done (:mod:`artifactkit.isolation.client_cache`), and what could not be is reported unverified.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from artifactkit._fsutil import remove_tree
+from artifactkit.isolation.client_cache import UNVERIFIED, ClientCache, look_past_caches, may_cache_attributes
 from artifactkit.isolation.reading import read_file
 from artifactkit.metadata.drift import GRANULARITIES_NS
 from artifactkit.metadata.flags import FlagResult, get_flags, set_noatime_flag
@@ -29,7 +32,9 @@ HISTORICAL_NS: Final = 1_000_000_000_123_456_789
 PRE_1970_NS: Final = -315_619_200 * NS_PER_S      # 1960-01-01
 POST_2038_NS: Final = 4_102_444_800 * NS_PER_S    # 2100-01-01
 
-AtimePolicy = Literal["strictatime", "relatime", "noatime"]
+AtimePolicy = Literal["strictatime", "relatime", "noatime", "unverified (client-cached attributes)"]
+#: The findings a client cache could have faked, in the order ``unverified`` lists them.
+CACHE_FAKEABLE: Final = ("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")
 FlagSupport = Literal["supported", "unsupported", "forbidden"]
 
 
@@ -58,15 +63,28 @@ class AtimeProbe:
     granularity_ns: int
     pre_1970_ok: bool
     post_2038_ok: bool
+    #: Whether a client cache of attributes was seen: a later or fresher look disagreed with the first.
+    client_cache: ClientCache = "not applicable"
+    #: Findings a client cache could have faked and nothing could look past (names from ``CACHE_FAKEABLE``).
+    unverified: tuple[str, ...] = ()
 
     @property
     def atime_policy(self) -> AtimePolicy:
-        """The policy the experiment showed (a future atime moves only under strictatime)."""
+        """The policy the experiment showed (a future atime moves only under strictatime).
+
+        A move seen is proof through any cache (a cache hides changes, it does not invent the server's);
+        "reads leave atime alone" seen only through a cache is not, and says so.
+        """
         if self.reads_move_future_atime:
             return "strictatime"
         if self.reads_move_historical_atime:
             return "relatime"
-        return "noatime"
+        return UNVERIFIED if "atime_policy" in self.unverified else "noatime"
+
+    @property
+    def attributes_trusted(self) -> bool:
+        """Whether what a test reads back here is the filesystem's, not a client cache's."""
+        return self.client_cache in ("not applicable", "not seen")
 
     @property
     def reads_move_atime(self) -> bool:
@@ -78,7 +96,8 @@ class AtimeProbe:
         flag: str = self.noatime_flag
         if flag == "supported":
             flag += ", inherited" if self.flag_inherited else ", NOT inherited"
-        return f"fs={self.fs_type} atime={self.atime_policy} FS_NOATIME_FL={flag}"
+        cache = "" if self.client_cache == "not applicable" else f" client_cache={self.client_cache}"
+        return f"fs={self.fs_type} atime={self.atime_policy} FS_NOATIME_FL={flag}{cache}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``artifactkit.probe/1`` document (no absolute paths: evidence is sanitized)."""
@@ -95,6 +114,8 @@ class AtimeProbe:
             "granularity_ns": self.granularity_ns,
             "pre_1970_ok": self.pre_1970_ok,
             "post_2038_ok": self.post_2038_ok,
+            "client_cache": self.client_cache,
+            "unverified": list(self.unverified),
         }
 
 
@@ -166,7 +187,11 @@ def stores_exactly(path: str, value_ns: int) -> bool:
 def granularity_of(path: str) -> int:
     """The coarsest candidate unit that explains how ``HISTORICAL_NS`` was stored."""
     os.utime(path, ns=(HISTORICAL_NS, HISTORICAL_NS), follow_symlinks=False)
-    stored = os.lstat(path).st_mtime_ns
+    return granularity_from(os.lstat(path).st_mtime_ns)
+
+
+def granularity_from(stored: int) -> int:
+    """The coarsest candidate unit that explains ``HISTORICAL_NS`` stored as ``stored``."""
     for unit in GRANULARITIES_NS:
         if stored == (HISTORICAL_NS // unit) * unit:
             return unit
@@ -204,19 +229,30 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
     Reads of a historical atime move it under relatime and strictatime (``utime`` leaves ctime
     at now); reads of a future atime move it only under strictatime. The flag is set only on a
     scratch directory; everything is created in one private scratch directory and removed.
+    On a network or FUSE filesystem the same experiments run past the client's caches
+    (:func:`~artifactkit.isolation.client_cache.look_past_caches`: at most 3 s longer).
     """
     where = os.path.realpath(directory)
     info = mount_info(where)
     scratch = tempfile.mkdtemp(prefix=".artifactkit-probe-", dir=where)
+    cache: ClientCache = "not applicable"
     try:
-        sample = os.path.join(scratch, "sample")
-        write_file(sample)
-        historical = read_moves_atime(sample, HISTORICAL_NS)
         # A year ahead: newer than mtime and ctime, so relatime leaves it; strictatime does not.
-        future = read_moves_atime(sample, time.time_ns() + 365 * 86_400 * NS_PER_S)
-        granularity = granularity_of(sample)
-        pre_1970 = stores_exactly(sample, PRE_1970_NS)
-        post_2038 = stores_exactly(sample, POST_2038_NS)
+        future_ns = time.time_ns() + 365 * 86_400 * NS_PER_S
+        if may_cache_attributes(info.fs_type):
+            found = look_past_caches(scratch, HISTORICAL_NS, future_ns, (PRE_1970_NS, POST_2038_NS), write_file)
+            historical, future, cache = found.historical_moved, found.future_moved, found.verdict
+            granularity = granularity_from(found.historical_mtime_ns)
+            pre_1970, post_2038 = (kept == wanted for kept, wanted in zip(found.extremes_kept,
+                                                                            (PRE_1970_NS, POST_2038_NS), strict=True))
+        else:
+            sample = os.path.join(scratch, "sample")
+            write_file(sample)
+            historical = read_moves_atime(sample, HISTORICAL_NS)
+            future = read_moves_atime(sample, future_ns)
+            granularity = granularity_of(sample)
+            pre_1970 = stores_exactly(sample, PRE_1970_NS)
+            post_2038 = stores_exactly(sample, POST_2038_NS)
         support, inherited, effective = _flag_experiment(scratch, historical or future)
         device = os.lstat(where).st_dev
     finally:
@@ -226,12 +262,24 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
         directory=where, device=device, fs_type=info.fs_type, mount_options=info.options,
         reads_move_historical_atime=historical, reads_move_future_atime=future,
         noatime_flag=support, flag_inherited=inherited, flag_effective=effective,
-        granularity_ns=granularity, pre_1970_ok=pre_1970, post_2038_ok=post_2038,
+        granularity_ns=granularity, pre_1970_ok=pre_1970, post_2038_ok=post_2038, client_cache=cache,
+        unverified=_unverified(historical or future, pre_1970, post_2038) if cache == "cannot tell" else (),
     )
+
+
+def _unverified(moved: bool, pre_1970: bool, post_2038: bool) -> tuple[str, ...]:
+    """What a cache that could not be looked past may have faked: a value kept, a read that moved nothing.
+
+    A move or a loss seen is proof through any cache; the granularity may hide a truncation either way.
+    """
+    faked = {"atime_policy": not moved, "granularity_ns": True, "pre_1970_ok": pre_1970, "post_2038_ok": post_2038}
+    return tuple(name for name in CACHE_FAKEABLE if faked[name])
 
 
 def isolation_choice(probe: AtimeProbe) -> str:
     """What :func:`~artifactkit.isolation.tree.private_noatime_tree` will do on this filesystem, in words."""
+    if not probe.attributes_trusted:
+        return f"NONE: attributes may come from a client cache ({probe.client_cache}), noatime_tree will error"
     if not probe.reads_move_atime:
         return "noatime-mount (no flag needed)"
     if probe.noatime_flag != "supported":

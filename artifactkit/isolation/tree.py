@@ -28,12 +28,16 @@ from artifactkit.metadata import flags as _flags_module
 from artifactkit.metadata.flags import get_flags, set_noatime_flag
 
 REMEDY: Final = "run on a noatime test filesystem, or pass --artifactkit-base=PATH on one"
+#: Where attributes come from a client cache, no read-back in the tree can be trusted: turn the caches off, or go local.
+CACHE_REMEDY: Final = ("mount it with the client's attribute caches off (sshfs: -o dir_cache=no,attr_timeout=0,"
+                       "entry_timeout=0; other FUSE: -o attr_timeout=0,entry_timeout=0 and the daemon's own cache "
+                       "off; NFS: -o noac), or pass --artifactkit-base=PATH on a local filesystem")
 Mode = Literal["flag", "noatime-mount"]
 
 
-def _fail(fs_type: str, base: str, failed: str, detail: str) -> IsolationError:
+def _fail(fs_type: str, base: str, failed: str, detail: str, remedy: str = REMEDY) -> IsolationError:
     return IsolationError(
-        f"atime isolation failed on {fs_type} ({base}): {detail}; remedy: {REMEDY}",
+        f"atime isolation failed on {fs_type} ({base}): {detail}; remedy: {remedy}",
         fs_type=fs_type, base=base, failed=failed,
     )
 
@@ -96,6 +100,9 @@ def private_noatime_tree(base: str | os.PathLike[str], *, probe: AtimeProbe | No
     except OSError as err:
         raise _fail("an unknown filesystem" if probe is None else probe.fs_type, where, "setup",
                     f"could not probe or create a private directory: {err}") from err
+    if not probe.attributes_trusted:
+        remove_tree(container, ignore_errors=True)
+        raise _cached(probe, where)
     tree = os.path.join(container, "tree")
     try:
         os.mkdir(tree, 0o700)
@@ -109,6 +116,16 @@ def private_noatime_tree(base: str | os.PathLike[str], *, probe: AtimeProbe | No
         remove_tree(container, ignore_errors=True)
         raise
     return NoatimeTree(Path(tree), probe, mode, how, Path(container))
+
+
+def _cached(probe: AtimeProbe, base: str) -> IsolationError:
+    if probe.client_cache == "seen":
+        why = ("a file looked at again after the attribute timeout, or under a new name, showed other times than "
+               "the name in use had, so what a test reads back here can be a client cache's copy, not the filesystem's")
+    else:
+        why = (f"the client may answer stat from a cache and no second name could be made to look past it, so "
+               f"{', '.join(probe.unverified)} are unverified (client-cached attributes)")
+    return _fail(probe.fs_type, base, "client-cache", why, CACHE_REMEDY)
 
 
 def _confirm_no_moves(tree: str, probe: AtimeProbe, base: str) -> str:

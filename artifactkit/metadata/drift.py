@@ -2,9 +2,9 @@
 
 The classifier is a flat decision list; order matters and is part of the contract:
 exact match, then clamping to a range edge, seconds wrapped modulo 2**32, truncation (coarsest unit
-that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded
-from the source *after* its own read had moved it, an atime that was given the entry's mtime (also
-floored), and finally a move forward (a later read) or a value that dates from the copy rather than
+that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded from
+the source *after* its own read had moved it, an atime that was given the entry's mtime (also
+floored), a 2 s floor, and finally a move forward (a later read) or a value that dates from the copy rather than
 from the source.
 
 One value alone cannot always tell these apart (a 100 ns floor of ``...000000001`` is a whole second;
@@ -24,6 +24,8 @@ import attrs
 NS_PER_S: Final = 1_000_000_000
 
 SECOND_TRUNCATED: Final = "second-truncated"
+#: Floored to an even second: FAT's mtime, zip's DOS time, 2-second time archives.
+TWO_SECOND_TRUNCATED: Final = "2s-truncated"
 MILLISECOND_TRUNCATED: Final = "millisecond-truncated"
 MICROSECOND_TRUNCATED: Final = "microsecond-truncated"
 FLOAT_ROUNDED: Final = "float-rounded"
@@ -51,6 +53,8 @@ HARDLINK_SPLIT: Final = "hardlink-split"
 HARDLINK_JOINED: Final = "hardlink-joined"
 SPARSE_FILLED: Final = "sparse-filled"
 FLAGS_DIFFER: Final = "flags-differ"
+#: A destination entry that is the source's own inode (same device and inode): a hard link, not a copy.
+SHARES_SOURCE_INODE: Final = "shares-source-inode"
 
 #: The one table of timestamp granularities (ns), finest first: what a probe tries and what a
 #: stored value may have been truncated to. Filesystems really have 1 ns (ext4, xfs, tmpfs, btrfs),
@@ -59,9 +63,13 @@ FLAGS_DIFFER: Final = "flags-differ"
 GRANULARITIES_NS: Final = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000,
                            NS_PER_S, 2 * NS_PER_S, 86_400 * NS_PER_S)
 
-#: The granularities with a diagnosis of their own, coarsest first (the coarsest explanation wins).
+#: The granularities with a diagnosis of their own, coarsest first (the coarsest explanation wins), except
+#: that 2 s comes after 1 s: a value on an even second fits both, and says nothing of a 2 s floor. One value
+#: alone is named 2 s only after every other explanation (:func:`classify_case`).
 _TRUNCATION_UNITS: Final = (
     (NS_PER_S, SECOND_TRUNCATED),
+    # After the whole second: an even second fits both, and only an odd source second shows the 2 s floor.
+    (2 * NS_PER_S, TWO_SECOND_TRUNCATED),
     (1_000_000, MILLISECOND_TRUNCATED),
     (1_000, MICROSECOND_TRUNCATED),
     (100, HUNDRED_NS_TRUNCATED),  # Windows FILETIME, 7-Zip, ntfs3: 100 ns ticks
@@ -122,9 +130,18 @@ def float_round_trips(value_ns: int) -> set[int]:
     return results
 
 
+#: The ends of a signed 64-bit count of ns (1677-09-21 and 2262-04-11): a tool keeping times as ``i64`` ns
+#: clamps there, off the whole second, where xfs bigtime, btrfs and tmpfs hold far more.
+_I64_NS_EDGES: Final = (-(2**63), 2**63 - 1)
+
+
 def is_clamped(expected_ns: int, actual_ns: int) -> bool:
     """Whether ``actual_ns`` is a range edge that ``expected_ns`` lies beyond (by at least a second)."""
-    if actual_ns % NS_PER_S or abs(actual_ns - expected_ns) < NS_PER_S:
+    if abs(actual_ns - expected_ns) < NS_PER_S:
+        return False
+    if actual_ns in _I64_NS_EDGES:
+        return (expected_ns > actual_ns) == (actual_ns > 0)
+    if actual_ns % NS_PER_S:
         return False
     edge = actual_ns // NS_PER_S
     return (edge in _CLAMP_CEILINGS_S and expected_ns > actual_ns) or (
@@ -212,7 +229,7 @@ def classify_case(case: TimeCase) -> str | None:
         # Before the read test: a 1966 atime wrapped into 2102 lies past ctime, yet no read moved it.
         return WRAPPED
     for unit, name in _TRUNCATION_UNITS:
-        if actual_ns in truncations(expected_ns, unit):
+        if name != TWO_SECOND_TRUNCATED and actual_ns in truncations(expected_ns, unit):
             return name
     if _float_rounded(case):
         return FLOAT_ROUNDED
@@ -221,6 +238,9 @@ def classify_case(case: TimeCase) -> str | None:
     if _given_mtime(case):
         # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
         return SET_TO_MTIME
+    if actual_ns in truncations(expected_ns, 2 * NS_PER_S):
+        # After atime := mtime: an even second below an odd one is also where a whole-second mtime can sit.
+        return TWO_SECOND_TRUNCATED
     if ctime_ns is not None:
         if case.field == "atime_ns" and actual_ns > ctime_ns:
             # Only a read moves atime past the last metadata change: utime() sets ctime to now.
@@ -246,6 +266,7 @@ def classify_time(expected_ns: int, actual_ns: int, *, field: str, ctime_ns: int
 
 #: The explanations of a tree's differences that are one rule applied to every entry, coarsest first:
 #: where one value fits several, the one that fits every difference of the field names them all.
+_TRUNCATIONS: Final = frozenset(name for _, name in _TRUNCATION_UNITS)
 _SYSTEMATIC: Final = (*(name for _, name in _TRUNCATION_UNITS), FLOAT_ROUNDED, SET_TO_MTIME)
 
 
@@ -258,22 +279,30 @@ def _explains(name: str, case: TimeCase) -> bool:
     return case.actual_ns in truncations(case.expected_ns, unit)
 
 
-def uniform_diagnoses(cases: Sequence[TimeCase]) -> list[str | None]:
+def uniform_diagnoses(cases: Sequence[TimeCase], rivals: dict[int, tuple[str, ...]] | None = None) -> list[str | None]:
     """:func:`classify_case` of each case, then per field the systematic differences (truncations, float
-    round trips, set-to-mtime) named by the first systematic explanation that covers all of them.
+    round trips, set-to-mtime) named by the first systematic explanation that covers all of them and that
+    some difference of the tree shows by itself (even-second floors alone never name a 2 s floor).
 
     A copier applies one rule to a whole tree: a uniform 100 ns floor turns ``...000000001`` into a whole
-    second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name; with
-    a single difference nothing tells the rules apart and the value's own (coarsest) name stays.
+    second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name. Where
+    a truncation and atime := floored mtime both cover every atime difference (each shares its second with
+    its mtime), the evidence fits neither better: ``differs``, with both values (and both names in ``rivals``,
+    by index, for a caller that knows more: the same copier on another tree).
     """
     found = [classify_case(case) for case in cases]
+    shown = set(found)
     for field in sorted({case.field for case in cases}):
         group = [i for i, case in enumerate(cases) if case.field == field and found[i] in _SYSTEMATIC]
-        if len(group) < 2:
-            continue
         for name in _SYSTEMATIC:
-            if all(_explains(name, cases[i]) for i in group):
+            # A rule some difference of the tree shows by itself: even-second 1 s floors never make a tree "2 s".
+            if group and name in shown and all(_explains(name, cases[i]) for i in group):
+                # A truncation that atime := mtime (floored) explains as well, in every difference: each atime
+                # shares its second with its mtime, and nothing here says which rule the copier applied.
+                rival = name in _TRUNCATIONS and all(_explains(SET_TO_MTIME, cases[i]) for i in group)
                 for i in group:
-                    found[i] = name
+                    found[i] = DIFFERS if rival else name
+                    if rival and rivals is not None:
+                        rivals[i] = (name, SET_TO_MTIME)
                 break
     return found

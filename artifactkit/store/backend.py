@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.values import ReadBatch
     from artifactkit.store.blobs import BlobsNeeded, BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
     from artifactkit.store.progress import Reporter
-    from artifactkit.store.stage import Staged
     from artifactkit.store.stat_cache import StatCache
 
 
@@ -63,14 +63,14 @@ class Guard(Protocol):
 class PublishTxn(Protocol):
     """One publish in flight: where its files are staged, and how they become a visible version."""
 
-    #: The directory the executor stages blobs into, as an fd and as a path (a bucket's client uploads a
+    #: The directory the engine stages blobs into, as an fd and as a path (a bucket's client uploads a
     #: staged file by its path).
     stage_fd: int
     stage_path: str
     #: The store's blob directory as this process opened and checked it (``-1``: none): identity and has-blob
     #: answers come from it, never from the path, which a writer of the store could have swapped since.
     blobs_fd: int
-    #: Whether the executor keeps a small file's bytes in memory (``Staged.data``) instead of staging them.
+    #: Whether the engine keeps a small file's bytes in memory (``Staged.data``) instead of staging them.
     in_memory: bool
 
     def blob_lookup(self, lookups: int) -> HasBlob:
@@ -78,14 +78,14 @@ class PublishTxn(Protocol):
         by content (:mod:`~artifactkit.store.blob_check`), names taken from one listing where that is cheaper; a
         damaged blob is stored again by the publish and listed in ``has_blob.repaired`` once :meth:`flush` ends."""
 
-    def add(self, staged: Sequence[Staged]) -> None:
+    def add(self, staged: ReadBatch) -> None:
         """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them
         now, overlapping the reads still to come."""
 
     def seal(self, move: Mover) -> None:
         """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier; none where no
         blob was staged) and starts
-        ``move`` — the executor's :meth:`~artifactkit.store.executor.Executor.move_files` — renaming them into
+        ``move`` — the engine's :meth:`~artifactkit.engine.protocol.Engine.move_files` — renaming them into
         ``blobs/`` on a thread of its own, while the caller assembles the manifest; a bucket, whose uploads land
         under their final keys, has nothing to do."""
 
@@ -102,7 +102,7 @@ class PublishTxn(Protocol):
         that version is taken (the caller tries the next)."""
 
 
-#: :meth:`~artifactkit.store.executor.Executor.move_files`: ``(src_fd, dst_fd, [(src, dst), ...])``.
+#: :meth:`~artifactkit.engine.protocol.Engine.move_files`: ``(src_fd, dst_fd, [(src, dst), ...])``.
 Mover = Callable[[int, int, Sequence[tuple[str, str]]], None]
 
 

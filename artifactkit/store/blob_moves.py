@@ -1,7 +1,7 @@
 """A local publish's staged blobs moved into ``blobs/`` after its barrier: on a thread of their own while the
 manifest is assembled, and by the publishing thread too once that is done.
 
-The moves are the executor's ``move_files`` (:data:`~artifactkit.store.backend.Mover`), called a chunk of
+The moves are the engine's ``move_files`` (:data:`~artifactkit.store.backend.Mover`), called a chunk of
 :data:`MOVES_PER_CALL` at a time from one shared queue. Started by ``LocalTxn.seal`` right after the one
 ``syncfs``, so every name they make visible refers to durable bytes; ``LocalTxn.flush`` waits for them before
 the manifest is written.
@@ -9,14 +9,13 @@ the manifest is written.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Final
 
+from artifactkit.engine.protocol import usable_cores
+from artifactkit.engine.values import ReadBatch
 from artifactkit.store.backend import Mover
-from artifactkit.store.executor import usable_cores
-from artifactkit.store.stage import HeldReads, Staged
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
 #: manifest's assembly (memory: tests/store/test_publish_memory.py), while a call's fixed cost (its names
@@ -29,15 +28,14 @@ class Moving:
     :meth:`wait` with ``helping`` takes chunks from the same queue until it is empty. Why the second mover: on
     ``many`` (10,000 blobs) the moves outlast the manifest's assembly, and the publishing thread only waited for
     them; renames from two threads share the filesystem's rename lock but still overlap the rest of each call
-    (``diagnostics/bench_renames.py``). Why only once the manifest is done: a second mover beside the assembly
+    (docs/performance.md, the renames' study). Why only once the manifest is done: a second mover beside the assembly
     takes a core from it (a 100,000-file CLI publish was slower so), and why only with a second CPU: on one, two
     movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
     failure."""
 
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, staged: dict[str, Staged],
-                 held: Sequence[HeldReads] = ()) -> None:
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, held: Sequence[ReadBatch]) -> None:
         self._move, self._src_fd, self._dst_fd = move, src_fd, dst_fd
-        self._pending = _chunks(staged, held)
+        self._pending = _chunks(held)
         self._lock = threading.Lock()  # the queue, and the first failure
         self._failed: BaseException | None = None
         self._stopped = False
@@ -89,11 +87,7 @@ class Moving:
         return self._failed
 
 
-def _chunks(staged: dict[str, Staged], held: Sequence[HeldReads]) -> Iterator[Sequence[tuple[str, str]]]:
-    """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: ``staged``'s names made a chunk at a
-    time (all 100,000 at once were 20 MB beside the manifest), then each held batch's own chunks."""
-    pending = iter(staged.items())
-    while names := [(found.path(), sha) for sha, found in itertools.islice(pending, MOVES_PER_CALL)]:
-        yield names
+def _chunks(held: Sequence[ReadBatch]) -> Iterator[Sequence[tuple[str, str]]]:
+    """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: each batch's own, in order."""
     for batch in held:
         yield from (chunk for chunk in batch.move_chunks(MOVES_PER_CALL) if len(chunk))

@@ -21,8 +21,9 @@ from typing import Final, NamedTuple, Protocol
 import attrs
 
 from artifactkit._syscalls import fsync_dir, rename_noreplace
-from artifactkit.errors import NotAStoreError
+from artifactkit.errors import IntegrityError, IntegrityFailure, NotAStoreError
 from artifactkit.metadata.model import Extents
+from artifactkit.store.manifest import digest_of
 from artifactkit.store.paths import check_artifact_name
 
 
@@ -201,3 +202,10 @@ class HasBlob(Protocol):
     repaired: set[str]
 
     def __call__(self, sha: str, size: int | None, held: Held = None, /) -> bool: ...
+
+
+def check_manifest_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
+    """:class:`IntegrityError` (``CORRUPT``) unless ``body`` hashes to ``ref.digest``: read at ``where``."""
+    if (actual := digest_of(body)) != ref.digest:
+        raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
+                             path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Final
 
 from artifactkit._syscalls import syncfs
+from artifactkit.engine.values import ReadBatch
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.store.backend import Garbage, Guard, Mover
 from artifactkit.store.blob_check import blob_lookup
@@ -29,7 +30,6 @@ from artifactkit.store.local_forget import LocalForgetter, forgetting, held, hig
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes
 from artifactkit.store.progress import Reporter
-from artifactkit.store.stage import HeldReads, Staged
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import local_site
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir, listdir_fd, opened_store
@@ -205,37 +205,24 @@ class LocalTxn:
         self.stage_path = stage_path
         self.stage_fd = stage_fd
         self.blobs_fd = dirs.blobs
-        # digest -> its read, whose path() is its staging file's name (a name kept per file was 5.7 MiB of a
-        # 100,000-file publish's peak)
-        self._staged: dict[str, Staged] | None = {}
-        self._held: list[HeldReads] = []  # batches their executor keeps: already one staged blob a content
+        # The batches as their engine holds them (one staged blob a content across the publish), their moves'
+        # names made a chunk at a time (a name kept per file was 5.7 MiB of a 100,000-file publish's peak).
+        self._held: list[ReadBatch] | None = []
         self._moving: Moving | None = None
 
     def blob_lookup(self, lookups: int) -> HasBlob:
         return blob_lookup(self.dirs.blobs, lookups)
 
-    def add(self, staged: Sequence[Staged]) -> None:
-        if self._staged is None:
+    def add(self, staged: ReadBatch) -> None:
+        if self._held is None:
             raise RuntimeError("a blob added to a sealed transaction")  # a bug: it would never be moved
-        if isinstance(staged, HeldReads):
-            # Its executor staged each content once across the publish; a plain batch of the same content too
-            # (no executor yields both kinds) would only be renamed over it: identical bytes, both durable.
-            self._held.append(staged)
-            return
-        for found in staged:
-            if not found.staged:
-                continue
-            if found.sha256 in self._staged:
-                os.unlink(found.path(), dir_fd=self.stage_fd)  # the same content staged twice: one is enough
-            else:
-                self._staged[found.sha256] = found
+        self._held.append(staged)
 
     def seal(self, move: Mover) -> None:
-        if self._staged is None:
+        if self._held is None:
             raise RuntimeError("a transaction sealed twice")
-        staged, self._staged = self._staged, None
-        held, self._held = self._held, []
-        if not staged and not any(batch.staged_count() for batch in held):
+        held, self._held = self._held, None
+        if not any(batch.staged_count() for batch in held):
             # Nothing to make durable: every blob this manifest names passed its own publish's barrier before
             # it reached blobs/. A syncfs on a disk flushes the whole filesystem's dirty data, not only ours.
             return
@@ -243,12 +230,12 @@ class LocalTxn:
         # Plain renames: if a concurrent publisher committed the same content first, one atomically swaps in
         # identical, already flushed bytes. On a thread: 100,000 of them are 0.3-0.8 s of kernel time, which
         # the manifest's assembly (CPU, in this thread) overlaps; this thread helps once it is done (flush).
-        self._moving = Moving(move, self.stage_fd, self.dirs.blobs, staged, held)
+        self._moving = Moving(move, self.stage_fd, self.dirs.blobs, held)
 
     def flush(self, body: bytes) -> None:
-        if self._staged is not None:
+        if self._held is not None:
             raise RuntimeError("a transaction flushed before it was sealed")  # a bug: its blobs are not durable
-        # The moves end first, so a kill point's order is the same in every run (artifactkit/testing/crash.py).
+        # The moves end first, so a kill point's order is the same in every run (tests/support/crash.py).
         self.settle(helping=True)
         write_staged(self.stage_fd, _MANIFEST, body, sync=self.sync_file)
         self.sync_dir(self.dirs.blobs)  # also covers blobs we deduplicated against a concurrent publisher

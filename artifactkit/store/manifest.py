@@ -144,7 +144,7 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
 
 def check_manifest_size(name: str, body: bytes) -> None:
     """Refuse a manifest its own readers would refuse (every publish's manifest is built here or by the native
-    core's :func:`~artifactkit.store._native_manifest.manifest_bytes`, which calls this)."""
+    core's manifest (:meth:`~artifactkit.engine.native.NativeEngine.encode`, which calls this)."""
     if len(body) > (limit := manifest_size_limit()):
         raise ManifestLimitError(
             f"the manifest of {name!r} would have {len(body)} bytes, more than the limit of {limit} its readers "

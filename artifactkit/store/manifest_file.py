@@ -3,48 +3,36 @@ its bytes for every backend."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Sequence
 
+from artifactkit.engine.protocol import Engine
+from artifactkit.engine.select import engine_for
+from artifactkit.engine.values import Parsed
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
-from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import engine_name
-from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest import Manifest, digest_of, manifest_size_limit, parse_manifest
+from artifactkit.store.layout import ArtifactRef, check_manifest_digest
+from artifactkit.store.manifest import Manifest, manifest_size_limit
 from artifactkit.store.store_dirs import StoreDirs
 
 
 def verified_manifest(ref: ArtifactRef, body: bytes, where: str) -> Manifest:
     """The manifest of ``ref`` from its bytes, read by any backend from ``where``: they must hash to the digest
     that names the version, parse as a manifest and name this artifact."""
-    check_manifest_digest(ref, body, where)
-    manifest = _parse(body, where=f"manifest of {ref}")
-    _check_name(ref, manifest.name, where)
-    return manifest
+    parsed = verified_entries(ref, body, where)
+    return Manifest(name=parsed.name, entries=tuple(parsed), source_read_noatime=parsed.source_read_noatime)
 
 
-def verified_entries(ref: ArtifactRef, body: bytes, where: str) -> Sequence[FileMeta]:
-    """The entries of :func:`verified_manifest` of the same bytes, with the same checks and errors, for a
-    download: on the native engine the core's parse kept in the core
-    (:class:`~artifactkit.store._native_tree.CoreTree`, each ``FileMeta`` made when the restore asks for it)."""
-    if engine_name() != "native":
-        return verified_manifest(ref, body, where).entries
-    from artifactkit.store._native_tree import parse  # noqa: PLC0415 - only where the core is built
-
-    tree = parse(body, ref.digest)  # the digest checked alongside, on a thread of the core's
-    if tree is None:  # declined: another digest, or the reference's parse refuses it or reads a shape left to it
-        return verified_manifest(ref, body, where).entries
-    _check_name(ref, tree.name, where)
-    return tree
-
-
-def check_manifest_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
-    """:class:`IntegrityError` (``CORRUPT``) unless ``body`` hashes to ``ref.digest``: read at ``where``."""
-    if (actual := digest_of(body)) != ref.digest:
-        raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
-                             path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)
+def verified_entries(ref: ArtifactRef, body: bytes, where: str, engine: Engine | None = None) -> Parsed:
+    """The entries of :func:`verified_manifest` of the same bytes, with the same checks and errors, as ``engine``
+    (``None``: the one selected now) parsed them, for a download: its restore lays them out itself."""
+    with contextlib.ExitStack() as stack:
+        if engine is None:
+            engine = stack.enter_context(contextlib.closing(engine_for(None, "parse")))
+        parsed = engine.parse(ref, body, where=where)
+    _check_name(ref, parsed.name, where)
+    return parsed
 
 
 def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
@@ -52,16 +40,6 @@ def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
         # A manifest copied (and renamed by its digest) from another artifact is not this one.
         raise IntegrityError(f"manifest of {ref} names another artifact, {name!r}", path=where,
                              expected=ref.name, actual=name, failed=IntegrityFailure.CORRUPT)
-
-
-def _parse(body: bytes, *, where: str) -> Manifest:
-    """:func:`~artifactkit.store.manifest.parse_manifest`, in the native core where the native engine is chosen
-    (:mod:`~artifactkit.store._native_manifest`: the same manifest, the same refusals)."""
-    if engine_name() == "native":  # only where the core imports: then this import cannot fail
-        from artifactkit.store._native_manifest import parse  # noqa: PLC0415 - only where the core is built
-
-        return parse(body, where=where)
-    return parse_manifest(body, where=where)
 
 
 def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef, *, check_digest: bool = True) -> bytes:

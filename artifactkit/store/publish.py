@@ -1,8 +1,8 @@
 """Publish, written once for every backend: *scan* → *plan* → *execute* → seal → assemble → flush → claim.
 
 The scan captures every ``lstat`` before any read (:func:`capture_source`); the plan says which files must
-be read (:mod:`~artifactkit.store.plan`: everything, or what the stat cache cannot vouch for); an executor
-reads, hashes and stages them in batches (:mod:`~artifactkit.store.executor`). The backend's transaction
+be read (:mod:`~artifactkit.engine.plan`: everything, or what the stat cache cannot vouch for); an engine
+reads, hashes and stages them in batches (:mod:`~artifactkit.engine.protocol`). The backend's transaction
 then seals them — the one durability barrier: a local store's staged blobs under one ``syncfs``, then
 renamed into ``blobs/`` on a thread while the manifest is assembled here from what the scan captured and
 the reads found — and flushes: the moves finished, the manifest written and fsynced (a bucket: every upload
@@ -20,18 +20,17 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.plan import Plan, plan_reads
+from artifactkit.engine.protocol import Engine, StageJob
+from artifactkit.engine.select import engine_for
+from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged
 from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.engines import executor_for
-from artifactkit.store.executor import Executor, StageJob
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import check_representable, digest_of, encode_entry, file_line, manifest_bytes
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
-from artifactkit.store.plan import CoreCapture, Plan, plan_reads
 from artifactkit.store.progress import Reporter
-from artifactkit.store.scan import CacheHits, ScannedTree, Walker, scan_tree
-from artifactkit.store.stage import Reads, Staged
 from artifactkit.store.stat_cache import StatCache
 
 
@@ -44,25 +43,25 @@ def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents 
 
 def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
                    cached: CacheHits | None = None, links: LinkPolicy = "as-is",
-                   walker: Walker | None = None) -> ScannedTree:
+                   engine: Engine | None = None) -> ScannedTree:
     """Every ``lstat`` of the source before any read, refused early if a manifest could not hold it.
     ``on_progress(entries so far)`` is called as the scan goes; ``cached`` is the stat cache
     (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a tree with links that
-    may leave it (:func:`~artifactkit.store.paths.check_links_contained`); ``walker``: the executor's own walk
-    (:attr:`~artifactkit.store.executor.Executor.walker`), used where no cache asks questions."""
+    may leave it (:func:`~artifactkit.store.paths.check_links_contained`); ``engine``: whose capture (``None``: the
+    one selected now)."""
     if check_link_policy(links) == "contained":
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
         # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
         cached = None
-    tree = scan_tree(src, on_progress=on_progress, cached=cached, walker=walker)
+    with contextlib.ExitStack() as stack:
+        if engine is None:
+            engine = stack.enter_context(contextlib.closing(engine_for(None, "publish")))
+        tree = engine.capture(src, read_links=True, on_progress=on_progress, cached=cached)
     where = f"publish of {os.fspath(src)!r}"
     if links == "contained":
         check_links_contained(tree.entries, where=where)
-    if isinstance(tree.entries, CoreCapture):  # the core finds the first such entry: only it is made
-        first = tree.entries.first_unrepresentable()
-        check_representable(() if first is None else (tree.entries[first],), where=where)
-    else:
-        check_representable(tree.entries, where=where)
+    first = tree.entries.first_unrepresentable()  # the core finds it without making every entry
+    check_representable(() if first is None else (tree.entries[first],), where=where)
     return tree
 
 
@@ -74,37 +73,37 @@ def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[F
             for entry in entries]
 
 
-def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, executor: Executor | None = None,
+def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine | None = None,
                  cache: StatCache | None = None, progress: Reporter | None = None) -> ArtifactRef:
     """Publish a captured tree as the next version of ``name`` in the opened store; visible only once complete.
 
-    ``executor``: who reads the files (``None``: this process); ``cache``: the stat cache, loaded before the
+    ``engine``: who reads the files (``None``: the one selected now); ``cache``: the stat cache, loaded before the
     scan, which plans fewer reads and records this publish's for the next (the caller saves it);
     ``progress``: told of the reads as batches finish.
     """
     progress = progress or Reporter(None)
     check_artifact_name(name)
     with contextlib.ExitStack() as stack:
-        if executor is None:
-            executor = stack.enter_context(contextlib.closing(executor_for(None, "publish")))
+        if engine is None:
+            engine = stack.enter_context(contextlib.closing(engine_for(None, "publish")))
         guard, txn = stack.enter_context(opened.publishing())
         planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
         if planned.reuse is not None:
-            txn.seal(executor.move_files)  # nothing staged, so no barrier either: the seal only ends staging
+            txn.seal(engine.move_files)  # nothing staged, so no barrier either: the seal only ends staging
             body, digest = planned.reuse
         else:
             progress.phase("read", entries_total=len(planned.reads), bytes_total=planned.read_bytes)
             job = StageJob(tree.root, txn, planned.has_blob, on_batch=progress.advance)
             found = Reads()
-            for batch in executor.stage(job, planned.reads):
+            for batch in engine.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found.add(batch)
             # The barrier; a directory's blobs then move into place while the manifest is assembled.
-            txn.seal(executor.move_files)
+            txn.seal(engine.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
             if isinstance(planned.reads, list):
                 planned.reads.clear()
-            body, recorded = assemble(tree, name, planned, found, encode=executor.manifest_body)
+            body, recorded = assemble(tree, name, planned, found, encode=engine.encode)
             if cache is not None:
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
@@ -134,8 +133,8 @@ def repaired_warning(repaired: set[str]) -> RepairedBlobsWarning:
 def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged], *,
              encode: Encoder | None = None) -> tuple[bytes, list[Recorded]]:
     """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
-    asks for them (a stat cache records every entry), each entry with its line. ``encode``: the executor's
-    :meth:`~artifactkit.store.executor.Executor.manifest_body`, asked first where the plan records nothing."""
+    asks for them (a stat cache records every entry), each entry with its line. ``encode``: the engine's
+    :meth:`~artifactkit.engine.protocol.Engine.encode`, asked first where the plan records nothing."""
     if not planned.record and encode is not None:
         body = encode(name, tree, planned, found)
         if body is not None:
@@ -172,7 +171,7 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
 
 #: An entry as the manifest holds it, and its line: what a stat cache records.
 Recorded = tuple[FileMeta, str]
-#: :meth:`~artifactkit.store.executor.Executor.manifest_body`.
+#: :meth:`~artifactkit.engine.protocol.Engine.encode`.
 Encoder = Callable[[str, ScannedTree, Plan, Sequence[Staged]], "bytes | None"]
 
 

@@ -17,10 +17,11 @@ from collections.abc import Collection
 from contextlib import AbstractContextManager, closing
 from typing import Any, Final
 
+from artifactkit.engine.select import engine_for
+from artifactkit.engine.values import Owners
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
 from artifactkit.store.backend import Backend, Opened
-from artifactkit.store.download import blobs_needed, restore_tree
-from artifactkit.store.engines import executor_for
+from artifactkit.store.download import restore_tree
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
@@ -29,7 +30,6 @@ from artifactkit.store.manifest_file import verified_entries, verified_manifest
 from artifactkit.store.paths import LinkPolicy, check_artifact_name, check_link_policy
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
-from artifactkit.store.restore_meta import Owners
 from artifactkit.store.stat_cache import inode_clock_ns
 from artifactkit.store.verify import VerifyReport, each, verify_store
 
@@ -99,13 +99,12 @@ class Store:
         self.backend.check_site()  # before the scan: a path that is no store fails at once
         # Sampled before the scan: the racy rule's reference for what this publish records.
         cache = self.backend.stat_cache(inode_clock_ns()) if stat_cache else None
-        with closing(executor_for(workers, "publish")) as executor:
+        with closing(engine_for(workers, "publish")) as engine:
             # A source whose scan fails creates no store (one whose read fails later leaves the new store empty).
             reporter.phase("scan")
-            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links,
-                                  walker=executor.walker)
+            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links, engine=engine)
             with self._open(create=True) as opened:
-                ref = publish_tree(opened, tree, name, executor=executor, cache=cache, progress=reporter)
+                ref = publish_tree(opened, tree, name, engine=engine, cache=cache, progress=reporter)
                 if cache is not None:
                     opened.save_stat_cache(cache, ref, list(tree.identities))
         return ref
@@ -145,7 +144,7 @@ class Store:
         ``workers`` and ``progress`` as :meth:`publish`'s. Every guarantee is the same.
         """
         target = os.path.abspath(os.fspath(dest))
-        with self._open() as opened, closing(executor_for(workers, "download")) as executor:
+        with self._open() as opened, closing(engine_for(workers, "download")) as engine:
             name, number = _chosen(opened, name_or_ref, version)
             if os.path.lexists(target):
                 raise FileExistsError(errno.EEXIST, "download destination already exists", target)
@@ -154,13 +153,12 @@ class Store:
                 ref = name_or_ref if isinstance(name_or_ref, ArtifactRef) else _ref_in(opened, name, number)
                 # The digest is verified_entries' to check: the core hashes the bytes while it parses them.
                 body, where = opened.manifest_bytes(ref, check_digest=False)
-                entries = verified_entries(ref, body, where)
-                needed = blobs_needed(entries)
+                entries = verified_entries(ref, body, where, engine)
+                needed = entries.blobs()
                 reporter = Reporter(progress)
                 reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
                 with opened.blob_source(needed, target, reporter) as blobs:
-                    restore_tree(entries, target, blob_path=blobs, shape_checked=True, owners=owners,
-                                 executor=executor, progress=reporter)
+                    restore_tree(entries, target, blob_path=blobs, owners=owners, engine=engine, progress=reporter)
         return ref
 
     def verify(self, *, progress: ProgressCallback | None = None) -> VerifyReport:

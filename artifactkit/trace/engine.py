@@ -26,6 +26,8 @@ import attrs
 
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.corpus import corpus_names, materialize
+from artifactkit.engine.reference.scan import capture_tree
+from artifactkit.engine.select import EngineInfo, engine_info
 from artifactkit.errors import IsolationError, MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reader_processes import ReaderPool
@@ -36,8 +38,6 @@ from artifactkit.metadata.flags import get_flags
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.times import deepest_first
-from artifactkit.store.engines import EngineInfo, engine_info
-from artifactkit.store.scan import capture_tree
 from artifactkit.store.store import Store
 from artifactkit.trace.attribution import Accesses, account
 from artifactkit.trace.fanotify import FanotifyUnavailable

@@ -1,4 +1,4 @@
-//! What can go wrong in a batch, as data: the Python wrapper (`artifactkit/store/_native_batches.py`) turns
+//! What can go wrong in a batch, as data: the Python wrapper (`artifactkit/engine/native_errors.py`) turns
 //! each variant into the very exception class and message the reference engine raises. No message text
 //! lives here: Python keeps the messages, Rust reports the facts.
 

@@ -12,7 +12,7 @@ import pytest
 from artifactkit.cli.main import main
 from artifactkit.conformance import corpus
 from artifactkit.conformance.checks import CHECKS
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 DROPS_ATIME = "tests.support.faulty_copiers:drops_atime"
 
@@ -23,8 +23,13 @@ def test_the_store_passes_and_the_table_has_one_row_per_check(
                  "--base", str(tmpfs_strict)])
     out = capsys.readouterr().out
     assert code == 0, out
-    rows = [line.split()[:2] for line in out.splitlines() if line.split()[:1] and line.split()[0] in CHECKS]
-    assert rows == [[name, "pass"] for name in CHECKS]
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] and line.split()[0] in CHECKS}
+    assert list(rows) == list(CHECKS)
+    # basic and links hold no hard link, hole, flag, special bit, xattr or FIFO: those have no verdict (issue 50).
+    unheld = {"hardlinks", "inode_flags", "sparse", "special_bits", "special_files", "xattrs"}
+    assert {name for name, line in rows.items() if line.split()[1] == "pass"} == set(CHECKS) - unheld
+    assert all("not run (not run: no tree checked here holds what it checks (checked: basic, links))" in rows[name]
+               for name in unheld)
     assert "corpus: basic, links" in out and "all required checks hold" in out
 
 
@@ -41,9 +46,12 @@ def test_a_failing_check_exits_1_and_its_cell_shows_the_first_diagnosis(
 
 def test_require_decides_the_exit_code(tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["conformance", "--copier", DROPS_ATIME, "--corpus", "basic", "--base", str(tmpfs_strict)]
-    assert main([*argv, "--require", "content,mode,special_bits,mtime_ns"]) == 0
+    assert main([*argv, "--require", "content,mode,mtime_ns"]) == 0
     assert "atime_ns (not required)" in capsys.readouterr().out
     assert main([*argv, "--require", "mtime_ns,atime_ns"]) == 1
+    # basic holds no setuid, setgid or sticky bit: requiring special_bits of it is no pass (issue 50).
+    assert main([*argv, "--require", "content,mode,special_bits,mtime_ns"]) == 1
+    assert "a required check did not run: special_bits (not run: no tree checked here" in capsys.readouterr().out
 
 
 def test_json_prints_the_conformance_document(tmpfs_strict: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,8 +64,10 @@ def test_json_prints_the_conformance_document(tmpfs_strict: Path, capsys: pytest
     assert doc["schema"] == "artifactkit.conformance/1"
     assert doc["copier"] == "cp -a {src} {dst}"
     assert [item["check"] for item in doc["checks"]] == list(CHECKS)
-    failed = {item["check"]: item for item in doc["checks"] if not item["passed"]}
+    failed = {item["check"]: item for item in doc["checks"] if item["passed"] is False}
     assert set(failed) == {"source_untouched"}
+    assert {item["check"] for item in doc["checks"] if item["passed"] is None and not item["ran"]} == {
+        "hardlinks", "inode_flags", "sparse", "special_bits", "special_files", "symlink_times", "xattrs"}
     assert failed["source_untouched"]["diagnosis"] == \
         "atime: advanced-by-read, source atime moved by the copy"
     assert str(tmpfs_strict) not in json.dumps(doc)
@@ -108,7 +118,9 @@ def test_a_tree_that_needs_root_is_not_run_for_a_normal_user_and_the_store_still
     assert code == 0
     assert doc["corpora"] == [{"corpus": "basic", "passed": True, "reason": None},
                               {"corpus": "special-modes", "passed": None, "reason": "not run: needs root"}]
-    assert all(item["passed"] is True for item in doc["checks"])
+    # What neither tree holds (basic alone for a normal user) has no verdict, never a pass (issue 50).
+    assert all(item["passed"] is (True if item["ran"] else None) for item in doc["checks"])
+    assert {item["check"] for item in doc["checks"] if not item["ran"]} >= {"hardlinks", "sparse", "xattrs"}
 
 
 @pytest.mark.usefixtures("not_root")

@@ -18,12 +18,12 @@ import pytest
 
 from artifactkit.cli.diagnose import MAX_GROUP_ROWS, WIDTH, group_rows, printable, render
 from artifactkit.cli.main import build_parser, main
-from artifactkit.testing.mounts import Mounts
 from artifactkit.trace.attribution import AccessGroup
 from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, run_diagnose
 from artifactkit.trace.evidence import TOP_LEVEL_KEYS, to_evidence, violations
 from artifactkit.trace.tracer import HoldStats, PidAccesses
 from tests.support.capability import require_holding_openers
+from tests.support.mounts import Mounts
 
 REPO = Path(__file__).resolve().parents[2]
 

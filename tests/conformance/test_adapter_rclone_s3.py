@@ -64,7 +64,9 @@ def _keys(endpoint: Any, bucket: str) -> list[str]:
 def test_rclone_to_s3_fails_exactly_its_pinned_checks_with_its_pinned_diagnoses(s3_env: Any,
                                                                                 tmpfs_strict: Path) -> None:
     report = conformance.check(NAME, corpus=TREES, base=tmpfs_strict)
-    seen = {item.check: {f.diagnosis for f in item.failures} for item in report.checks if not item.passed}
+    seen = {item.check: {f.diagnosis for f in item.failures} for item in report.checks if item.passed is False}
+    # What none of these trees holds has no verdict (issue 50), whatever rclone did.
+    assert report.not_checked == {"special_files", "symlink_times", "xattrs"} - set(seen)
     # rclone stats a file while its transfer threads read it: the atime it stores is the source's after the
     # first read, and equals the source's final atime only when no later read landed on a new clock tick.
     # So per file it is read-before-recorded (equal) or omitted (a copy-time value), both a failure; which

@@ -18,9 +18,9 @@ from artifactkit.errors import (
     MetadataMismatchError,
     ToolFailedError,
 )
-from artifactkit.testing.mounts import Mounts
 from tests.support import faulty_copiers as faulty
 from tests.support.capability import require_loop_devices
+from tests.support.mounts import Mounts
 
 # Small trees that hold every kind of entry the checks sort by: files, nested and sticky dirs,
 # setuid, links to a file, to a dir, dangling and upward; ns extremes before 1970 and after 2038.
@@ -131,7 +131,7 @@ def test_json_document_has_the_schema_and_exactly_the_check_names(tmpfs_strict: 
     doc = conformance.check(faulty.drops_atime, corpus=SMALL, base=tmpfs_strict).to_json()
     assert doc["schema"] == "artifactkit.conformance/1"
     assert [item["check"] for item in doc["checks"]] == list(conformance.CHECKS)
-    assert all(set(item) == {"check", "passed", "diagnosis", "reason", "failures"} for item in doc["checks"])
+    assert all(set(item) == {"check", "passed", "diagnosis", "reason", "ran", "failures"} for item in doc["checks"])
     atime = next(item for item in doc["checks"] if item["check"] == "atime_ns")
     assert atime["passed"] is False
     assert atime["diagnosis"] == "atime: omitted"

@@ -13,7 +13,7 @@ import pytest
 
 from artifactkit import TimestampNotRepresentable, UnsafePathError, assert_metadata_equal
 from artifactkit.conformance.corpus import corpus_names, load_tree, materialize, needs_root, parse_tree
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 from tests.support.capability import require_reading_unreadable_files
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import pytest
 from artifactkit.conformance import checks as conformance
 from artifactkit.conformance.copiers import TIMEOUT_SETTING
 from artifactkit.conformance.corpus import can_make_devices, load_tree, materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import DEVICE_KINDS, SPECIAL_KINDS
-from artifactkit.store.scan import capture_tree
 from tests.support import faulty_copiers as faulty
 from tests.support.capability import require_real_root
 

@@ -13,11 +13,11 @@ import pytest
 
 from artifactkit.cli import probe as cli_probe
 from artifactkit.isolation.probe import SCHEMA, mount_info, probe_atime
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 PROBE_KEYS = {"schema", "fs_type", "mount_options", "reads_move_historical_atime", "reads_move_future_atime",
               "atime_policy", "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns",
-              "pre_1970_ok", "post_2038_ok"}
+              "pre_1970_ok", "post_2038_ok", "client_cache", "unverified"}
 
 
 def test_strictatime_tmpfs_moves_future_atimes_and_the_flag_works(tmpfs_strict: Path) -> None:

@@ -35,7 +35,7 @@ def test_a_subtree_made_after_the_flag_was_cleared_on_its_parent_is_refused(tmpf
 
 
 def test_a_subtree_on_a_noatime_mount_needs_no_flag(mounts: object) -> None:
-    from artifactkit.testing.mounts import Mounts
+    from tests.support.mounts import Mounts
 
     assert isinstance(mounts, Mounts)
     base = mounts.tmpfs("noatime")

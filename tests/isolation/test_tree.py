@@ -12,6 +12,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.errors import IsolationError, MetadataMismatchError
 from artifactkit.isolation import tree as isolation
 from artifactkit.isolation.probe import probe_atime
@@ -21,10 +22,9 @@ from artifactkit.isolation.tree import check_tree_flagged, private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.metadata.flags import FS_NOATIME_FL, FlagResult, get_flags, set_noatime_flag
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.scan import scan_tree
 from artifactkit.store.store import Store
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_tool
+from tests.support.mounts import Mounts
 
 OLD_NS = 1_000_000_000_123_456_789          # 2001, every ns digit used
 REMEDY = re.escape("remedy: run on a noatime test filesystem, or pass --artifactkit-base=PATH on one")

@@ -10,8 +10,8 @@ import pytest
 
 from artifactkit import FileMeta, MetadataMismatchError, Store, assert_metadata_equal, compare
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata import drift as dx
-from artifactkit.store.scan import capture_tree
 from tests.support import faulty_steps as faulty
 
 ENTRY = FileMeta(path="a.txt", kind="file", mode=0o644, size=3, mtime_ns=1_500_000_000_123_456_789,
@@ -70,7 +70,7 @@ def test_a_capture_that_truncates_atime_is_caught_at_the_publish_stage(
     # The broken capture is the reference scan's, patched: the point is the shared assertion's diagnosis of
     # what such a capture records, on either engine's manifest alike. The native scan's every field is held
     # to the reference's in tests/native/test_scan_differential.py.
-    from artifactkit.store import scan
+    from artifactkit.engine.reference import scan
 
     real = scan.meta_from_stat
 

@@ -12,7 +12,7 @@ import pytest
 from artifactkit.errors import IsolationError, NotInPrivateTreeError
 from artifactkit.metadata import flags
 from artifactkit.metadata.flags import FS_NOATIME_FL, FlagResult, InodeFlag, get_flags, set_noatime_flag
-from artifactkit.testing.mounts import Mounts
+from tests.support.mounts import Mounts
 
 
 def test_flag_constants_match_the_kernel_header() -> None:

@@ -18,9 +18,9 @@ from tests.support.capability import skip_or_fail
 
 @pytest.fixture(scope="session")
 def native() -> ModuleType:
-    """``artifactkit.store._native_batches`` over a built core, or a skip (a failure in CI) saying why."""
+    """``artifactkit.engine.native`` over a built core, or a skip (a failure in CI) saying why."""
     try:
-        return importlib.import_module("artifactkit.store._native_batches")
+        return importlib.import_module("artifactkit.engine.native")
     except ImportError as err:
         skip_or_fail(f"the native core artifactkit._native is not built here ({err}); `pip install -e .` "
                      "builds it where cargo is on PATH")

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import can_chown_to_others, can_make_devices
+from artifactkit.engine.reference.lists import CapturedList
+from artifactkit.engine.reference.scan import Walker, scan_tree
+from artifactkit.engine.values import ScannedTree
 from artifactkit.metadata.flags import restore_flags_fd
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.scan import ScannedTree, Walker, scan_tree
 from tests.native.trees import names
 from tests.strategies import timestamps_ns
 
@@ -146,26 +148,25 @@ def fields(tree: ScannedTree) -> tuple[Any, ...]:
             tree.listed_noatime, tree.cached, tree.matched, tree.kept)
 
 
-def native_walk() -> Walker:
-    """The native core's walk: import it only in tests that asked for the ``native`` fixture (which skips, or
-    fails in CI, where the core is not built), so that collecting them never fails."""
-    from artifactkit.store import _native_scan
-
-    return _native_scan.walk
-
-
-def native_capture(**options: Any) -> Walker:
-    """The native executor's walk, the capture kept in the core (``_native_scan.capture``), with ``options``
-    (``threads``, ``split_min``); imported only when asked, as :func:`native_walk`."""
+def native_capture(threads: int = 1, **options: Any) -> Walker:
+    """The native engine's walk on ``threads``, the capture kept in the core, with ``options`` (``split_min``):
+    import it only in tests that asked for the ``native`` fixture (which skips, or fails in CI, where the core is
+    not built), so that collecting them never fails."""
     import functools
 
-    from artifactkit.store import _native_scan
+    from artifactkit.engine.native import NativeEngine
 
-    return functools.partial(_native_scan.capture, **options)
+    return functools.partial(NativeEngine(threads, "publish").walk, **options)
+
+
+def native_entries(tree: ScannedTree) -> ScannedTree:
+    """``tree`` (a native capture) with every entry and identity made plain, as the reference's scan holds them."""
+    return attrs.evolve(tree, entries=CapturedList(tree.entries), identities=dict(tree.identities))
 
 
 def both_scans(src: Path | str, **options: Any) -> tuple[ScannedTree, ScannedTree]:
-    return scan_tree(src, **options), scan_tree(src, walker=native_walk(), **options)
+    """The reference's scan and the native engine's capture of ``src``, its entries made through the engine."""
+    return scan_tree(src, **options), native_entries(scan_tree(src, walker=native_capture(), **options))
 
 
 def manifest_of(store: Store, ref: ArtifactRef) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -17,22 +17,26 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.reference.lists import EntryList
 from artifactkit.store.blobs import BlobsNeeded
-from artifactkit.store.download import blobs_needed
+from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import parse_manifest
 from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 
 if TYPE_CHECKING:
-    from artifactkit.store._native_tree import CoreTree
+    from artifactkit.engine.native import CoreTree
 
 
 @pytest.fixture(scope="module")
 def native_tree(native: ModuleType) -> ModuleType:
-    """``_native_tree``, which imports only where the core is built (a skip elsewhere, a failure in CI)."""
-    from artifactkit.store import _native_tree
+    """``artifactkit.engine.native``, which imports only where the core is built (a skip elsewhere, a failure in CI)."""
+    return native
 
-    return _native_tree
+
+def _core_parse(native: ModuleType, data: bytes, digest: str) -> Any:
+    """The native engine's parse of ``data`` (digest ``digest``), a ``CoreTree`` unless the core declined it."""
+    return native.NativeEngine(1, "parse").parse(ArtifactRef("demo", 1, digest), data, where="m")
 
 
 _DIGESTS = [hashlib.sha256(bytes([n])).hexdigest() for n in range(3)]
@@ -47,13 +51,13 @@ def test_the_cores_blobs_are_the_references(native_tree: ModuleType, files: list
         entries.append({"path": "ln", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "atime_ns": 0,
                         "target": "f0"})
     data = body(doc(*entries)) if entries else body({**doc(), "entries": doc()["entries"][:1]})
-    core = native_tree.parse(data, hashlib.sha256(data).hexdigest())
-    assert core is not None, "the core parses every manifest here"
-    reference = blobs_needed(parse_manifest(data, where="m").entries)
+    core = _core_parse(native_tree, data, hashlib.sha256(data).hexdigest())
+    assert isinstance(core, native_tree.CoreTree), "the core parses every manifest here"
+    reference = EntryList(parse_manifest(data, where="m").entries).blobs()
     mapping = dict(files)  # the last size of each digest
     assert reference.digests() == mapping
     assert (reference.count, reference.size) == (len(mapping), sum(mapping.values()))
-    needed = blobs_needed(core)
+    needed = core.blobs()
     assert (needed.count, needed.size, needed.digests()) == (reference.count, reference.size, mapping)
 
 
@@ -76,7 +80,7 @@ def test_a_local_download_counts_its_blobs_without_a_mapping(native_tree: Module
         store.download("demo", tmp_path / "dest")
     assert asked == [1], "the download took the core's parse (not the reference's, which a decline leaves it)"
     assert made == [], "a local store only counts the blobs"
-    assert counted(native_tree.parse(*_manifest(store))).digests(), "the count above could see a mapping made"
+    assert counted(_core_parse(native_tree, *_manifest(store))).digests(), "the count above could see a mapping made"
     assert made == [1]
 
 

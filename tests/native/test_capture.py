@@ -1,4 +1,4 @@
-"""The publish's capture kept in the core (``artifactkit/store/_native_capture.py``,
+"""The publish's capture kept in the core (``engine/native_values.py``'s ``CapturedEntries``,
 ``native/src/py/captured_tree.rs``): what the core answers for every entry must be what the reference's plan makes
 of the same tree — the reads, their bytes, their batches, the first time no manifest carries — and a range it does
 not hold is refused. The entries and the manifest bytes themselves are held to the reference's by
@@ -12,9 +12,9 @@ from types import ModuleType
 
 import pytest
 
+from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.errors import TimestampNotRepresentable
 from artifactkit.store.publish import capture_source
-from artifactkit.store.scan import scan_tree
 
 
 def _tree(src: Path, sizes: list[int]) -> None:
@@ -28,32 +28,33 @@ def _tree(src: Path, sizes: list[int]) -> None:
 
 def test_the_reads_are_the_reference_plans_every_file_but_a_later_name_with_its_identity(
         native: ModuleType, fast_tmp: Path) -> None:
-    from artifactkit.store import _native_scan
-
     sizes = [3, 0, 120, 7, 7, 300, 1]
     _tree(fast_tmp / "src", sizes)
     reference = scan_tree(fast_tmp / "src")
-    captured = scan_tree(fast_tmp / "src", walker=_native_scan.capture)
-    reads, total = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
+    captured = scan_tree(fast_tmp / "src", walker=native.NativeEngine(1, "publish").walk)
+    reads, total = captured.entries.planned_reads(captured.identities)
     expected = [(i, e, reference.identities[e.path]) for i, e in enumerate(reference.entries)
                 if e.kind == "file" and e.hardlink is None]
     assert list(reads) == expected and len(reads) == len(sizes)
-    assert reads[-1] == expected[-1] and reads[1:3] == expected[1:3]
+    assert reads[-1] == expected[-1] and [reads[1], reads[2]] == expected[1:3]
     assert total == sum(sizes)
-    assert captured.entries.file_count() == len(sizes) + 1  # type: ignore[attr-defined]
+    assert captured.entries.file_count() == len(sizes) + 1
+    # The reference's capture answers the same (the plain list the reference's scan holds).
+    assert reference.entries.planned_reads(reference.identities) == (expected, sum(sizes))
+    assert reference.entries.file_count() == len(sizes) + 1
 
 
 def test_a_time_past_the_manifests_range_is_refused_by_the_capture_as_by_the_reference(
         native: ModuleType, tmpfs_strict: Path) -> None:
-    from artifactkit.store import _native_scan
+    from artifactkit.engine.reference.engine import PythonEngine
 
     src = tmpfs_strict / "src"
     _tree(src, [1, 2])
     os.utime(src / "d" / "f01", ns=(5, 2**63))  # tmpfs keeps 64-bit seconds: past 2**63 ns
     errors = []
-    for walker in (None, _native_scan.capture):
+    for engine in (PythonEngine(None, "publish"), native.NativeEngine(None, "publish")):
         with pytest.raises(TimestampNotRepresentable) as caught:
-            capture_source(src, walker=walker)
+            capture_source(src, engine=engine)
         errors.append(caught.value)
     assert [(str(e), e.context) for e in errors[1:]] == [(str(errors[0]), errors[0].context)]
 
@@ -64,4 +65,4 @@ def test_a_range_of_reads_the_capture_does_not_hold_is_refused(native: ModuleTyp
     _tree(fast_tmp / "src", [1, 2])
     tree = _native.capture_tree(str(fast_tmp / "src"), True, lambda _: None)
     with pytest.raises(IndexError, match=r"reads 1\.\.9"):
-        _native.stage_captured(str(fast_tmp / "src"), -1, -1, tree, 1, 9, 1, _native.StageState())
+        _native.stage_files(str(fast_tmp / "src"), -1, -1, (tree, 1, 9), 1, _native.StageState())

@@ -22,7 +22,6 @@ from artifactkit.errors import (
 )
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.blobs import BlobSource
-from artifactkit.testing.mounts import Mounts
 from tests.native.trees import (
     CreateFn,
     File,
@@ -37,6 +36,7 @@ from tests.native.trees import (
     stage_python,
     write_blobs,
 )
+from tests.support.mounts import Mounts
 
 Work = Callable[[str], Path]
 

@@ -6,7 +6,6 @@ turn — for a value of no exact JSON type."""
 from __future__ import annotations
 
 import enum
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -15,15 +14,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.reference.lists import CapturedList
+from artifactkit.engine.select import engine_for
+from artifactkit.engine.values import ScannedTree, Staged
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import executor_for
 from artifactkit.store.manifest import encode_entry, manifest_bytes
 from artifactkit.store.manifest_limits import MAX_EXTENTS
-from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble, with_content
-from artifactkit.store.scan import ScannedTree
-from artifactkit.store.stage import Staged
 from tests.native.trees import same_error
 
 _TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), min_size=1, max_size=12)
@@ -50,10 +49,25 @@ def entries(draw: st.DrawFn) -> FileMeta:
         (draw(st.integers(0, 4095)), draw(st.integers(0, 2**20 - 1))) if kind in ("char", "block") else None)
 
 
+class _Encoder:
+    """The native engine's encoding (:meth:`~artifactkit.engine.native.NativeEngine.encode`) of any entries: a plan
+    of ``entries`` with the ``lines`` encoded before and what was ``known`` of them, and the reads ``found``."""
+
+    def __init__(self, native: ModuleType) -> None:
+        self.engine = native.NativeEngine(1, "publish")
+
+    def manifest_bytes(self, name: str, noatime: bool, lines: list[tuple[str, str]], entries: list[FileMeta],
+                       known: dict[int, Any] | None = None, *, found: list[Staged] | None = None) -> bytes | None:
+        tree = ScannedTree("src", CapturedList(entries), {}, listed_noatime=noatime)
+        body: bytes | None = self.engine.encode(name, tree, Plan(lambda sha, size: False, entries, [], known or {},
+                                                                 lines), found or [])
+        return body
+
+
 @pytest.fixture(scope="session")
-def encoder(native: ModuleType) -> ModuleType:
-    """:mod:`artifactkit.store._native_manifest`, imported once ``native`` found the core built."""
-    return importlib.import_module("artifactkit.store._native_manifest")
+def encoder(native: ModuleType) -> _Encoder:
+    """The native engine's encoder, made once ``native`` found the core built."""
+    return _Encoder(native)
 
 
 def reference(name: str, noatime: bool, entries: list[FileMeta]) -> bytes:
@@ -64,7 +78,7 @@ def reference(name: str, noatime: bool, entries: list[FileMeta]) -> bytes:
 @example(found=[FileMeta("\udcff", "dir", 0o755, -1, 0), FileMeta("\uff71", "dir", 0o755, 0, -(2**63)),
                 FileMeta('q"\\\n\x7f\U0001f600', "file", 0o4755, 2**63 - 1, 1, 2**63 - 1, "0" * 64, uid=0, gid=0,
                          xattrs=(("user.\udcff", b"\x00\xff"),), extents=((0, 1), (4, 2)), flags=0)], noatime=False)
-def test_the_native_encoder_writes_the_references_bytes(encoder: ModuleType, found: list[FileMeta],
+def test_the_native_encoder_writes_the_references_bytes(encoder: _Encoder, found: list[FileMeta],
                                                         noatime: bool) -> None:
     ours = encoder.manifest_bytes("artifact.v1", noatime, [], found)
     assert ours == reference("artifact.v1", noatime, found)
@@ -73,7 +87,7 @@ def test_the_native_encoder_writes_the_references_bytes(encoder: ModuleType, fou
 @given(found=st.lists(entries(), min_size=1, max_size=6, unique_by=lambda e: e.path), split=st.integers(0, 6),
        facts=st.tuples(_SHA, _IDS, _RUNS))
 def test_a_reads_facts_and_lines_encoded_before_merge_as_the_reference_merges_them(
-        encoder: ModuleType, found: list[FileMeta], split: int, facts: tuple[str, int | None, Any]) -> None:
+        encoder: _Encoder, found: list[FileMeta], split: int, facts: tuple[str, int | None, Any]) -> None:
     # The first entries come as lines already encoded (a stat cache's); the files after them with a read's facts.
     lines = [(e.path, encode_entry(e)) for e in found[:split]]
     rest = found[split:]
@@ -96,17 +110,17 @@ class Text(str):
     ("xattrs", [("user.a", b"x")]), ("xattrs", (("user.a", bytearray(b"x")),)), ("extents", [[0, 1], 5]),
     ("rdev", "1:2"), ("flags", 1.5), ("uid", object()),
 ])
-def test_a_value_of_no_exact_json_type_is_left_to_the_reference(encoder: ModuleType, field: str, value: Any) -> None:
+def test_a_value_of_no_exact_json_type_is_left_to_the_reference(encoder: _Encoder, field: str, value: Any) -> None:
     odd = attrs.evolve(FileMeta("p", "file", 0o644, 1, 2, 3, "0" * 64, uid=0, gid=0, xattrs=()), **{field: value})
     assert encoder.manifest_bytes("a", True, [], [odd]) is None
 
 
-def test_booleans_and_tuples_of_exact_types_are_encoded_by_the_core_as_json_encodes_them(encoder: ModuleType) -> None:
+def test_booleans_and_tuples_of_exact_types_are_encoded_by_the_core_as_json_encodes_them(encoder: _Encoder) -> None:
     odd = FileMeta("p", "dir", True, False, 1, rdev=(1, 2), flags=True)  # type: ignore[arg-type]
     assert encoder.manifest_bytes("a", True, [], [odd]) == reference("a", True, [odd])
 
 
-def test_a_file_of_more_data_runs_than_a_manifest_may_list_is_refused_alike(encoder: ModuleType) -> None:
+def test_a_file_of_more_data_runs_than_a_manifest_may_list_is_refused_alike(encoder: _Encoder) -> None:
     runs = tuple((2 * i, 1) for i in range(MAX_EXTENTS + 1))
     fine = FileMeta("fine", "file", 0o644, 1, 2, 3, "0" * 64, extents=((0, 1),))
     at_limit = FileMeta("holey", "file", 0o644, 1, 2, 2 * len(runs), "0" * 64, extents=runs[:MAX_EXTENTS])
@@ -123,7 +137,7 @@ def test_a_file_of_more_data_runs_than_a_manifest_may_list_is_refused_alike(enco
 
 @pytest.mark.parametrize("setting", ["200", "0", "512M"])
 def test_a_manifest_over_the_size_limit_or_a_limit_that_is_none_is_refused_alike(
-        encoder: ModuleType, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+        encoder: _Encoder, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
     monkeypatch.setenv("ARTIFACTKIT_MAX_MANIFEST_BYTES", setting)
     found = [FileMeta(".", "dir", 0o755, 1, 2), FileMeta("f", "file", 0o644, 1, 2, 3, "0" * 64, uid=0, gid=0)]
     errors = []
@@ -138,17 +152,18 @@ def test_a_manifest_over_the_size_limit_or_a_limit_that_is_none_is_refused_alike
 def _assembled(monkeypatch: pytest.MonkeyPatch, engine: str, entries: list[FileMeta], known: dict[int, Any],
                found: list[Staged]) -> Any:
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", engine)
-    tree = ScannedTree("src", tuple(entries), {e.path: (1, i) for i, e in enumerate(entries)}, listed_noatime=True)
+    tree = ScannedTree("src", CapturedList(entries), {e.path: (1, i) for i, e in enumerate(entries)},
+                       listed_noatime=True)
     try:
         return assemble(tree, "tree", Plan(lambda sha, size: False, entries, [], known, []), found,
-                        encode=executor_for(None, "publish").manifest_body)
+                        encode=engine_for(None, "publish").encode)
     except KeyError as err:
         return KeyError, err.args
 
 
 @pytest.mark.parametrize("first_read", [True, False], ids=["first-name-read", "first-name-missing"])
 def test_a_hard_links_later_names_take_their_first_names_facts_as_the_reference_gives_them(
-        encoder: ModuleType, monkeypatch: pytest.MonkeyPatch, first_read: bool) -> None:
+        encoder: _Encoder, monkeypatch: pytest.MonkeyPatch, first_read: bool) -> None:
     def file(path: str, nlink: int, hardlink: str | None = None) -> FileMeta:
         return FileMeta(path, "file", 0o644, 1, 2, 5, None, None, 3, 0, 0, (), hardlink, nlink)
     entries = [FileMeta(".", "dir", 0o755, 1, 2, ctime_ns=3, uid=0, gid=0, xattrs=(), nlink=2), file("a", 2),
@@ -164,7 +179,7 @@ def test_a_hard_links_later_names_take_their_first_names_facts_as_the_reference_
 
 
 def test_a_tree_larger_than_the_cores_chunks_and_buffers_is_the_references_manifest(
-        encoder: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+        encoder: _Encoder, monkeypatch: pytest.MonkeyPatch) -> None:
     # native/src/py/manifest_bytes.rs encodes 4,096 entries at a time into 1 MiB buffers (manifest/assemble.rs): here
     # 9,000 entries (three chunks, lines across several buffers), a later name of a hard link in the first
     # chunk whose first name is in the third, and one line longer than a buffer (a 1 MiB xattr's base64).

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import Store
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_file
 from artifactkit.store.manifest import FORMAT, Manifest
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
-from artifactkit.store.scan import capture_tree
 from tests.native.trees import File, build, names, unique
 from tests.strategies import timestamps_ns
 from tests.support.both_parses import CHECK_ERRORS, fields_of, parse_both, unsure_shape, verdict
@@ -83,12 +83,12 @@ def test_the_core_parses_exactly_where_the_native_engine_is_chosen(monkeypatch: 
     from artifactkit.store.manifest import digest_of
 
     calls: list[bytes] = []
-    real = _native.parse_manifest
+    real = _native.parse_tree
 
-    def counted(data: bytes, file_meta: object, *limit: int) -> object:
+    def counted(data: bytes, digest: str, *limit: int) -> object:
         calls.append(data)
-        return real(data, file_meta, *limit)  # type: ignore[arg-type]
-    monkeypatch.setattr(_native, "parse_manifest", counted)
+        return real(data, digest, *limit)
+    monkeypatch.setattr(_native, "parse_tree", counted)
     root = FileMeta(path=".", kind="dir", mode=0o755, mtime_ns=1, atime_ns=2)
     body = Manifest(name="tree", entries=(root,)).to_bytes()
     ref = ArtifactRef("tree", 1, digest_of(body))

@@ -20,8 +20,8 @@ from tests.support.capability import require_tool
 
 _CAPTURE = """
 import sys
-from artifactkit.store import _native_scan
-_native_scan.capture(sys.argv[1], read_links=True, on_progress=lambda _: None, threads=int(sys.argv[2]))
+from artifactkit.engine.native import NativeEngine
+NativeEngine(int(sys.argv[2]), "publish").walk(sys.argv[1], read_links=True, on_progress=lambda _: None)
 """
 
 
@@ -51,7 +51,7 @@ def test_with_two_threads_every_other_directory_is_captured_ahead_by_the_second(
 @pytest.mark.parametrize("shape", ["siblings of a deep directory", "wide and narrow in turn", "one wide directory"])
 def test_a_capture_with_directories_taken_ahead_and_parked_is_the_references(
         native: ModuleType, fast_tmp: Path, shape: str) -> None:
-    from artifactkit.store.scan import scan_tree
+    from artifactkit.engine.reference.scan import scan_tree
     from tests.native.scan_trees import native_capture
 
     src = fast_tmp / "src"
@@ -77,7 +77,7 @@ def test_a_capture_with_directories_taken_ahead_and_parked_is_the_references(
 @pytest.mark.parametrize("change", ["a name added", "a name removed", "the directory swapped"])
 def test_a_directory_changed_after_its_capture_ahead_is_captured_again_at_its_turn(
         native: ModuleType, fast_tmp: Path, change: str) -> None:
-    from artifactkit.store.scan import scan_tree
+    from artifactkit.engine.reference.scan import scan_tree
     from tests.native.scan_trees import native_capture
 
     def make(src: Path) -> None:

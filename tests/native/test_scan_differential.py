@@ -11,20 +11,21 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import Any, Final
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import ArtifactkitError, Store
+from artifactkit.engine.plan import Plan
+from artifactkit.engine.reference.lists import CapturedList
+from artifactkit.engine.reference.scan import scan_tree
+from artifactkit.engine.select import engine_for
+from artifactkit.engine.values import ScannedTree
 from artifactkit.metadata.flags import InodeFlag
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.engines import executor_for
-from artifactkit.store.plan import Plan
 from artifactkit.store.publish import assemble
-from artifactkit.store.scan import ScannedTree, scan_tree
-from artifactkit.testing.mounts import Mounts
 from tests.native.scan_trees import (
     DIRS,
     PLAIN_DIRS,
@@ -37,6 +38,7 @@ from tests.native.scan_trees import (
     native_capture,
     nodes,
 )
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def engines(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """``monkeypatch``, to switch engines by ``ARTIFACTKIT_ENGINE``; the native executor's module, imported
     under it, is forgotten afterwards: its opt-in check runs once, at import, and the module left imported
     would make the native engine every later test's default in this process."""
-    module = "artifactkit.store._native_engine"
+    module = "artifactkit.engine.native"
     imported = module in sys.modules
     yield monkeypatch
     if not imported:
@@ -121,14 +123,14 @@ def test_a_publish_on_the_native_engine_captures_stages_and_encodes_in_the_core_
         noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
     monkeypatch = engines
     core, calls = importlib.import_module("artifactkit._native"), []
-    for name in ("capture_tree", "stage_captured", "manifest_captured", "scan_tree", "stage_files", "manifest_bytes"):
+    for name in ("capture_tree", "stage_files", "manifest_bytes"):
         real = getattr(core, name)
         monkeypatch.setattr(core, name, lambda *args, real=real, name=name: (calls.append(name), real(*args))[1])
     src = fresh(noatime, "src")
     build(src, [Node(0, b"f", "file", data=b"x")], PLAIN_DIRS)
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", "native")
     Store(fresh(noatime, "store")).publish(src, "tree")
-    assert calls == ["capture_tree", "stage_captured", "manifest_captured"]
+    assert calls == ["capture_tree", "stage_files", "manifest_bytes"]
     calls.clear()
     # The cache's questions are Python's: the reference's walk and assembly, the core's reads of its items.
     Store(fresh(noatime, "store")).publish(src, "tree", stat_cache=True)
@@ -143,27 +145,25 @@ def test_an_entry_only_the_reference_encodes_is_assembled_by_the_reference_on_th
         native: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     odd = FileMeta("odd", "fifo", 0o644, 1, 2, ctime_ns=3, uid=0, gid=0, xattrs=(), flags=InodeFlag.FS_SYNC_FL)
     root = FileMeta(".", "dir", 0o755, 1, 2, ctime_ns=3, uid=0, gid=0, xattrs=(), flags=0)
-    tree = ScannedTree("src", (root, odd), {".": (1, 1), "odd": (1, 2)}, listed_noatime=True)
+    tree = ScannedTree("src", CapturedList((root, odd)), {".": (1, 1), "odd": (1, 2)}, listed_noatime=True)
     plan = Plan(lambda sha, size: False, [root, odd], [], {}, [])
     found = {}
     for engine in ("python", "native"):
         monkeypatch.setenv("ARTIFACTKIT_ENGINE", engine)
-        found[engine] = assemble(tree, "tree", plan, [], encode=executor_for(None, "publish").manifest_body)
+        found[engine] = assemble(tree, "tree", plan, [], encode=engine_for(None, "publish").encode)
     assert found["native"] == found["python"]
     assert b'"flags": 8' in found["native"][0]  # json writes an IntFlag as its int
 
 
 def test_no_entry_of_a_published_tree_becomes_a_filemeta_on_the_native_engine(
         noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
-    from artifactkit.store import _native_capture
-
     made: list[int] = []
-    real = _native_capture.CapturedEntries._entries
+    real = native.CapturedEntries._entries
 
-    def counted(self: _native_capture.CapturedEntries) -> tuple[FileMeta, ...]:
+    def counted(self: Any) -> tuple[FileMeta, ...]:
         made.append(len(self))
         return real(self)
-    engines.setattr(_native_capture.CapturedEntries, "_entries", counted)
+    engines.setattr(native.CapturedEntries, "_entries", counted)
     src = fresh(noatime, "src")
     build(src, [Node(0, f"f{i}".encode(), "file", data=b"%d" % (i % 3)) for i in range(40)], PLAIN_DIRS)
     manifests = []

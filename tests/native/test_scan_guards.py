@@ -21,9 +21,9 @@ from types import ModuleType
 
 import pytest
 
+from artifactkit.engine.reference.scan import Walker, scan_tree
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
-from artifactkit.store.scan import Walker, scan_tree
-from tests.native.scan_trees import native_capture, native_walk
+from tests.native.scan_trees import native_capture
 from tests.native.trees import same_error
 
 Make = Callable[[Path], None]
@@ -51,7 +51,7 @@ def refused_alike(base: Path, make: Make, hook: Hook | None = None, **options: o
 def WALKS() -> tuple[Walker | None, ...]:  # noqa: N802 - a constant, made on use (the core imports only then)
     """The reference's walk, the core's walk and the core's capture on two threads (the next directory ahead;
     names split from two on, where the second thread is free)."""
-    return None, native_walk(), native_capture(threads=2, split_min=2)
+    return None, native_capture(), native_capture(threads=2, split_min=2)
 
 
 def once_at(count: int, act: Callable[[Path], None]) -> Hook:
@@ -229,13 +229,13 @@ def test_on_progress_is_told_the_same_counts_by_both_walks(native: ModuleType, f
 _CTRL_C = """
 import functools, os, signal, sys, tempfile
 from pathlib import Path
-from artifactkit.store import _native_scan
-from artifactkit.store.scan import scan_tree
+from artifactkit.engine.native import NativeEngine
+from artifactkit.engine.reference.scan import scan_tree
 signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 # os.killpg is a C function that does not look for signals itself: called with the 2 entries captured after
 # the root's listing, it sends SIGINT (2) to this process's own group and returns straight into the walk.
 on_progress = functools.partial(os.killpg, os.getpgid(0))
-for walker in (None, _native_scan.walk, functools.partial(_native_scan.capture, threads=2, split_min=2)):
+for walker in (None, NativeEngine(1, "publish").walk, functools.partial(NativeEngine(2, "publish").walk, split_min=2)):
     src = Path(tempfile.mkdtemp(dir=sys.argv[1]))
     (src / "d").mkdir()
     os.symlink("target", src / "d/l")

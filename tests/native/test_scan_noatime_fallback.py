@@ -16,8 +16,8 @@ from types import ModuleType
 import attrs
 import pytest
 
-from artifactkit.store.scan import scan_tree
-from tests.native.scan_trees import native_capture, native_walk
+from artifactkit.engine.reference.scan import scan_tree
+from tests.native.scan_trees import native_capture
 from tests.support.capability import require_real_root
 
 NOBODY = 65534
@@ -53,7 +53,7 @@ def _walks_as_nobody(src: Path) -> tuple[object, object, object]:
             os.setresgid(NOBODY, NOBODY, NOBODY)
             os.setresuid(NOBODY, NOBODY, NOBODY)
             found = []
-            for walker in (None, native_walk(), native_capture(threads=2, split_min=2)):
+            for walker in (None, native_capture(), native_capture(threads=2, split_min=2)):
                 try:
                     tree = scan_tree(src, walker=walker)
                     found.append((tree.listed_noatime, list(tree.entries)))
@@ -91,5 +91,5 @@ def test_a_directory_of_another_owner_is_listed_without_noatime_by_both_walks_al
 
 def test_a_tree_the_scanner_owns_is_listed_with_noatime(native: ModuleType, shared_tree: Path) -> None:
     # The same walks as root, who may always ask for O_NOATIME: the fallback above is the other user's.
-    for walker in (None, native_walk()):
+    for walker in (None, native_capture()):
         assert scan_tree(shared_tree, walker=walker).listed_noatime is True

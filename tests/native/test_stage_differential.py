@@ -91,7 +91,8 @@ def test_a_name_missing_from_the_plans_listing_is_new_to_both_engines(
 
     txn_fd, blobs_fd = (os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in (work("txn"), blobs))
     try:
-        again = native.stage_files(str(src), txn_fd, blobs_fd, items, 1, state=_native.StageState(lookup.names))
+        again = list(native.stage_files(str(src), txn_fd, blobs_fd, items, threads=1,
+                                        state=_native.StageState(lookup.names)))
     finally:
         os.close(txn_fd)
         os.close(blobs_fd)

@@ -1,4 +1,4 @@
-"""A publish of the core's own capture reads in one ``stage_captured`` call (``native/src/read/progress.rs``): its
+"""A publish of the core's own capture reads in one ``stage_files`` call (``native/src/read/progress.rs``): its
 threads count each file, the calling thread tells the count every 256 files (or 64 MiB) with the exact counts of that
 moment, and the rest at the end; a callback's exception and a Ctrl-C still stop it."""
 
@@ -43,7 +43,7 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
 def test_one_call_reads_the_whole_publish_and_tells_the_exact_count_every_256_files(
         native: ModuleType, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     src = _tree(fast_tmp / "src")
-    calls = _count_calls(monkeypatch, "stage_captured")
+    calls = _count_calls(monkeypatch, "stage_files")
     seen: list[Progress] = []
     with running_on("native"):
         Store(fast_tmp / "store").publish(src, "demo", workers=threads, progress=seen.append)

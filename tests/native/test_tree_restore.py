@@ -1,5 +1,5 @@
-"""A download of the core's own parse of its manifest (``_native_tree``: the files go from the parse to the
-core's create without becoming ``FileMeta`` objects) against the reference engine's download of the same
+"""A download of the core's own parse of its manifest (``engine/native.py``'s ``CoreTree``: the files go from the
+parse to the core's create without becoming ``FileMeta`` objects) against the reference engine's download of the same
 version: every field of every entry alike on generated trees, under both owners policies; the same refusal
 and the same warning, naming every entry; no ``FileMeta`` made for a file where the plan changes nothing; and
 the plan reads no field the core's key for it (``native/src/restore/layout.rs``) leaves out."""
@@ -20,13 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import Store
+from artifactkit.engine.reference import restore_meta
+from artifactkit.engine.reference.scan import capture_tree
+from artifactkit.engine.values import Owners
 from artifactkit.errors import IntegrityError, NotRestorableError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
-from artifactkit.store import restore_meta
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.progress import Progress
-from artifactkit.store.restore_meta import Owners
-from artifactkit.store.scan import capture_tree
 from tests.native.trees import (
     File,
     build,
@@ -114,7 +114,7 @@ def plain_tree(work: Callable[[str], Path]) -> Iterator[tuple[Store, ArtifactRef
 
 def test_no_file_of_a_plain_tree_becomes_a_filemeta_on_the_way_to_the_core(
         plain_tree: tuple[Store, ArtifactRef, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from artifactkit.store import _native_tree
+    from artifactkit.engine import native_values as _native_tree
 
     store, ref, dest = plain_tree
     made: list[str] = []

@@ -12,17 +12,18 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from artifactkit.engine.reference.create import create_items
+from artifactkit.engine.reference.restore_meta import plan
+from artifactkit.engine.reference.scan import capture_tree, scan_tree
+from artifactkit.engine.reference.stage import stage_file
+from artifactkit.engine.values import Staged, StageItem
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
 from artifactkit.store.blob_check import BlobLookup, blob_lookup
 from artifactkit.store.blobs import BlobSource
-from artifactkit.store.download import create_items
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.paths import parent_of
-from artifactkit.store.restore_meta import plan
-from artifactkit.store.scan import capture_tree, scan_tree
-from artifactkit.store.stage import Staged, StageItem, stage_file
 
 
 @dataclass
@@ -90,16 +91,17 @@ def stage_native(native: ModuleType, root: Path, items: list[StageItem], txn: Pa
     each, the control that sharing is what makes equal content staged once)."""
     txn_fd, blobs_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY), os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        if split is None:
-            found: list[Staged] = native.stage_files(str(root), txn_fd, blobs_fd, items, threads)
-            return found
         from artifactkit import _native  # here, not at the top: where the core is not built, `native` skips first
+
+        if split is None:
+            return list(native.stage_files(str(root), txn_fd, blobs_fd, items, threads=threads,
+                                           state=_native.StageState()))
 
         listed = blob_lookup(blobs_fd, len(items)).names
         state = _native.StageState(listed)
         found = []
         for batch in (items[:split], items[split:]):
-            found += native.stage_files(str(root), txn_fd, blobs_fd, batch, threads,
+            found += native.stage_files(str(root), txn_fd, blobs_fd, batch, threads=threads,
                                         state=state if shared else _native.StageState(listed))
         return found
     finally:
@@ -109,13 +111,12 @@ def stage_native(native: ModuleType, root: Path, items: list[StageItem], txn: Pa
 
 def stage_kept(native: ModuleType, root: Path, txn: Path, blobs: Path, *, threads: int = 2,
                split: int | None = None) -> list[Staged]:
-    """The core's staging of its own capture of ``root`` (``stage_captured``, a publish's path), its reads kept in
-    one state over one call or (``split``) two, made ``Staged`` here only to be compared."""
+    """The core's staging of its own capture of ``root`` (a publish's path), its reads kept in one state over one
+    call or (``split``) two, made ``Staged`` here only to be compared."""
     from artifactkit import _native
-    from artifactkit.store import _native_scan
 
-    captured = _native_scan.capture(str(root), read_links=True, on_progress=lambda _: None)
-    reads, _ = captured.entries.planned_reads(captured.identities)  # type: ignore[attr-defined]
+    captured = native.NativeEngine(1, "publish").walk(str(root), read_links=True, on_progress=lambda _: None)
+    reads, _ = captured.entries.planned_reads(captured.identities)
     txn_fd, blobs_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY), os.open(blobs, os.O_RDONLY | os.O_DIRECTORY)
     try:
         lookup = blob_lookup(blobs_fd, len(reads))
@@ -124,7 +125,7 @@ def stage_kept(native: ModuleType, root: Path, txn: Path, blobs: Path, *, thread
         spans = [(0, len(reads))] if split is None else [(0, cut), (cut, len(reads))]
         found: list[Staged] = []
         for span in spans:
-            found += native.stage_captured(str(root), txn_fd, blobs_fd, reads, span, threads=threads, state=state)
+            found += native.stage_files(str(root), txn_fd, blobs_fd, reads, span=span, threads=threads, state=state)
         return found
     finally:
         os.close(txn_fd)

@@ -1,4 +1,4 @@
-"""A download batch reads back every entry it made (``download.create_items``): the restore around it reads
+"""A download batch reads back every entry it made (``create.create_items``): the restore around it reads
 back only the directories and hard links it made itself, so this read-back is the one that stands behind
 every file's and link's own values."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from artifactkit.engine.reference import create as download
 from artifactkit.errors import MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import download
 from artifactkit.store.blobs import BlobSource
 
 OLD = 1_000_000_000_123_456_789

@@ -21,9 +21,9 @@ import pytest
 import artifactkit.store.publish as publish_module
 from artifactkit import ManifestLimitError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.select import engine_for
 from artifactkit.store import blob_moves
 from artifactkit.store.backend import Mover
-from artifactkit.store.engines import executor_for
 from artifactkit.store.local_backend import LocalTxn
 from artifactkit.store.manifest_limits import MANIFEST_BYTES_SETTING
 from tests.support.engines import ENGINE_NAMES, running_on
@@ -40,7 +40,7 @@ def test_move_files_replaces_an_existing_name_and_names_both_ends_of_a_failed_mo
     (dst / "d7").write_text("an identical blob a concurrent publisher committed first")
     src_fd, dst_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY), os.open(dst, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with running_on(engine), executor_for(2, "publish") as executor:
+        with running_on(engine), engine_for(2, "publish") as executor:
             executor.move_files(src_fd, dst_fd, [(f"blob-{i}", f"d{i}") for i in range(300)])
             assert os.listdir(src) == []
             assert (dst / "d7").read_text() == "7" and len(os.listdir(dst)) == 300

@@ -9,7 +9,7 @@ import pytest
 
 from artifactkit import Store, TimestampNotRepresentable, assert_metadata_equal
 from artifactkit.conformance.corpus import materialize, parse_tree
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 
 WHOLE_SECONDS = parse_tree("whole-seconds", {
     "entry": [

@@ -18,7 +18,7 @@ from tests.support.engines import ENGINE_NAMES, running_on
 CHILD = """
 import ctypes, json, os, sys
 from artifactkit import Store
-from artifactkit.store.engines import engine_name
+from artifactkit.engine.select import engine_name
 src, root = sys.argv[1], sys.argv[2]
 shim = ctypes.CDLL(os.environ["AK_SHIM"])
 shim.ak_eintr_failed.restype = ctypes.c_ulong

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
-from artifactkit.store import engines
-from artifactkit.store.engines import ENGINE_SETTING, EngineInfo, engine_info, executor_for
+from artifactkit.engine import select as engines
+from artifactkit.engine.select import ENGINE_SETTING, EngineInfo, engine_for, engine_info
 
 
 def _without_core(monkeypatch: pytest.MonkeyPatch, *, built: bool) -> None:
     """This process as where the core's executor cannot be imported: the core not built at all, or built
     (a module that is there) and its executor refused."""
-    monkeypatch.setitem(engines.ENGINES, "native", "artifactkit.store._no_such_engine:NativeExecutor")
-    monkeypatch.setattr(engines, "CORE_MODULE", "artifactkit.store.engines" if built else "artifactkit._no_such_core")
+    monkeypatch.setitem(engines.ENGINES, "native", "artifactkit.store._no_such_engine:NativeEngine")
+    monkeypatch.setattr(engines, "CORE_MODULE", "artifactkit.engine.select" if built else "artifactkit._no_such_core")
 
 
 def test_the_reference_selected_by_the_setting_is_said_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,10 +56,10 @@ def test_the_native_core_never_runs_more_threads_than_usable_cores(use_engine: C
     # --workers 10000 started 10,000 threads per core call before the cap; asking fewer is honoured.
     use_engine("native")
     cores = len(os.sched_getaffinity(0))
-    from artifactkit.store._native_engine import NativeExecutor
+    from artifactkit.engine.native import NativeEngine
 
-    many, one = executor_for(10000, "publish"), executor_for(1, "download")
-    assert isinstance(many, NativeExecutor) and isinstance(one, NativeExecutor)
+    many, one = engine_for(10000, "publish"), engine_for(1, "download")
+    assert isinstance(many, NativeEngine) and isinstance(one, NativeEngine)
     assert (many.threads, one.threads) == (cores, 1)
 
 
@@ -82,5 +82,5 @@ def test_workers_below_one_are_refused_on_every_engine_before_a_store_is_made(
         Store(fast_tmp / "store").publish(fast_tmp / "src", "demo", workers=0)
     assert not (fast_tmp / "store").exists()
     with pytest.raises(ValueError, match="workers must be at least 1, not -2"):
-        executor_for(-2, "download")
+        engine_for(-2, "download")
 

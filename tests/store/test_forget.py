@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from artifactkit import ArtifactRef, Store, assert_metadata_equal
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import VersionInUseError
 from artifactkit.store.progress import Progress
-from artifactkit.store.scan import capture_tree
 from tests.support.stores import is_bucket, store_snapshot, stored_names
 
 

@@ -19,13 +19,13 @@ from artifactkit.errors import NotRestorableError, ReownedWarning
 from artifactkit.metadata.flags import InodeFlag, get_flags
 from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.render import acl_text
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import (
     require_acls_naming_other_ids,
     require_loop_devices,
     require_real_root,
     require_tool,
 )
+from tests.support.mounts import Mounts
 
 OLD = 1_000_000_000_123_456_789
 GIB = 1 << 30

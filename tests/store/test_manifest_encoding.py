@@ -15,11 +15,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IntegrityError
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.manifest import encode_entry, encode_entry_by_json, parse_entry, parse_entry_in_full
 from artifactkit.store.manifest_extended import extended_fields
-from artifactkit.store.scan import capture_tree
 from tests.strategies import modes, timestamps_ns
 
 _IDS = st.integers(min_value=0, max_value=2**32 - 1)

@@ -13,9 +13,9 @@ import pytest
 from artifactkit import Store
 from artifactkit.errors import IntegrityError
 from artifactkit.store.content import IN_MEMORY_LIMIT
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices
 from tests.support.fiemap import shared_bytes
+from tests.support.mounts import Mounts
 
 SIZE = IN_MEMORY_LIMIT + (8 << 20)  # above the in-memory limit: copied by the kernel, in several steps
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from artifactkit.engine.reference import restore_meta
 from artifactkit.errors import IsolationError, NotRestorableError
 from artifactkit.metadata import flags
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import restore_meta
 
 
 def _entry(**fields: Any) -> FileMeta:

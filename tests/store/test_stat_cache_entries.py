@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine.reference import scan
 from artifactkit.metadata.flags import set_noatime_flag
-from artifactkit.store import layout, scan, stat_cache, stat_cache_file
+from artifactkit.store import layout, stat_cache, stat_cache_file
 from tests.support.capability import require_real_root, require_tool
 from tests.support.hostile_store import remove_blob
 from tests.support.inode_clock import settle as _settle

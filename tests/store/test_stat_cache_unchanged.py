@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from artifactkit import Store, TimestampNotRepresentable
-from artifactkit.store import publish, scan, stat_cache, stat_cache_file
+from artifactkit.engine.reference import scan
+from artifactkit.store import publish, stat_cache, stat_cache_file
 from tests.support.inode_clock import settle as _settle
 from tests.support.opened_files import files_opened
 from tests.support.stat_cache_file import body_of, rewrite_rows

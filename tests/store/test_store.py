@@ -8,6 +8,7 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from artifactkit import (
     compare,
 )
 from artifactkit.conformance.corpus import corpus_names, materialize, needs_root
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 from tests.support import workers
 from tests.support.capability import require_reading_unreadable_files
 from tests.support.hostile_store import blob_bytes
@@ -150,18 +151,24 @@ def test_publish_keeps_symlinks_that_can_leave_the_tree_and_links_contained_refu
 
 def test_a_source_file_that_changes_after_capture_is_refused(fast_tmp: Path, any_store: Store,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import artifactkit.store.publish as store_module
+    import artifactkit.store.store as store_module
 
     materialize("basic", fast_tmp / "src")
-    real_scan = store_module.scan_tree
+    real_engine_for = store_module.engine_for
 
-    def scan_then_modify(src: object, **options: object) -> object:
-        tree = real_scan(src, **options)  # type: ignore[arg-type]
-        with open(fast_tmp / "src" / "README.txt", "ab") as handle:
-            handle.write(b"late write")
-        return tree
+    def engine_that_modifies_after_its_scan(*args: Any) -> Any:
+        engine = real_engine_for(*args)
+        real_capture = engine.capture
 
-    monkeypatch.setattr(store_module, "scan_tree", scan_then_modify)
+        def capture_then_modify(src: object, **options: object) -> object:
+            tree = real_capture(src, **options)  # type: ignore[arg-type]
+            with open(fast_tmp / "src" / "README.txt", "ab") as handle:
+                handle.write(b"late write")
+            return tree
+        engine.capture = capture_then_modify  # type: ignore[method-assign,assignment]
+        return engine
+
+    monkeypatch.setattr(store_module, "engine_for", engine_that_modifies_after_its_scan)
     store = any_store
     with pytest.raises(SourceChangedError, match=r"README\.txt"):
         store.publish(fast_tmp / "src", "demo")

@@ -12,7 +12,7 @@ from artifactkit import Store
 from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import NotAStoreError
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 
 
 @pytest.fixture

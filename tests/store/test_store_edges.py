@@ -11,9 +11,9 @@ import pytest
 
 from artifactkit import IntegrityError, MetadataMismatchError, NotAStoreError, Store, assert_metadata_equal
 from artifactkit.conformance.corpus import materialize, parse_tree
+from artifactkit.engine.reference.create import verify_entries
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.download import verify_entries
-from artifactkit.store.scan import capture_tree
 from tests.support.hostile_store import blob_bytes, put_blob
 from tests.support.read_race import changed_at_read
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import artifactkit.store.download as restore_module
+import artifactkit.engine.reference.create as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure
-from artifactkit.store import manifest_file
+from artifactkit.store import layout as store_layout
 from artifactkit.store.manifest import digest_of
 from artifactkit.store.s3 import layout as s3_layout
 from artifactkit.store.s3.leases import LeasePolicy
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.leftovers import killed_private_dir
@@ -86,7 +86,7 @@ def test_a_download_hashes_its_manifest_once(published: tuple[Store, Path], monk
         hashed.append(len(body))
         return digest_of(body)
 
-    for module in (manifest_file, s3_layout):
+    for module in (store_layout, s3_layout):  # where a manifest's digest is checked: the ref's layout, a bucket's
         monkeypatch.setattr(module, "digest_of", counted)
     with running_on(engine):
         store.download("demo", tmp / "work" / "dest")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit import IntegrityError, Store, assert_metadata_equal
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.hostile_store import forge_manifest, manifest_doc
 

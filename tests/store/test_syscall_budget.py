@@ -75,8 +75,9 @@ _FLUSHES: Final = frozenset({"fsync", "fdatasync", "syncfs", "sync_file_range", 
 # scratch directory, every file created, restored and read back beneath a scratch root.
 _CHILD: Final = r"""
 import os, sys, tempfile
-from artifactkit.store import download as restore
-from artifactkit.store import engines, stage
+from artifactkit.engine import select as engines
+from artifactkit.engine.reference import create as restore
+from artifactkit.engine.reference import stage
 from artifactkit.store.store import Store
 op, root, path, double = sys.argv[1:]
 if double == "1" and engines.engine_name() == "python":
@@ -94,16 +95,12 @@ if double == "1" and engines.engine_name() == "python":
     stage.read_source, restore._copy_blob = read_twice, copy_twice
 elif double == "1":
     from artifactkit import _native
-    stage_files, stage_captured, create_files = _native.stage_files, _native.stage_captured, _native.create_files
+    stage_files, create_files = _native.stage_files, _native.create_files
     def scratch():
         return os.open(tempfile.mkdtemp(dir=os.path.dirname(root)), os.O_RDONLY | os.O_DIRECTORY)
-    def stage_twice(src, txn_fd, blobs_fd, items, threads, state):
-        stage_files(src, scratch(), blobs_fd, items, threads, _native.StageState())
-        return stage_files(src, txn_fd, blobs_fd, items, threads, state)
-    def stage_captured_twice(src, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress=None):
-        stage_captured(src, scratch(), blobs_fd, tree, start, stop, threads, _native.StageState())
-        return stage_captured(src, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress)
-    _native.stage_captured = stage_captured_twice
+    def stage_twice(src, txn_fd, blobs_fd, reads, threads, state, on_progress=None):
+        stage_files(src, scratch(), blobs_fd, reads, threads, _native.StageState())
+        return stage_files(src, txn_fd, blobs_fd, reads, threads, state, on_progress)
     def create_twice(root_fd, blobs_fd, batch, threads, tree=None, on_progress=None):
         other = scratch()
         for rel in {rel for rel, _ in batch} - {"."}:  # the corpus's directories are one level deep

@@ -1,6 +1,6 @@
 """Both manifest parses side by side: the reference's (:func:`~artifactkit.store.manifest.parse_manifest`) and
-the native core's (:mod:`artifactkit.store._native_manifest`), held to the same :class:`Manifest` or the same
-error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
+the native engine's (:meth:`artifactkit.engine.native.NativeEngine.parse`), held to the same :class:`Manifest` or
+the same error. Where the core is not built, the reference's alone (``tests/native`` fails instead under
 ``ARTIFACTKIT_REQUIRE_FS_MATRIX=1``).
 
 The core's own verdict is checked too, not only what the wrapper returns (which falls back to the
@@ -23,6 +23,7 @@ import pytest
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
+from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.manifest import Manifest, parse_manifest
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from tests.support.core_layout import held_layout
@@ -54,19 +55,8 @@ def core() -> ModuleType | None:
 
 
 def verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
-    """What the core alone says of ``data``: the manifest it accepts, or ``(kind, check, entry)``."""
-    native = core()
-    assert native is not None
-    try:
-        name, noatime, entries = native.parse_manifest(data, FileMeta, _size_limit())
-    except native.NativeFailure as failure:
-        kind, at, fields = failure.args
-        return kind, fields["check"], at
-    return Manifest(name=name, entries=entries, source_read_noatime=noatime)
-
-
-def tree_verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
-    """:func:`verdict` of the download's parse (``parse_tree``, kept in the core), its entries made whole."""
+    """What the core alone says of ``data`` (``parse_tree``, kept in the core, its entries made whole): the
+    manifest it accepts, or ``(kind, check, entry)``."""
     native = core()
     assert native is not None
     try:
@@ -78,18 +68,8 @@ def tree_verdict(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
 
 
 def _size_limit() -> int:
-    """The file size limit as the core is given it (``_native_manifest.size_limit``)."""
+    """The file size limit as the core is given it (``NativeEngine.parse``'s)."""
     return min(file_size_limit(), SIZE_LIMIT)
-
-
-def same_verdicts(data: bytes) -> tuple[str, str | None, int | None] | Manifest:
-    """The core's verdict, which both of its parses (``parse_manifest``, ``parse_tree``) must give alike."""
-    found, tree = verdict(data), tree_verdict(data)
-    if isinstance(found, Manifest):
-        assert isinstance(tree, Manifest) and fields_of(tree) == fields_of(found), tree
-    else:
-        assert tree == found
-    return found
 
 
 def fields_of(manifest: Manifest) -> str:
@@ -153,36 +133,46 @@ def parse_both(data: bytes, *, where: str = "m") -> Manifest:
     return expected
 
 
-def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
-    from artifactkit.store._native_manifest import parse
+def _engine_parse(data: bytes) -> tuple[Manifest, ArtifactRef]:
+    """The native engine's parse (the core's, a decline the reference's) as a manifest; the ref it was asked of."""
+    from artifactkit.engine.native import NativeEngine  # here: where the core is not built, nothing calls this
 
-    found = same_verdicts(data)
+    ref = ArtifactRef("demo", 1, hashlib.sha256(data).hexdigest())
+    parsed = NativeEngine(1, "parse").parse(ref, data, where="m")
+    return Manifest(name=parsed.name, entries=tuple(parsed), source_read_noatime=parsed.source_read_noatime), ref
+
+
+def _same_error(data: bytes, err: Exception) -> None:
+    """The engine's parse refuses ``data`` as the reference's refused it (``err``), named as its manifest."""
+    ref = ArtifactRef("demo", 1, hashlib.sha256(data).hexdigest())
+    with pytest.raises(type(err)) as caught:
+        _engine_parse(data)
+    with pytest.raises(type(err)) as expected:
+        parse_manifest(data, where=f"manifest of {ref}")
+    assert (str(caught.value), getattr(caught.value, "context", None)) == (
+        str(expected.value), getattr(expected.value, "context", None))
+
+
+def _held_to_acceptance(data: bytes, where: str, expected: Manifest) -> None:
+    found = verdict(data)
     if isinstance(found, Manifest):
         assert fields_of(found) == fields_of(expected)
         held_layout(data, expected)
     else:
         assert found[0] == "manifest_unsure" and unsure_shape(data), f"the core declines a valid manifest: {found}"
-    assert fields_of(parse(data, where=where)) == fields_of(expected)
+    assert fields_of(_engine_parse(data)[0]) == fields_of(expected)
 
 
 def _held_to_refusal(data: bytes, where: str, err: Exception) -> None:
-    from artifactkit.store._native_manifest import parse
-
-    found = same_verdicts(data)
+    found = verdict(data)
     assert not isinstance(found, Manifest), f"the core accepts what the reference refuses with {err!r}"
     kind, check, _ = found
     if kind == "manifest_refused":
         assert check is not None and type(err) is CHECK_ERRORS[check], (found, err)
     else:
         assert kind == "manifest_unsure" and unsure_shape(data), (found, err)
-    with pytest.raises(type(err)) as caught:
-        parse(data, where=where)
-    assert (str(caught.value), getattr(caught.value, "context", None)) == (str(err), getattr(err, "context", None))
+    _same_error(data, err)
 
 
 def _held_to_setting(data: bytes, where: str, err: Exception) -> None:
-    from artifactkit.store._native_manifest import parse
-
-    with pytest.raises(type(err)) as caught:
-        parse(data, where=where)
-    assert str(caught.value) == str(err)
+    _same_error(data, err)

@@ -1,7 +1,7 @@
-"""The native core's layout of a download (:meth:`artifactkit.store._native_tree.CoreTree.layout`) held to the
-reference's (:func:`artifactkit.store.download.lay_out` of :func:`artifactkit.store.restore_meta.plan`'s
-entries): where it is taken it is the reference's, field for field and in order; where it is declined, the
-reference's plan refuses, warns or changes an entry.
+"""The native core's layout of a download (:meth:`artifactkit.engine.native.CoreTree.own_layout`) held to the
+reference's (:func:`artifactkit.engine.reference.lists.lay_out` of
+:func:`artifactkit.engine.reference.restore_meta.plan`'s entries): where it is taken it is the reference's, field
+for field and in order; where it is declined, the reference's plan refuses, warns or changes an entry.
 
 :func:`held_layout` runs wherever ``tests/support/both_parses.py`` sees the core accept a manifest: on every
 generated and hostile manifest of the parse suites.
@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import warnings
 
+from artifactkit.engine.reference.lists import lay_out
+from artifactkit.engine.reference.restore_meta import OWNER_POLICIES, plan
+from artifactkit.engine.values import Layout
 from artifactkit.errors import NotRestorableError
 from artifactkit.metadata.model import FIELD_ORDER, SPECIAL_KINDS, FileMeta
-from artifactkit.store.download import Layout, lay_out
 from artifactkit.store.manifest import Manifest
-from artifactkit.store.restore_meta import OWNER_POLICIES, plan
+from artifactkit.store.manifest_limits import SIZE_LIMIT, file_size_limit
 
 
 def _row(entry: FileMeta) -> tuple[object, ...]:
@@ -38,12 +40,13 @@ def rows(layout: Layout) -> tuple[object, ...]:
 
 def held_layout(data: bytes, expected: Manifest) -> None:
     """The core's layout of ``data`` (which the reference reads as ``expected``) under every owners policy."""
-    from artifactkit.store._native_tree import parse  # here: where the core is not built, nothing calls this
+    from artifactkit import _native  # here: where the core is not built, nothing calls this
+    from artifactkit.engine.native import CoreTree
 
-    tree = parse(data, hashlib.sha256(data).hexdigest())
-    assert tree is not None
+    limit = min(file_size_limit(), SIZE_LIMIT)  # as the native engine gives it
+    tree = CoreTree(_native.parse_tree(data, hashlib.sha256(data).hexdigest(), limit))
     for owners in OWNER_POLICIES:
-        found = tree.layout(owners)
+        found = tree.own_layout(owners)
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:

@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from artifactkit.store.engines import ENGINE_SETTING, native_available
+from artifactkit.engine.select import ENGINE_SETTING, native_available
 from tests.support.capability import skip_or_fail
 
 #: Every engine a behaviour must hold on, the reference first.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import attrs
 
 from artifactkit._syscalls import open_noatime
-from artifactkit.store.scan import scan_tree
+from artifactkit.engine.reference.scan import scan_tree
 
 NS = 1_000_000_000
 Times = Callable[[os.stat_result, str], tuple[int, int]]

@@ -1,6 +1,7 @@
 """Deliberately faulty restore steps, each a real-world bug class the shared assertion must catch.
 
-Each has the signature of the store's restore seam (``restore_tree(entries, dest, blob_path=, executor=, progress=)``)
+Each has the signature of the store's restore seam
+(``restore_tree(entries, dest, blob_path=, owners=, engine=, progress=)``)
 so a test can swap one into a real :class:`Store` and watch the download stage fail.
 """
 
@@ -41,8 +42,7 @@ def _naive_restore(entries: Iterable[FileMeta], dest: str, blob_path: Callable[[
 
 
 def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           shape_checked: bool = False, owners: str = "exact",
-                           executor: object = None, progress: object = None) -> None:
+                           owners: str = "exact", engine: object = None, progress: object = None) -> None:
     """Sets mtime and keeps whatever atime the copy left (``utime`` with the current atime)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
@@ -51,16 +51,15 @@ def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path:
 
 
 def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *,
-                                  blob_path: Callable[[str], str], shape_checked: bool = False,
-                                  owners: str = "exact", executor: object = None, progress: object = None) -> None:
+                                  blob_path: Callable[[str], str],
+                                  owners: str = "exact", engine: object = None, progress: object = None) -> None:
     """Sets times from whole seconds (``int(st.st_atime)``-style code)."""
     _naive_restore(entries, dest, blob_path,
                    lambda e: ((e.atime_ns // NS) * NS, (e.mtime_ns // NS) * NS))
 
 
 def restore_through_float(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           shape_checked: bool = False, owners: str = "exact",
-                           executor: object = None, progress: object = None) -> None:
+                           owners: str = "exact", engine: object = None, progress: object = None) -> None:
     """Sets times through float seconds (``os.utime(p, (st.st_atime, st.st_mtime))``)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)

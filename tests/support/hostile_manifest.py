@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from artifactkit import IntegrityError, TimestampNotRepresentable, UnsafePathError
-from artifactkit.errors import ManifestLimitError
+from artifactkit.errors import ManifestLimitError, TreeTooDeepError
 from artifactkit.store.manifest import FORMAT
 from tests.support.both_parses import parse_both
 
-NAMED = (IntegrityError, UnsafePathError, ManifestLimitError, TimestampNotRepresentable)
+#: A path past PATH_MAX is TreeTooDeepError (an OSError, not an IntegrityError): still a named refusal.
+NAMED = (IntegrityError, UnsafePathError, ManifestLimitError, TimestampNotRepresentable, TreeTooDeepError)
 #: No refusal may carry the hostile value whole: a 100 MB path must not become a 100 MB message.
 MESSAGE_LIMIT = 2000
 T = 1_600_000_000_000_000_000

@@ -39,8 +39,8 @@ class OutageServer:
         self.outage_s = 0.0  # how long the server was away, once it is back
 
     def start(self) -> None:
-        from artifactkit.testing.seaweedfs import running_seaweedfs
         from tests.store.s3.conftest import aws_env
+        from tests.support.seaweedfs import running_seaweedfs
 
         self._cm = running_seaweedfs(self._data, ports=self._ports, **self._keys)
         self.endpoint = self._cm.__enter__()

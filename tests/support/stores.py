@@ -26,7 +26,7 @@ import pytest
 from artifactkit import ArtifactRef, Store
 from artifactkit.store.layout import StoreLayout
 from artifactkit.store.stat_cache import CACHE_NAME
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 from tests.support.hostile_store import STORE_KINDS, store_of_kind
 from tests.support.tmpfs import scratch_dir
 

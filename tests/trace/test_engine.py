@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError
-from artifactkit.store.scan import capture_tree
-from artifactkit.testing.mounts import Mounts, mounts_under
 from artifactkit.trace.engine import CycleProgress, DiagnoseConfig, copy2_tree, run_diagnose
+from tests.support.mounts import Mounts, mounts_under
 
 # A reader that is not one of ours: walks everything under argv[1] and reads every file, and after
 # each pass that read something inside a diagnose work tree says so on stdout.

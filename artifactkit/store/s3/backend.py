@@ -23,8 +23,7 @@ from artifactkit.errors import IntegrityError, IntegrityFailure
 from artifactkit.store.backend import Garbage, Guard
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import CHUNK
-from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest_file import check_manifest_digest
+from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
 from artifactkit.store.s3.forget import BucketForgetter

@@ -85,7 +85,7 @@ class Bucket:
         except NoCredentialsError as err:
             raise self.translate(err) from err
         self.store: Any = self._conn.store
-        #: Requests sent, by S3 operation name (what the tests and ``diagnostics/bench_s3.py`` count).
+        #: Requests sent, by S3 operation name (what the tests and ``benches/s3.py`` count).
         self.requests: collections.Counter[str] = collections.Counter()
         self._count_lock = threading.Lock()
         # Set once the bucket answered (a HEAD of it, or any object's PUT, GET or HEAD that succeeded): a later

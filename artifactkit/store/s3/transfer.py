@@ -13,17 +13,17 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
+from artifactkit.engine.values import ReadBatch
 from artifactkit.errors import RemoteUnavailableError
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.s3.checks import BucketBlobs
 from artifactkit.store.s3.layout import blob_key, highest_taken, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket, ObjectInfo
-from artifactkit.store.stage import Staged
 
 #: Bytes of small files held in memory waiting for their upload, at most (plus one batch being read).
 IN_FLIGHT_LIMIT: Final = 64 << 20
@@ -69,7 +69,7 @@ class BucketTxn:
         self._pending[self._pool.submit(check)] = in_flight
         self._drain(IN_FLIGHT_LIMIT)
 
-    def add(self, staged: Sequence[Staged]) -> None:
+    def add(self, staged: ReadBatch) -> None:
         for found in staged:
             if not found.staged:
                 continue

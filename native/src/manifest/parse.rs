@@ -1,4 +1,4 @@
-//! `parse_manifest`'s work in the core: manifest bytes read and checked as `manifest.parse_manifest` reads
+//! `parse_tree`'s work in the core: manifest bytes read and checked as `manifest.parse_manifest` reads
 //! and checks them, into the entries it makes — or a [`Decline`], after which Python runs the reference
 //! parse on the same bytes, so every refusal is the reference's own error (class, message, fields).
 //!

@@ -58,7 +58,7 @@ pub struct CapturedTree {
 
 impl CapturedTree {
     /// Reads `start..stop` as `stage::stage_files` takes them: each its position and entry, the item made from
-    /// the entry when it is read (what `_native_batches.item_to_wire` makes of it).
+    /// the entry when it is read (what `artifactkit/engine/native.py`'s `_item_to_wire` makes of it).
     pub(crate) fn reads_of(&self, start: usize, stop: usize) -> Option<Vec<CapturedRead<'_>>> {
         Some(self.reads.get(start..stop)?.iter().map(|&at| CapturedRead(at, &self.entries[at])).collect())
     }
@@ -166,7 +166,7 @@ impl CapturedTree {
     }
 }
 
-/// Capture the tree at `root` as `scan.py::scan_tree` without a cache, kept in the core; `on_progress(entries
+/// Capture the tree at `root` as `engine/reference/scan.py::scan_tree` without a cache, kept in the core; `on_progress(entries
 /// so far)` after each directory, with the GIL, before the next directory is opened (as the reference; with two
 /// threads the next may be captured ahead already, and is captured again at its turn if it changed).
 /// `threads`: 2 or more adds a second thread (`scan/second_thread.rs`: the next directory ahead, or a directory of

@@ -14,7 +14,7 @@ use crate::restore::create;
 use crate::restore::entry::{Dir, Entry, Kind};
 use crate::restore::metadata::flags_bits;
 
-/// `_native_batches.entry_to_wire`'s 14 fields, as owned values (`Entry` borrows them).
+/// `artifactkit/engine/native.py`'s `_entry_to_wire`'s 14 fields, as owned values (`Entry` borrows them).
 struct Wire {
     path: Vec<u8>,
     kind: Kind,

@@ -1,6 +1,6 @@
 //! A failure of the core as Python receives it: `NativeFailure(kind, position, fields)`, every `Failure` and
 //! every declined manifest mapped to its kind and its fields here, in one place, which
-//! `artifactkit/store/_native_batches.py` (`_native_manifest.py`) turns into the class and message the reference
+//! `artifactkit/engine/native_errors.py` turns into the class and message the reference
 //! engine raises.
 
 use pyo3::create_exception;

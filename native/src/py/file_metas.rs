@@ -1,11 +1,13 @@
-//! A scanned entry as the `FileMeta` the reference's scan makes of it (`Made`): its fields in
-//! `model.FIELD_ORDER`, its path and its shared ints made once.
+//! An entry as the `FileMeta` the reference makes of it, its fields in `model.FIELD_ORDER`: a scanned one as the
+//! reference's scan makes it (`Made`: its path and its shared ints made once), a parsed one as the reference's
+//! parse does (`entry_args`).
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::entry_kind::Kind;
+use crate::manifest::parse::parsed::Entry as ParsedEntry;
 use crate::py::ints::{int_py, Ints};
 use crate::py::paths::fs_str;
 use crate::scan::entry::Entry;
@@ -104,4 +106,31 @@ impl<'py> Made<'py> {
         self.metas[at] = Some(meta);
         Ok(())
     }
+}
+
+/// `FileMeta`'s arguments in `model.FIELD_ORDER` (`nlink` is never in a manifest: `None`).
+pub(crate) fn entry_args<'py>(
+    py: Python<'py>,
+    e: &ParsedEntry<'_>,
+    kinds: &[Bound<'py, PyString>],
+) -> PyResult<Bound<'py, PyTuple>> {
+    let none = || py.None().into_bound(py);
+    let text =
+        |s: &Option<std::borrow::Cow<'_, str>>| s.as_deref().map_or_else(none, |s| PyString::new(py, s).into_any());
+    let xattrs = match &e.xattrs {
+        None => none(),
+        Some(xattrs) => {
+            PyTuple::new(py, xattrs.iter().map(|(name, value)| (name.as_ref(), PyBytes::new(py, value))))?.into_any()
+        }
+    };
+    let extents = match &e.extents {
+        None => none(),
+        Some(runs) => PyTuple::new(py, runs)?.into_any(),
+    };
+    let head = (PyString::new(py, &e.path), &kinds[e.kind as usize], e.mode, e.mtime_ns, e.atime_ns, e.size);
+    let tail = (text(&e.sha256), text(&e.target), e.ctime_ns, e.uid, e.gid, xattrs, text(&e.hardlink), none());
+    let mut args: Vec<Bound<'py, PyAny>> = head.into_pyobject(py)?.iter().collect();
+    args.extend(tail.into_pyobject(py)?.iter());
+    args.extend((extents, e.flags, e.rdev).into_pyobject(py)?.iter());
+    PyTuple::new(py, args)
 }

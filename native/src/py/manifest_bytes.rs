@@ -2,7 +2,7 @@
 //! (`Staged`) converted to the encoder's values — only values of exact JSON types; anything else answers
 //! `None`, and Python's reference assembles that manifest instead.
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
@@ -168,25 +168,51 @@ fn all_reads<'py>(
     Ok(reads)
 }
 
-/// `assemble`'s manifest by the core: `head` (`manifest_head(name, noatime)`), the `lines` already encoded,
-/// and every entry with its facts encoded, sorted and joined as `manifest_bytes` does. `None` if a value is
-/// not of an exact JSON type, a line is no UTF-8 or a hard link has no first name: the reference's turn.
+/// `assemble`'s manifest by the core: `head` (`manifest_head(name, noatime)`), then every entry with what the
+/// plan knew of it (`known`: index -> `(sha256, flags, extents)`) or its read found (`found`), and the `lines`
+/// already encoded, sorted and joined as `manifest_bytes` does. `entries`: a captured tree (its entries taken from
+/// the core's capture, no `FileMeta` made; `found`: `Staged` tuples or the `StageState` that kept them) or any
+/// `FileMeta`s (`found`: `Staged` tuples). `None` if a value is not of an exact JSON type, a name or line is no
+/// UTF-8 or a hard link has no first name: the reference's turn.
 #[pyfunction]
+#[pyo3(signature = (head, entries, found, max_runs, lines=Vec::new(), known=None))]
 pub fn manifest_bytes<'py>(
     py: Python<'py>,
     head: &[u8],
+    entries: Bound<'py, PyAny>,
+    found: Bound<'py, PyAny>,
+    max_runs: usize,
     lines: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>,
-    entries: Vec<Bound<'py, PyAny>>,
-    known: Bound<'py, PyDict>,
-    found: Vec<Bound<'py, PyTuple>>,
+    known: Option<Bound<'py, PyDict>>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let known = known.unwrap_or_else(|| PyDict::new(py));
+    if let Ok(tree) = entries.cast::<CapturedTree>() {
+        if !lines.is_empty() || !known.is_empty() {
+            return Err(PyValueError::new_err("a captured tree's manifest takes neither lines nor known facts"));
+        }
+        let tree = tree.try_borrow().map_err(|_| PyRuntimeError::new_err("the captured tree is in use"))?;
+        return of_captured(py, head, &tree, &found, max_runs);
+    }
+    let (entries, found): (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyTuple>>) = (entries.extract()?, found.extract()?);
+    of_entries(py, head, &lines, &entries, &known, &found, max_runs)
+}
+
+/// [`manifest_bytes`] of any `FileMeta`s, read off them a chunk at a time.
+fn of_entries<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    lines: &[(Bound<'py, PyString>, Bound<'py, PyString>)],
+    entries: &[Bound<'py, PyAny>],
+    known: &Bound<'py, PyDict>,
+    found: &[Bound<'py, PyTuple>],
     max_runs: usize,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let mut encoded = Lines::with_capacity(lines.len() + entries.len());
-    for (path, line) in &lines {
+    for (path, line) in lines {
         let Ok(line) = line.to_str() else { return Ok(None) };
         encoded.push(text_of(path)?, line);
     }
-    let reads = all_reads(entries.len(), &known, &found)?;
+    let reads = all_reads(entries.len(), known, found)?;
     let mut assembly = Assembly::new(encoded);
     for (chunk, metas) in entries.chunks(CHUNK).enumerate() {
         for (offset, meta) in metas.iter().enumerate() {
@@ -215,16 +241,13 @@ fn body_of<'py>(py: Python<'py>, lines: &Lines, head: &[u8]) -> PyResult<Bound<'
     })
 }
 
-/// `assemble`'s manifest of a captured tree (`py/captured_tree.rs`) and what its reads found (`found`: `Staged`
-/// tuples, or the `StageState` that kept them): the bytes `manifest_bytes` makes of the same entries as
-/// `FileMeta`s, with no `FileMeta` made. `None` where a name is no UTF-8 or a read's value is of no exact JSON
-/// type: the reference's turn.
-#[pyfunction]
-pub fn manifest_captured<'py>(
+/// [`manifest_bytes`] of a captured tree (`py/captured_tree.rs`): the bytes it makes of the same entries as
+/// `FileMeta`s, with no `FileMeta` made.
+fn of_captured<'py>(
     py: Python<'py>,
     head: &[u8],
-    tree: PyRef<'py, CapturedTree>,
-    found: Bound<'py, PyAny>,
+    tree: &CapturedTree,
+    found: &Bound<'py, PyAny>,
     max_runs: usize,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let count = tree.entries.len();
@@ -248,7 +271,6 @@ pub fn manifest_captured<'py>(
             });
         }
     }
-    let tree: &CapturedTree = &tree;
     let assembled = py.detach(|| {
         let mut assembly = Assembly::new(Lines::with_capacity(count));
         for (at, facts) in facts.into_iter().enumerate() {

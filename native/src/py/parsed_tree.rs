@@ -15,7 +15,7 @@ use crate::entry_kind::Kind;
 use crate::manifest::parse::parsed::{Decline, Entry as ParsedEntry};
 use crate::manifest::parse::{parse, MAX_FILE_BYTES};
 use crate::py::failure::decline_to_py;
-use crate::py::parse_manifest::entry_args;
+use crate::py::file_metas::entry_args;
 use crate::read::copy::hex;
 use crate::restore::layout::Tree;
 use crate::sys::threads;
@@ -46,7 +46,7 @@ impl ParsedTree {
         self.tree.entries.len()
     }
 
-    /// `file_meta(*fields)` of the entries at `indices` (every entry when `None`), as `parse_manifest` makes them.
+    /// `file_meta(*fields)` of the entries at `indices` (every entry when `None`), as `manifest.parse_manifest` makes them.
     #[pyo3(signature = (file_meta, indices=None))]
     fn metas<'py>(
         &self,
@@ -116,10 +116,10 @@ impl ParsedTree {
     }
 }
 
-/// Parse and check manifest bytes as `parse_manifest` does, into a [`ParsedTree`], while a second thread hashes
+/// Parse and check manifest bytes as `manifest.parse_manifest` does, into a [`ParsedTree`], while a second thread hashes
 /// them: bytes that do not hash to `digest` (lowercase hex) are refused as `NativeFailure("manifest_refused",
 /// None, {"check": "digest", ...})` whatever they hold (the reference checks the digest before it parses); a
-/// manifest the core does not accept raises the same `NativeFailure` as `parse_manifest` (`size_limit`: the
+/// manifest the core does not accept raises `NativeFailure` (`size_limit`: the
 /// largest file an entry may claim, as there).
 #[pyfunction]
 #[pyo3(signature = (data, digest, size_limit=MAX_FILE_BYTES))]

@@ -1,15 +1,14 @@
 //! The edge of a publish's reads and moves (`read/stage.rs`, `read/renames.rs`): items in, `Staged` out, and the state one
 //! publish's calls share.
 //!
-//! A publish of a captured tree (`stage_captured`) keeps its reads here, in its `StageState`, rather than
-//! handing 10,000 `Staged` tuples to Python: the manifest (`manifest_bytes::manifest_captured`) and the moves into
-//! `blobs/` (`rename_staged`) take them straight from the state, and Python makes a `Staged` only of a read it
-//! asks for (`artifactkit/store/_native_staged.py`). Measured before this (`many`, 10,000 files): the tuples
+//! A publish keeps its reads here, in its `StageState`, rather than handing 10,000 `Staged` tuples to Python: the
+//! manifest (`manifest_bytes`) and the moves into `blobs/` (`rename_staged`) take them straight from the state,
+//! and Python makes a `Staged` only of a read it asks for (`artifactkit/engine/native_values.py`'s `KeptReads`). Measured before this (`many`, 10,000 files): the tuples
 //! and the transaction's walk over them were 15-20 ms of the publishing thread a publish, on one thread or two.
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -22,14 +21,14 @@ use crate::read::progress::{Tally, Told};
 use crate::read::{renames, stage};
 
 type Extents = Option<Vec<(u64, u64)>>;
-/// `_native_batches.item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
+/// `artifactkit/engine/native.py`'s `_item_to_wire`'s item: (index, path, size, mtime_ns, ctime_ns, dev, ino).
 type WireItem = (u64, OsString, u64, i128, Option<i128>, u64, u64);
 /// `Staged` as a tuple: (index, sha256, noatime, flags, extents, staged).
 type StagedTuple = (u64, String, bool, Option<i32>, Extents, bool);
 
 /// What one publish's `stage_files` calls share (`stage::Seen`): the content they staged, and the one listing
 /// of `blobs/` the publish took (`None`: a `stat` each), so a publish may come in batches and still stage each
-/// content once; and every read of its `stage_captured` calls, in order.
+/// content once; and every read of its calls, in order.
 #[pyclass(module = "artifactkit._native")]
 pub struct StageState {
     seen: stage::Seen,
@@ -49,7 +48,7 @@ impl StageState {
         self.seen.repaired.clone()
     }
 
-    /// How many reads `stage_captured` kept here.
+    /// How many reads `stage_files` kept here.
     fn __len__(&self) -> usize {
         self.reads.len()
     }
@@ -104,57 +103,55 @@ pub(crate) fn facts_of_kept(read: &stage::Staged) -> Facts {
     }
 }
 
-/// Read, hash and stage `items` — `(index, path, size, mtime_ns, ctime_ns, dev, ino)` — of the tree at
-/// `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the blob or an earlier call with this `state`
-/// staged it; `Staged` tuples in input order.
+/// What a call reads: reads `start..stop` of a captured tree (its items made here from the core's own entries), or
+/// `_item_to_wire`'s items of any plan (a stat cache's).
+#[derive(FromPyObject)]
+pub enum Reads<'py> {
+    Captured((PyRef<'py, CapturedTree>, usize, usize)),
+    Items(Vec<WireItem>),
+}
+
+/// Read, hash and stage `reads` of the tree at `root` into the staging dir `txn_fd`, unless `blobs_fd` holds the
+/// blob or an earlier call with this `state` staged it; their `Staged` kept in `state` (`StageState.read`), in
+/// order: how many it kept. `on_progress(files, file bytes)` with what was read since it was last called, on the
+/// calling thread, with the GIL, every `progress::EVERY_FILES` files or `progress::EVERY_BYTES` bytes and once at
+/// the end, so one call may take a whole publish.
 #[pyfunction]
+#[pyo3(signature = (root, txn_fd, blobs_fd, reads, threads, state, on_progress=None))]
+#[allow(clippy::too_many_arguments)] // what a read needs: the tree, both directories, the reads, the threads, the state
 pub fn stage_files(
     py: Python<'_>,
     root: OsString,
     txn_fd: i32,
     blobs_fd: i32,
-    items: Vec<WireItem>,
-    threads: usize,
-    mut state: PyRefMut<'_, StageState>,
-) -> PyResult<Vec<StagedTuple>> {
-    let items: Vec<stage::Item> = items
-        .iter()
-        .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| stage::Item {
-            index: *index,
-            path: path.as_bytes(),
-            size: *size,
-            mtime_ns: *mtime_ns,
-            ctime_ns: *ctime_ns,
-            dev: *dev,
-            ino: *ino,
-        })
-        .collect();
-    Ok(stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, None)?.iter().map(tuple_of).collect())
-}
-
-/// `stage_files` for reads `start..stop` of a captured tree, its items made in the core from the tree's own
-/// entries, its reads kept in `state` (`StageState.read`): how many it kept. `on_progress(files, file bytes)`
-/// with what was read since it was last called, on the calling thread, with the GIL, every `progress::EVERY_FILES`
-/// files or `progress::EVERY_BYTES` bytes and once at the end, so one call may take a whole publish.
-#[pyfunction]
-#[pyo3(signature = (root, txn_fd, blobs_fd, tree, start, stop, threads, state, on_progress=None))]
-#[allow(clippy::too_many_arguments)] // stage_files' arguments, the tree and its range instead of the items
-pub fn stage_captured(
-    py: Python<'_>,
-    root: OsString,
-    txn_fd: i32,
-    blobs_fd: i32,
-    tree: PyRef<'_, CapturedTree>,
-    start: usize,
-    stop: usize,
+    reads: Reads<'_>,
     threads: usize,
     mut state: PyRefMut<'_, StageState>,
     on_progress: Option<Py<PyAny>>,
 ) -> PyResult<usize> {
-    let items = tree
-        .reads_of(start, stop)
-        .ok_or_else(|| PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree")))?;
-    let found = stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, on_progress.as_ref())?;
+    let found = match reads {
+        Reads::Captured((tree, start, stop)) => {
+            let items = tree
+                .reads_of(start, stop)
+                .ok_or_else(|| PyIndexError::new_err(format!("reads {start}..{stop} are not in the captured tree")))?;
+            stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, on_progress.as_ref())?
+        }
+        Reads::Items(items) => {
+            let items: Vec<stage::Item> = items
+                .iter()
+                .map(|(index, path, size, mtime_ns, ctime_ns, dev, ino)| stage::Item {
+                    index: *index,
+                    path: path.as_bytes(),
+                    size: *size,
+                    mtime_ns: *mtime_ns,
+                    ctime_ns: *ctime_ns,
+                    dev: *dev,
+                    ino: *ino,
+                })
+                .collect();
+            stage_items(py, root, txn_fd, blobs_fd, &items, threads, &mut state, on_progress.as_ref())?
+        }
+    };
     let kept = found.len();
     if state.reads.is_empty() {
         state.reads = found; // a publish's one call: its reads kept as they came, not copied
@@ -164,7 +161,7 @@ pub fn stage_captured(
     Ok(kept)
 }
 
-#[allow(clippy::too_many_arguments)] // stage_captured's, the items made
+#[allow(clippy::too_many_arguments)] // stage_files', the items made
 fn stage_items<T: stage::ToRead>(
     py: Python<'_>,
     root: OsString,
@@ -207,19 +204,8 @@ fn stage_items<T: stage::ToRead>(
     staged.map_err(|located| failure_to_py(py, located))
 }
 
-/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` for every pair of `moves` in order, the GIL
-/// released; a name holding a NUL byte is refused as `os.rename` refuses it, before any moves.
-#[pyfunction]
-pub fn rename_files(py: Python<'_>, src_fd: i32, dst_fd: i32, moves: Vec<(OsString, OsString)>) -> PyResult<()> {
-    let to_c = |name: OsString| {
-        CString::new(name.into_vec()).map_err(|_| PyValueError::new_err("rename: embedded null character in path"))
-    };
-    let moves = moves.into_iter().map(|(src, dst)| Ok((to_c(src)?, to_c(dst)?))).collect::<PyResult<Vec<_>>>()?;
-    py.detach(|| renames::rename_all(src_fd, dst_fd, &moves)).map_err(|located| failure_to_py(py, located))
-}
-
-/// `rename_files` of `StageState.moves(start, stop)`, its names made here: each staged read's staging name to its
-/// digest.
+/// `os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)` of every move of `StageState.moves(start, stop)`,
+/// in order, the GIL released, their names made here: each staged read's staging name to its digest.
 #[pyfunction]
 pub fn rename_staged(
     py: Python<'_>,

@@ -1,7 +1,7 @@
 //! What a publish's read threads have done, for its progress: the threads count each file as it is done, and wake
 //! the calling thread only now and then to tell it (a wake per file was a thread switch per file on two cores).
 //!
-//! This is what lets one `stage_captured` call take a whole publish: its progress moves every
+//! This is what lets one `stage_files` call take a whole publish: its progress moves every
 //! [`EVERY_FILES`] files or [`EVERY_BYTES`] bytes, counted, not timed, so what it tells cannot depend on the
 //! machine's speed or on when the calling thread runs. Measured before (`many`, 10,000 files, 2 threads): ten calls of 1,024 files were 6 % of a
 //! publish's wall time in their threads' starts and their waits for each batch's slowest file.

@@ -1,5 +1,5 @@
 //! Renames of a whole batch between two directories, one after another with the GIL released (mirrors the
-//! reference's `os.rename` loop, `artifactkit/store/engines.py::PythonExecutor.move_files`).
+//! reference's `os.rename` loop, `artifactkit/engine/select.py::PythonExecutor.move_files`).
 //!
 //! A publish's staged blobs go into `blobs/` this way once its flush barrier has made them durable, a chunk a
 //! call, on a thread of the transaction's while the manifest is assembled and then on the publishing thread

@@ -1,5 +1,5 @@
 //! Read a source file once: hash it and, when its blob is new, stage its bytes (mirrors
-//! `artifactkit/store/content.py::read_source` and `stage.py::stage_file`, step for step).
+//! `artifactkit/store/content.py::read_source` and `engine/reference/stage.py::stage_file`, step for step).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};
@@ -21,7 +21,7 @@ use crate::sys::pool;
 /// As content.py: files up to this size are hashed from memory and written only if their blob is new.
 pub const IN_MEMORY_LIMIT: u64 = 8 << 20;
 
-/// A file to read: `stage.py`'s wire item, its path borrowed from whoever holds it.
+/// A file to read: `engine/native.py`'s wire item, its path borrowed from whoever holds it.
 #[derive(Clone, Copy)]
 pub struct Item<'a> {
     pub index: u64,
@@ -109,7 +109,7 @@ fn open_source(full: &CString, shown: &OsString) -> Result<(OwnedFd, bool), Fail
     }
 }
 
-/// The staging name of the read at `index`, spelled as the reference's `staging_name` (`artifactkit/store/stage.py`).
+/// The staging name of the read at `index`, spelled as the reference's `staging_name` (`artifactkit/engine/reference/stage.py`).
 pub fn stage_name(index: u64) -> String {
     format!("blob-{index}")
 }

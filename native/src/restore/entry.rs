@@ -8,7 +8,7 @@ pub enum Kind {
 }
 
 /// What creating a file or symlink needs of its entry, borrowed from wherever the batch's entries live:
-/// `_native_batches.entry_to_wire`'s tuples (`py/create_files.rs`'s `Wire`) or the core's own parse of the manifest
+/// `artifactkit/engine/native.py`'s `_entry_to_wire` tuples (`py/create_files.rs`'s `Wire`) or the core's own parse of the manifest
 /// (`layout::Tree`), so a parsed manifest reaches the create without a copy through Python.
 pub struct Entry<'a> {
     pub path: &'a [u8],

@@ -1,4 +1,4 @@
-//! One directory's capture, as `artifactkit/store/scan.py::_scan_dir` reads it: opened by path with `O_NOATIME`
+//! One directory's capture, as `artifactkit/engine/reference/scan.py::_scan_dir` reads it: opened by path with `O_NOATIME`
 //! (without it where refused), checked to be the inode its parent listed, its flags read, listed as
 //! `os.listdir` lists, and its names captured (`lstat`, then xattrs by path). `scan/walk.rs` takes the parts in,
 //! in the walk's order; `scan/second_thread.rs` may capture one ahead on its second thread.

@@ -1,4 +1,4 @@
-//! Capture a source tree before reading anything: mirrors `artifactkit/store/scan.py::_scan_tree` without a
+//! Capture a source tree before reading anything: mirrors `artifactkit/engine/reference/scan.py::_scan_tree` without a
 //! stat cache, step for step — the same calls on the same paths, in the same order on one thread — so that
 //! every entry, every refusal and every `OSError` (errno and filename) is the reference's.
 //!

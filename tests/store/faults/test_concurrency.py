@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from artifactkit.testing import fault_workers
+from tests.support import fault_workers
 
 
 def test_eight_processes_publish_download_verify_and_gc_without_losing_or_corrupting_a_version(

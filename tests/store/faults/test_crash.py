@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
-from artifactkit.testing import crash as harness
-from artifactkit.testing.mounts import Mounts
+from tests.support import crash as harness
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 
 from artifactkit import Store, assert_metadata_equal
 from artifactkit.conformance.corpus import TreeSpec, content, load_tree, materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.scan import capture_tree
-from artifactkit.testing.crash import snapshot
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import in_user_namespace, require_loop_devices, skip_or_fail
+from tests.support.crash import snapshot
+from tests.support.mounts import Mounts
 from tests.support.stores import store_snapshot
 
 

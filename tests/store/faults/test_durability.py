@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 
-from artifactkit.testing.crash import Materials, prepare
-from artifactkit.testing.durability import check_durability, traced_publish
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_tool
+from tests.support.crash import Materials, prepare
+from tests.support.durability import check_durability, traced_publish
+from tests.support.mounts import Mounts
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-import artifactkit.store.download as restore_module
+import artifactkit.engine.reference.create as restore_module
 from artifactkit import IntegrityError, SourceChangedError, Store, UnsafePathError, UnsupportedFileType
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store.scan import capture_tree
+from artifactkit.engine.reference.scan import capture_tree
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.read_race import changed_at_read
 from tests.support.stores import STORE_KINDS, is_bucket, plant_staging, store_snapshot, stored_names

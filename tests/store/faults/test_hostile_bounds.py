@@ -18,12 +18,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from artifactkit import IntegrityError, Store
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import ManifestLimitError
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import manifest_limits
 from artifactkit.store.manifest import Manifest, encode_entry
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING
-from artifactkit.store.scan import capture_tree
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import (
     DATA,

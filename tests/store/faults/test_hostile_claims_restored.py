@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from artifactkit import Store
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import NotRestorableError
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.flags import InodeFlag
 from artifactkit.store.manifest import FORMAT
-from artifactkit.store.scan import capture_tree
 from tests.support.both_parses import parse_both
 from tests.support.capability import require_real_root
 from tests.support.hostile_manifest import T, body, root_entry

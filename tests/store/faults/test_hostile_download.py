@@ -21,8 +21,8 @@ import pytest
 from artifactkit import IntegrityError, Store, assert_metadata_equal, capture_tree
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import ManifestLimitError, UnsafePathError
-from artifactkit.testing.crash import snapshot
 from tests.support.capability import require_real_root
+from tests.support.crash import snapshot
 from tests.support.hostile_store import STORE_KINDS, blob_bytes, forge_manifest, manifest_doc, put_blob, store_of_kind
 
 RACE_RUNS = 200

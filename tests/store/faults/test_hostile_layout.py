@@ -20,8 +20,8 @@ import pytest
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import NotAStoreError, UnsafeStoreError
-from artifactkit.testing.crash import snapshot
 from tests.support.capability import require_real_root
+from tests.support.crash import snapshot
 
 LAYOUT = ("blobs", "staging", "locks", "manifests")
 RACE_RUNS = 200

@@ -5,7 +5,7 @@ An unknown key holding ``[[[...]]]`` 900 levels deep, repeated, cost 48 times th
 core declined it to the reference. Now a manifest holding more lists and objects than its size pays for
 (``manifest_limits.check_containers``) is refused before it is decoded, and every shape within the limits stays
 within :data:`~artifactkit.store.manifest_limits.MAX_DECODED_FACTOR` times its size
-(``diagnostics/manifest_memory.py`` measures them all; here the issue's shape, the old worst and the new).
+(``diagnostics/results/manifest-memory.json`` measured them all; here the issue's shape, the old worst and the new).
 
 Each case runs in a child process, whose peak RSS (``VmHWM``) is read before and after the operation.
 """

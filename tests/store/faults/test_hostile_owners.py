@@ -21,9 +21,9 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.errors import NotRestorableError, ReownedWarning
-from artifactkit.testing.mounts import Mounts
 from tests.support.capability import require_loop_devices, require_real_root, require_tool
 from tests.support.hostile_store import forge_manifest, manifest_doc
+from tests.support.mounts import Mounts
 
 OLD = 1_000_000_000_123_456_789
 

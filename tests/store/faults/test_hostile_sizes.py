@@ -23,9 +23,9 @@ from types import FrameType
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.errors import ManifestLimitError
 from artifactkit.store.manifest_limits import FILE_BYTES_SETTING, MAX_FILE_BYTES, file_size_limit
-from artifactkit.store.scan import scan_tree
 from tests.support.both_parses import parse_both
 from tests.support.hostile_manifest import DATA, SHA, body, doc, file_entry, refusal
 from tests.support.hostile_store import STORE_KINDS, blob_exists, forge_manifest, put_blob, store_of_kind

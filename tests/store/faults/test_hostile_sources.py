@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import SourceChangedError, Store
+from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.store.publish import capture_source, publish_tree
-from artifactkit.store.scan import scan_tree
 
 T = 1_600_000_000_000_000_000
 #: Two incarnations of the link ``l``: target -> the mtime it was given (a target of the same length too).

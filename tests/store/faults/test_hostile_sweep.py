@@ -20,7 +20,7 @@ import pytest
 
 from artifactkit import IntegrityError, Store
 from artifactkit.conformance.corpus import materialize
-from artifactkit.testing.crash import snapshot
+from tests.support.crash import snapshot
 from tests.support.hostile_store import blob_bytes, put_blob
 from tests.support.leftovers import killed_download, killed_private_dir
 from tests.support.stores import is_bucket

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from artifactkit import ArtifactkitError, Store, TimestampNotRepresentable, assert_metadata_equal
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.corpus import TreeSpec, content, materialize, needs_root
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.manifest import digest_of
-from artifactkit.store.scan import capture_tree
-from artifactkit.testing.mounts import Mounts
 from tests.strategies import NS_PER_S, modes
+from tests.support.mounts import Mounts
 from tests.support.stores import is_bucket, nothing_stored, sibling_store
 
 _counter = itertools.count()

@@ -110,7 +110,7 @@ def _call(bucket: Bucket, operation: str) -> object:
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
     """A SeaweedFS of its own with an https listener for 127.0.0.1 on a certificate of a private CA (yielded)."""
-    from artifactkit.testing.seaweedfs import running_seaweedfs
+    from tests.support.seaweedfs import running_seaweedfs
 
     # A CA and a server certificate it signed (rustls refuses a self-signed CA used as the server's own).
     ca, ca_key, cert, key, ext = (tmp_path / name for name in ("ca.pem", "ca.key", "cert.pem", "key.pem", "ext"))

@@ -145,22 +145,25 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     src = _tree(fast_tmp / "src", 3)
     store = Store(s3_url)
     ref = store.publish(src, "d")
-    manifest = store.manifest(ref)  # fetched once: the race is in the blob dir, not in the lookups
+    from artifactkit.store.manifest_file import verified_entries
+
+    with store.backend.open() as opened:  # fetched once: the race is in the blob dir, not in the lookups
+        entries = verified_entries(ref, *opened.manifest_bytes(ref, check_digest=False))
     work, canary = fast_tmp / "work", fast_tmp / "canary"
     work.mkdir()
     canary.mkdir()
     outcomes: dict[str, int] = {}
-    from artifactkit.store.download import blobs_needed, restore_tree
+    from artifactkit.store.download import restore_tree
     from artifactkit.store.progress import Reporter
 
-    needed = blobs_needed(manifest.entries)
+    needed = entries.blobs()
     started = time.monotonic()
     with _attacker(work, canary) as swaps, store.backend.open() as opened:
         for run in range(RACE_RUNS):
             dest = work / f"out{run}"
             try:  # what Store.download does once it has the manifest: fetch the blobs, restore from them
                 with opened.blob_source(needed, str(dest), Reporter(None)) as blobs:
-                    restore_tree(manifest.entries, str(dest), blob_path=blobs, shape_checked=True)
+                    restore_tree(entries, str(dest), blob_path=blobs)
             except ArtifactkitError as err:  # a named refusal, never a generic crash
                 outcomes[type(err).__name__] = outcomes.get(type(err).__name__, 0) + 1
                 if getattr(err, "dest", None):  # swapped after the restore: it says dest is complete

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store, assert_metadata_equal
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.store import stat_cache
 from artifactkit.store.s3.backend import stat_cache_dir
-from artifactkit.store.scan import capture_tree
 from tests.support.opened_files import OpenedFiles
 
 

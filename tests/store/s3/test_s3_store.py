@@ -13,12 +13,12 @@ import pytest
 from artifactkit import Store, assert_metadata_equal
 from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.store.local_backend import LocalBackend
 from artifactkit.store.s3 import download as s3_download
 from artifactkit.store.s3 import objects
 from artifactkit.store.s3 import transfer as s3_publish
 from artifactkit.store.s3.backend import S3Backend
-from artifactkit.store.scan import capture_tree
 from tests.support import s3_workers
 from tests.support.capability import require_module
 

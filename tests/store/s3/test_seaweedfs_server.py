@@ -11,7 +11,7 @@ import pytest
 
 def test_the_test_server_leaves_no_log_files_in_the_temp_dir(
         seaweedfs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from artifactkit.testing.seaweedfs import running_seaweedfs
+    from tests.support.seaweedfs import running_seaweedfs
 
     temp = tmp_path / "temp"
     temp.mkdir()

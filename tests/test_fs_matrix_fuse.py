@@ -1,0 +1,189 @@
+"""The FUSE rows of the filesystem matrix: probe, strict fixture, times and store on sshfs, weed mount, s3fs,
+rclone mount, bindfs, mergerfs and squashfuse (root only; ``tests/support/fuse_matrix.MATRIX``).
+
+Each row is mounted once per session and probed once; every pinned verdict is checked against the
+backing directory where the row has one, never against the probe's own output. The store round
+trips are pinned to what they do today, failures included (issue 49 item 2 is the store's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from artifactkit._fsutil import remove_tree
+from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
+from artifactkit.isolation.reading import read_file
+from tests.support.capability import skip_or_fail
+from tests.support.fuse_matrix import MATRIX, VARIANTS, FuseRig, FuseSpec, errno_tag, fixture_outcome, store_round_trip
+from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
+from tests.support.fuse_servers import running_sshd
+from tests.support.mounts import Mounts, mounts_under
+
+REPO = Path(__file__).resolve().parent.parent
+#: Longer than every kernel attribute timeout of these mounts (1 s): what the mount shows then is its daemon's.
+PAST_KERNEL_CACHE_S = 1.6
+
+
+@pytest.fixture(scope="session")
+def fuse_rig(mounts: Mounts, request: pytest.FixtureRequest) -> Iterator[FuseRig]:
+    require_fuse_tools()
+    with contextlib.ExitStack() as stack:
+        fuse = stack.enter_context(FuseMounts(mounts))
+        try:
+            yield FuseRig(fuse, lambda: stack.enter_context(running_sshd()),
+                          lambda: request.getfixturevalue("seaweedfs"))
+        finally:
+            fuse.close()  # before the servers stop: a mount whose server is gone unmounts, but slowly
+
+
+@pytest.fixture(scope="session")
+def fuse_local(mounts: Mounts) -> Path:
+    """A local relatime tmpfs: the other side of the round trips that put only one end on the mount."""
+    return mounts.tmpfs("relatime", size="64m")
+
+
+@pytest.fixture(params=MATRIX, ids=lambda spec: spec.name)
+def spec(request: pytest.FixtureRequest) -> FuseSpec:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def rig(spec: FuseSpec, fuse_rig: FuseRig) -> FuseRig:
+    require_fuse_tools(*spec.tools)
+    try:
+        fuse_rig.mount(spec)
+    except RuntimeError as err:
+        skip_or_fail(f"{spec.name} did not mount: {err}")
+    return fuse_rig
+
+
+@pytest.fixture
+def work(spec: FuseSpec, rig: FuseRig) -> Iterator[Path]:
+    """A fresh directory on the row's mount (the mount itself where nothing can be made: squashfuse)."""
+    point = rig.mount(spec).point
+    try:
+        path = Path(tempfile.mkdtemp(prefix="work-", dir=point))
+    except OSError:
+        yield point
+        return
+    yield path
+    remove_tree(path)
+
+
+def test_the_probe_reports_what_the_fuse_filesystem_really_is(spec: FuseSpec, rig: FuseRig, work: Path) -> None:
+    found = rig.probe(spec)
+    if isinstance(found, OSError):
+        assert {"error": errno_tag(found)} == spec.probe
+        return
+    doc = found.to_json()
+    assert {key: doc[key] for key in spec.probe} == spec.probe
+    mount = rig.mount(spec)
+    if mount.backing is None:
+        return
+    # The backing truth: does a read through the mount move the historical atime the server holds?
+    path = work / "truth"
+    backing = mount.backing / path.relative_to(mount.point)
+    write_file(str(path))
+    os.utime(path, ns=(HISTORICAL_NS, HISTORICAL_NS))
+    held = os.lstat(backing).st_atime_ns
+    read_file(str(path))
+    assert found.reads_move_historical_atime == (os.lstat(backing).st_atime_ns != held)
+
+
+def test_the_strict_fixture_refuses_every_cache_and_what_cannot_be_isolated(
+        spec: FuseSpec, rig: FuseRig, work: Path) -> None:
+    found = rig.probe(spec)
+    before = set(os.listdir(work))
+    assert fixture_outcome(work, None if isinstance(found, OSError) else found) == spec.fixture
+    assert set(os.listdir(work)) == before, "the fixture leaves nothing behind, refused or not"
+
+
+def test_times_set_through_the_mount_are_what_the_backing_directory_holds(
+        spec: FuseSpec, rig: FuseRig, work: Path) -> None:
+    mount = rig.mount(spec)
+    paths = {}
+    for value in spec.times:
+        paths[value] = path = work / f"t{len(paths)}"
+        write_file(str(path))
+        os.utime(path, ns=(value, value))
+    started = time.time_ns()
+    if mount.backing is None:
+        time.sleep(PAST_KERNEL_CACHE_S)  # the daemon's answer, not the kernel's copy of what was just set
+    for value, path in paths.items():
+        truth = mount.backing / path.relative_to(mount.point) if mount.backing else path
+        held = os.lstat(truth).st_mtime_ns
+        expected = spec.times[value]
+        if expected is None:
+            assert started - 5 * 10**9 <= held <= time.time_ns(), f"{value} became {held}, not the time of the call"
+        else:
+            assert held == expected, f"mtime {value} set through {spec.name} is held as {held}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_store_round_trip_does_today_what_is_pinned(
+        spec: FuseSpec, rig: FuseRig, work: Path, fuse_local: Path, variant: str) -> None:
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    try:
+        store_dir = (work if variant in ("both", "store-only") else local) / "store"
+        dest_parent = work if variant in ("both", "dest-only") else local
+        assert store_round_trip("basic", fuse_local, store_dir, dest_parent) == spec.round_trips[variant]
+    finally:
+        remove_tree(local)
+
+
+# -- the acceptance of issue 49 item 1 ----------------------------------------------------------------
+
+INNER_TEST = """
+import os
+
+def test_a_read_leaves_atime_alone(noatime_tree):
+    path = noatime_tree / "f"
+    path.write_bytes(b"x")
+    os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    path.read_bytes()
+    assert os.lstat(path).st_atime_ns == 1_000_000_000_000_000_000
+"""
+
+
+def test_on_default_sshfs_a_test_whose_atime_the_server_moved_errors_instead_of_passing(
+        fuse_rig: FuseRig, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    sshfs = next(spec for spec in MATRIX if spec.name == "sshfs")
+    require_fuse_tools(*sshfs.tools)
+    mount = fuse_rig.mount(sshfs)
+    assert mount.backing is not None
+    base = Path(tempfile.mkdtemp(prefix="base-", dir=mount.point))
+    try:
+        # What the inner test would see without the fixture: the cache says "unchanged", the server moved it.
+        path = str(base / "lie")
+        write_file(path)
+        assert not read_moves_atime(path, HISTORICAL_NS)
+        assert os.lstat(mount.backing / base.name / "lie").st_atime_ns != HISTORICAL_NS // 10**9 * 10**9
+        os.unlink(path)
+        monkeypatch.setenv("PYTHONPATH", str(REPO))
+        pytester.makepyfile(INNER_TEST)
+        result = pytester.runpytest_subprocess(f"--artifactkit-base={base}", "-p", "no:cacheprovider")
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*client cache*remedy: mount it with the client's attribute caches off*"])
+    finally:
+        remove_tree(base)
+
+
+def test_a_busy_fuse_mount_is_still_unmounted_and_its_daemon_stopped_at_teardown(mounts: Mounts) -> None:
+    require_fuse_tools("bindfs")
+    fuse = FuseMounts(mounts)
+    mount = fuse.bindfs()
+    held = open(mount.point / "held", "w")  # noqa: SIM115 - held open across close() on purpose
+    daemons = [proc.pid for _, proc in fuse._started]
+    try:
+        fuse.close()
+    finally:
+        held.close()
+    assert (mounts_under(fuse.base), fuse.base.exists()) == ([], False)
+    assert [pid for pid in daemons if os.path.exists(f"/proc/{pid}")] == []
