@@ -1,10 +1,13 @@
 """Paired benchmark of a bucket store against ``rclone copy`` and ``aws s3 sync`` (issue 15, item 7).
 
-    python -m benches.s3 [--rounds N] [--corpus NAME ...] [--many-files N] [--no-docs]   (from the repository root)
+    python -m benches.s3 [--rounds N] [--corpus NAME ...] [--many-files N] [--mixed-files N] [--no-docs]
+    (from the repository root)
 
 One run starts a throw-away SeaweedFS (``weed mini`` on loopback free ports, its data dir on tmpfs)
 and builds the corpora of ``store.py`` on tmpfs (``/dev/shm``): ``small`` 128 x 16 KiB in 4
-dirs, ``many`` 10,000 x 1 KiB in 100 dirs, ``large`` one 256 MiB file. Every measured operation is a
+dirs, ``many`` 10,000 x 1 KiB in 100 dirs, ``large`` one 256 MiB file, ``mixed`` 5,000 files of mixed sizes in
+50 dirs (90 % of 1-16 KiB, 9 % of 32-256 KiB, 1 % of 1-4 MiB; 217 MiB, sizes from a fixed seed: the
+shape of a source tree or a model cache, issue 53). Every measured operation is a
 fresh process and the clock runs in this parent around the whole process, spawn to exit, for all
 three tools alike: artifactkit is a child that imports the library and calls
 ``Store("s3://bucket/prefix").publish`` / ``.download`` (its clock around the call alone, after the
@@ -42,7 +45,10 @@ MIB: Final = 1 << 20
 SCHEMA: Final = "artifactkit.bench-s3/1"
 DEFAULT_OUTPUT: Final = "diagnostics/results/bench-s3.json"
 TMPFS: Final = "/dev/shm"  # noqa: S108 - only a mkdtemp (private, 0700) directory is made in it
-CORPORA: Final = {"small": (128, 16 << 10, 4), "many": (10_000, 1 << 10, 100), "large": (1, 256 * MIB, 0)}
+CORPORA: Final = {"small": (128, 16 << 10, 4), "many": (10_000, 1 << 10, 100), "large": (1, 256 * MIB, 0),
+                   "mixed": (5_000, 0, 50)}
+#: ``mixed``: (share of the files, smallest, largest size), sizes drawn from a fixed seed.
+MIXED_SIZES: Final = ((0.90, 1 << 10, 16 << 10), (0.09, 32 << 10, 256 << 10), (0.01, 1 * MIB, 4 * MIB))
 TOOLS: Final = ("artifactkit", "rclone", "aws")
 PEERS: Final = ("rclone", "aws")
 
@@ -81,6 +87,26 @@ def worker(task: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- the parent: server, tools, rounds ---------------------------------------------------------
+
+def build_mixed(dest: str, files: int, dirs: int) -> None:
+    """The ``mixed`` corpus: ``files`` of the sizes of :data:`MIXED_SIZES` in ``dirs`` directories, the content
+    of ``artifactkit.conformance.corpus.content`` (deterministic), every time the corpus time."""
+    import random  # noqa: PLC0415
+
+    from artifactkit.conformance.corpus import content  # noqa: PLC0415
+    from benches.env import reset_source_atimes  # noqa: PLC0415
+
+    draw = random.Random(53)  # reproducible sizes, not secrets
+    sizes = [draw.randint(low, high) for share, low, high in MIXED_SIZES for _ in range(round(share * files))]
+    sizes += [MIXED_SIZES[0][1]] * (files - len(sizes))
+    draw.shuffle(sizes)
+    for index, size in enumerate(sizes[:files]):
+        folder = os.path.join(dest, f"d{index % dirs:03d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"f{index:05d}.bin"), "wb") as handle:
+            handle.write(content(2000 + index, size))
+    reset_source_atimes(dest)
+
 
 def tool_env(endpoint: Any, base: str) -> dict[str, dict[str, str]]:
     """Each tool's environment: the standard AWS variables for the server and nothing of this machine's."""
@@ -264,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="paired rounds per corpus (default %(default)s)")
     parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="only these (repeatable)")
     parser.add_argument("--many-files", type=int, default=10_000, help="files of `many` (default %(default)s)")
+    parser.add_argument("--mixed-files", type=int, default=5_000, help="files of `mixed` (default %(default)s)")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="evidence JSON (default: %(default)s)")
     parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/s3.md")
     parser.add_argument("--table-from", metavar="FILE", help="re-render the tables of an existing JSON into the docs")
@@ -286,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     here = os.path.dirname(sys.executable)
     bins = {"weed": find_weed(), **{t: shutil.which(t, path=f"{here}:{os.environ['PATH']}") or t
                                     for t in ("rclone", "aws")}}
-    shapes = dict(CORPORA, many=(args.many_files, 1 << 10, 100))
+    shapes = dict(CORPORA, many=(args.many_files, 1 << 10, 100), mixed=(args.mixed_files, 0, 50))
     started, load_before = time.monotonic(), os.getloadavg()
     base = tempfile.mkdtemp(prefix="ak-bench-s3-", dir=TMPFS)
     results: dict[str, Any] = {}
@@ -297,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("small", *(args.corpus or CORPORA)):
                 if name not in ctx["sources"]:
                     ctx["sources"][name] = os.path.join(base, f"src-{name}")
-                    build_corpus(ctx["sources"][name], name, *shapes[name])
+                    if name == "mixed":
+                        build_mixed(ctx["sources"][name], shapes[name][0], shapes[name][2])
+                    else:
+                        build_corpus(ctx["sources"][name], name, *shapes[name])
                     ctx["sizes"][name] = tree_size(ctx["sources"][name])
             print(f"[{time.monotonic() - started:5.0f}s] warm-up round on small (untimed)", file=sys.stderr)
             one_round(ctx, "small", 0)

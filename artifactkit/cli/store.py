@@ -165,13 +165,15 @@ def _publish(a: argparse.Namespace) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RepairedBlobsWarning)
         with store_activity(f"publishing {a.name}", json_output=a.json) as progress:
-            ref = Store(a.store).publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
-                                         progress=progress)
+            store = Store(a.store)
+            ref = store.publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
+                                progress=progress)
     warned = [w.message for w in caught if issubclass(w.category, RepairedBlobsWarning)]
     # Every damaged blob the publish stored its bytes over, as data; the warning's message is the note for people.
     repaired = sorted(sha for message in warned for sha in vars(message).get("blobs", []))
     notes = "".join(f"\nnote: {message}" for message in warned)
-    return success({"schema": "artifactkit.publish/1", "repaired_blobs": repaired, **_ref_doc(ref)},
+    return success({"schema": "artifactkit.publish/1", "repaired_blobs": repaired, "retries": store.backend.retries,
+                    **_ref_doc(ref)},
                    f"published {ref} (manifest sha256 {ref.digest}){notes}")
 
 
@@ -179,21 +181,23 @@ def _download(a: argparse.Namespace) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReownedWarning)
         with store_activity(f"downloading {a.ref}", json_output=a.json) as progress:
-            ref = Store(a.store).download(a.ref, a.dest, owners=a.owners, workers=a.workers, progress=progress)
+            store = Store(a.store)
+            ref = store.download(a.ref, a.dest, owners=a.owners, workers=a.workers, progress=progress)
     warned = [w.message for w in caught if issubclass(w.category, ReownedWarning)]
     # Every changed entry as data ("path (what changed)"); the warnings' messages are summaries for people.
     # reowned_entries: the same list under the name docs/store.md gave it first.
     entries = [entry for message in warned for entry in vars(message).get("entries", [])]
     notes = "".join(f"\nnote: {message}" for message in warned)
     return success({"schema": "artifactkit.download/1", "dest_verified": True, "reowned": entries,
-                    "reowned_entries": entries, **_ref_doc(ref)},
+                    "reowned_entries": entries, "retries": store.backend.retries, **_ref_doc(ref)},
                    f"downloaded {ref} into {a.dest}: every entry verified exact (mode, owner, xattrs, links, "
                    f"holes, flags, mtime_ns, atime_ns){notes}")
 
 
 def _verify(a: argparse.Namespace) -> Result:
     with store_activity("verifying", json_output=a.json) as progress:
-        report = Store(a.store).verify(progress=progress)
+        store = Store(a.store)
+        report = store.verify(progress=progress)
     rows = [(kind, str(len(items)), "; ".join(items[:3]) + (" ..." if len(items) > 3 else ""))
             for kind, items in (("corrupt", report.corrupt), ("missing", report.missing),
                                 ("unreadable", report.unreadable), ("orphaned", report.orphaned),
@@ -207,7 +211,8 @@ def _verify(a: argparse.Namespace) -> Result:
                     "operation holds them)")
     broken = (f"\nversions that do not download exactly: {', '.join(report.broken_versions)}; a publish of their "
               "content stores damaged blobs again" if report.broken_versions else "")
-    return success({"schema": "artifactkit.verify/1", "clean": report.clean, **attrs.asdict(report)},
+    return success({"schema": "artifactkit.verify/1", "clean": report.clean, "retries": store.backend.retries,
+                    **attrs.asdict(report)},
                    f"{table(rows, ('finding', 'count', 'items'))}\n\n"
                    f"{report.versions} version(s), {report.blobs_checked} blob(s) hashed: {verdict}{broken}",
                    exit_code=EXIT_OK if report.clean else EXIT_FAILED)
@@ -215,7 +220,8 @@ def _verify(a: argparse.Namespace) -> Result:
 
 def _gc(a: argparse.Namespace) -> Result:
     with store_activity("gc", json_output=a.json) as progress:
-        report = Store(a.store).gc(grace_s=a.grace, dry_run=a.dry_run, progress=progress)
+        store = Store(a.store)
+        report = store.gc(grace_s=a.grace, dry_run=a.dry_run, progress=progress)
     blobs, staging = len(report.removed_blobs), len(report.removed_staging)
     kept_blobs, kept_staging = len(report.kept_blobs), len(report.kept_staging)
     if not (blobs or staging):
@@ -232,7 +238,7 @@ def _gc(a: argparse.Namespace) -> Result:
                  f"({human_bytes(report.kept_bytes)}) younger than the grace of {duration_text(report.grace_s)}: "
                  f"all are old enough in {duration_text(report.kept_wait_s)}, or `--grace 0` removes them now "
                  "(what a running operation holds is never removed)")
-    return success({"schema": "artifactkit.gc/1", **attrs.asdict(report)}, text)
+    return success({"schema": "artifactkit.gc/1", "retries": store.backend.retries, **attrs.asdict(report)}, text)
 
 
 def _forget(a: argparse.Namespace) -> Result:

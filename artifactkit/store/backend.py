@@ -188,6 +188,10 @@ class Backend(Protocol):
     #: The URL or path the store was given, as :class:`Store.root` shows it.
     root: str
 
+    @property
+    def retries(self) -> int:
+        """Requests sent again after a transient failure so far (a bucket's; a directory's are never sent)."""
+
     def check_site(self) -> None:
         """Before a publish's scan: refuse at once where no store is and none can be made (a path holding
         other files, a missing bucket), so nothing is read for nothing."""

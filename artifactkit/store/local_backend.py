@@ -52,6 +52,8 @@ class LocalBackend:
 
     #: The publish transaction's class (the fault suite's broken stores give one that skips a step).
     txn_class: type[LocalTxn]
+    #: System calls are not sent again: a directory has no outages to ride out.
+    retries = 0
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         path = os.fspath(root)

@@ -276,13 +276,16 @@ def running_seaweedfs(
     stop_timeout: float = 10.0,
     start_attempts: int = 3,
     tls: tuple[str, str] | None = None,
+    ports: Mapping[str, int] | None = None,
 ) -> Iterator[S3Endpoint]:
     """Start ``weed mini`` on loopback, yield its S3 endpoint, stop it at exit.
 
     ``bucket`` is created (that is the readiness check).  Credentials are
     random unless given.  weed's output goes to ``data_dir/weed.log``.
     ``tls=(cert_file, key_file)`` adds an HTTPS S3 listener (``https_url``);
-    readiness is still probed over plain http.
+    readiness is still probed over plain http.  ``ports``: an earlier
+    endpoint's ``ports``, to start again where clients already point (a
+    restart on the same data dir); otherwise free ones are picked.
     """
     weed_bin = weed or find_weed()
     data = os.path.abspath(data_dir)
@@ -297,40 +300,44 @@ def running_seaweedfs(
     sock_dir = tempfile.mkdtemp(prefix="weed-")
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
-    ports: dict[str, int] = {}
+    used: dict[str, int] = {}
     try:
         for attempt in range(1, start_attempts + 1):
             log = open(log_path, "ab")  # noqa: SIM115 - closed in the finally below, across the yield
             t0 = time.monotonic()
             names = list(_PORT_FLAGS)[:8] + (["s3.https"] if tls else [])
-            with _reserved_ports(names) as ports:
-                cmd = _command(weed_bin, data, sock_dir, ports, tls)
+            if ports:
+                used = dict(ports)
+            else:
+                with _reserved_ports(names) as used:
+                    pass
+            cmd = _command(weed_bin, data, sock_dir, used, tls)
             # ports released just now; weed binds them within milliseconds
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, cwd=data,
                 start_new_session=True)
-            url = f"http://{LOOPBACK}:{ports['s3']}"
+            url = f"http://{LOOPBACK}:{used['s3']}"
             try:
                 _wait_ready(proc, url, (ak, sk), region, bucket,
                             deadline=t0 + startup_timeout, log_path=log_path)
             except SeaweedStartError:
                 _stop(proc, stop_timeout)
-                _remove_stale_sockets(ports)
+                _remove_stale_sockets(used)
                 log.close()
                 if attempt == start_attempts or "address already in use" not in _tail(log_path):
                     raise
                 continue
             yield S3Endpoint(
                 url=url, access_key=ak, secret_key=sk, bucket=bucket,
-                region=region, pid=proc.pid, ports=dict(ports),
+                region=region, pid=proc.pid, ports=dict(used),
                 log_path=log_path, startup_seconds=time.monotonic() - t0,
-                https_url=(f"https://{LOOPBACK}:{ports['s3.https']}" if tls else None))
+                https_url=(f"https://{LOOPBACK}:{used['s3.https']}" if tls else None))
             return
     finally:
         if proc is not None:
             _stop(proc, stop_timeout)
-        _remove_stale_sockets(ports)
+        _remove_stale_sockets(used)
         if log is not None:
             log.close()
         shutil.rmtree(sock_dir, ignore_errors=True)

@@ -62,6 +62,10 @@ class S3Backend:
         self.policy = policy or LeasePolicy()
         self.bucket = Bucket(bucket, prefix)
 
+    @property
+    def retries(self) -> int:
+        return self.bucket.retries
+
     def check_site(self) -> None:
         self.bucket.check_bucket()  # a missing bucket or bad credentials fail before any read
 
@@ -138,17 +142,22 @@ class BucketStore:
             size = info.size
         if size not in sizes:
             return size, None
+        actual, count = self.bucket.retrying(lambda: self._hash_blob(sha, size), blob_key(sha))
+        if count > size:
+            raise IntegrityError(f"blob {sha} in {self.where} is corrupt: the server sent more than its {size} "
+                                 "bytes (reading stopped there)", path=self.bucket.url(blob_key(sha)), blob=sha,
+                                 failed=IntegrityFailure.CORRUPT)
+        return size, actual
+
+    def _hash_blob(self, sha: str, size: int) -> tuple[str, int]:
+        """One attempt at the sha256 and length of a blob (a body that breaks off is read again from its start)."""
         digest, count = hashlib.sha256(), 0
         with self.bucket.stream(blob_key(sha)) as body:
             # The listed size + 1 bytes at most: a server that sends more (its length a lie) is not read to its end.
             while count <= size and (chunk := body.read(min(CHUNK, size + 1 - count))):
                 digest.update(chunk)
                 count += len(chunk)
-        if count > size:
-            raise IntegrityError(f"blob {sha} in {self.where} is corrupt: the server sent more than its {size} "
-                                 "bytes (reading stopped there)", path=self.bucket.url(blob_key(sha)), blob=sha,
-                                 failed=IntegrityFailure.CORRUPT)
-        return size, digest.hexdigest()
+        return digest.hexdigest(), count
 
     @contextlib.contextmanager
     def quiescent(self) -> Iterator[Callable[[], bool]]:

@@ -9,7 +9,8 @@ off EC2). ``allow_http`` is set only for an ``http://`` endpoint; certificates a
 (``AWS_CA_BUNDLE`` adds a private CA, as for boto3).
 
 A few requests obstore cannot express (a DELETE with ``If-Match``, a HEAD of the bucket, the server's
-``Date``) go as presigned URLs through :mod:`urllib`, with the same timeouts and attempts.
+``Date``) go as presigned URLs through :mod:`urllib`, with the same timeouts. Every request here is one
+attempt: :mod:`~artifactkit.store.s3.retries` sends them again, counted and within its budget.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import importlib
 import os
 import ssl
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,6 +34,8 @@ from artifactkit.store.s3.sigv4 import encode_query, signed_headers
 #: The modules of the ``s3`` extra; boto3 only for a profile's credentials and the multipart-upload listing.
 EXTRA_HINT: Final = "s3:// stores need obstore>=0.12.1 (and boto3 for profiles): pip install 'artifactkit[s3]'"
 _REFRESH: Final = timedelta(minutes=5)  # how long obstore may keep keys from a refreshable (temporary) source
+#: obstore's and boto3's own retries: none (they would be uncounted and outside the retry budget).
+CLIENT_RETRIES: Final = 0
 
 
 def import_extra(module: str) -> Any:
@@ -45,13 +47,12 @@ def import_extra(module: str) -> Any:
 
 @attrs.frozen
 class Limits:
-    """Timeouts and attempts, the same for obstore's requests and the presigned ones."""
+    """Timeouts of one attempt, the same for obstore's requests and the presigned ones."""
 
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0  # a stall between two reads; the whole request is bounded by ``request_s``
     request_s: float = 900.0  # a backstop for one request (a 16 MiB part on a slow link), not the stall detector
-    max_attempts: int = 3
-    max_connections: int = 16
+    max_connections: int = 32  # idle connections kept: one per download worker, so none is opened twice
 
 
 class NoCredentialsError(Exception):
@@ -141,64 +142,51 @@ class Connection:
             "access_key_id": config["access_key_id"], "secret_access_key": config["secret_access_key"],
             "token": config.get("token")})
         self._bucket_url: urllib.parse.SplitResult | None = None
-        retry = {"max_retries": max(limits.max_attempts - 1, 0), "retry_timeout": timedelta(seconds=60),
-                 "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5),
-                             "base": 2}}
+        retry = {"max_retries": CLIENT_RETRIES, "retry_timeout": timedelta(seconds=1)}
         self.store: Any = obstore_store.S3Store(bucket, config=config, client_options=client, retry_config=retry,
                                                 credential_provider=provider)
         self._tls = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else ssl.create_default_context()
 
     def presigned(self, method: str, key: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        """(HTTP status, headers) of one presigned request; connection failures raise :class:`OSError`.
-
-        Retried like obstore's own (5xx and dropped connections, never a 4xx), ``max_attempts`` in all."""
+        """(HTTP status, headers) of one presigned request. Connection failures raise :class:`OSError`, and an
+        answer worth sending again (5xx, 429) its :class:`urllib.error.HTTPError`; any other status returns."""
         obstore = import_extra("obstore")
-        for attempt in range(self.limits.max_attempts):
-            url = obstore.sign(self.store, method, key, timedelta(minutes=5))
-            request = urllib.request.Request(url, method=method, headers=headers or {})  # noqa: S310 - signed http(s)
-            try:
-                with urllib.request.urlopen(request, timeout=self.limits.read_timeout_s,  # noqa: S310 - as above
-                                            context=self._tls) as response:
-                    return int(response.status), response.headers
-            except urllib.error.HTTPError as err:
-                if err.code < 500 or attempt + 1 == self.limits.max_attempts:
-                    return int(err.code), err.headers
-            except OSError:
-                if attempt + 1 == self.limits.max_attempts:
-                    raise
-            time.sleep(0.1 * 2 ** attempt)
-        raise AssertionError("unreachable")
+        url = obstore.sign(self.store, method, key, timedelta(minutes=5))
+        request = urllib.request.Request(url, method=method, headers=headers or {})  # noqa: S310 - signed http(s)
+        try:
+            with urllib.request.urlopen(request, timeout=self.limits.read_timeout_s,  # noqa: S310 - as above
+                                        context=self._tls) as response:
+                return int(response.status), response.headers
+        except urllib.error.HTTPError as err:
+            if err.code >= 500 or err.code == 429:
+                raise
+            return int(err.code), err.headers
 
     def signed_get(self, params: dict[str, str], *, time_left: Callable[[], float],
                    max_bytes: int) -> tuple[int, bytes]:
         """(HTTP status, body) of one GET of the bucket with query ``params``, signed here (SigV4).
 
-        Retried like :meth:`presigned` while ``time_left()`` (seconds) lasts, which also caps each read's
-        timeout; at most ``max_bytes + 1`` bytes of the body are read (one more proves it too long).
-        Connection failures and a read past ``time_left()`` raise :class:`OSError` (``TimeoutError``)."""
+        ``time_left()`` (seconds) caps the read's timeout; at most ``max_bytes + 1`` bytes of the body are read
+        (one more proves it too long). Connection failures and a read past ``time_left()`` raise
+        :class:`OSError` (``TimeoutError``), a 5xx or 429 its :class:`urllib.error.HTTPError`."""
         base = self._bucket_base()
         query = encode_query(params)
-        for attempt in range(self.limits.max_attempts):
-            keys = self._keys()
-            headers = signed_headers(host=base.netloc, path=base.path, query=query, region=self.region,
-                                     access_key=keys["access_key_id"], secret_key=keys["secret_access_key"],
-                                     token=keys.get("token"), now=datetime.now(UTC))
-            request = urllib.request.Request(f"{base.scheme}://{base.netloc}{base.path}?{query}",  # noqa: S310
-                                             headers={k: v for k, v in headers.items() if k != "host"})
-            timeout = min(self.limits.read_timeout_s, time_left())
-            if timeout <= 0:
-                raise TimeoutError("the listing's time budget ran out")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout, context=self._tls) as response:  # noqa: S310
-                    return int(response.status), _read_bounded(response, max_bytes, time_left)
-            except urllib.error.HTTPError as err:
-                if err.code < 500 or attempt + 1 == self.limits.max_attempts:
-                    return int(err.code), _read_bounded(err, 64 << 10, time_left)
-            except OSError:
-                if attempt + 1 == self.limits.max_attempts or time_left() <= 0:
-                    raise
-            time.sleep(min(0.1 * 2 ** attempt, max(time_left(), 0)))
-        raise AssertionError("unreachable")
+        keys = self._keys()
+        headers = signed_headers(host=base.netloc, path=base.path, query=query, region=self.region,
+                                 access_key=keys["access_key_id"], secret_key=keys["secret_access_key"],
+                                 token=keys.get("token"), now=datetime.now(UTC))
+        request = urllib.request.Request(f"{base.scheme}://{base.netloc}{base.path}?{query}",  # noqa: S310
+                                         headers={k: v for k, v in headers.items() if k != "host"})
+        timeout = min(self.limits.read_timeout_s, time_left())
+        if timeout <= 0:
+            raise TimeoutError("the listing's time budget ran out")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=self._tls) as response:  # noqa: S310
+                return int(response.status), _read_bounded(response, max_bytes, time_left)
+        except urllib.error.HTTPError as err:
+            if err.code >= 500 or err.code == 429:
+                raise
+            return int(err.code), _read_bounded(err, 64 << 10, time_left)
 
     def _bucket_base(self) -> urllib.parse.SplitResult:
         """The bucket's URL as obstore addresses it (path or virtual-hosted style), from a URL it signed."""
@@ -218,7 +206,7 @@ class Connection:
         boto3 = import_extra("boto3")
         config = import_extra("botocore.config").Config(
             connect_timeout=self.limits.connect_timeout_s, read_timeout=self.limits.read_timeout_s,
-            retries={"max_attempts": self.limits.max_attempts, "mode": "standard"})
+            retries={"total_max_attempts": CLIENT_RETRIES + 1, "mode": "standard"})
         session = self.session or boto3.session.Session()
         return session.client("s3", config=config, region_name=self.region,
                               endpoint_url=self.endpoint if self.custom_endpoint else None)

@@ -51,6 +51,8 @@ def translate(err: BaseException, *, where: str, bucket: str, endpoint: str) -> 
     if isinstance(response, dict):
         code = str(response.get("Error", {}).get("Code", ""))
         status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    elif isinstance(err, urllib.error.HTTPError):  # a presigned request's or a listing page's 5xx, sent in vain
+        code, status = "", err.code
     else:
         code, status = code_status(err)
     line = str(err).split("\n", 1)[0]

@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from functools import partial
 
 import attrs
 
@@ -89,7 +90,10 @@ class Lease:
         while not self._stop.wait(self.ttl_s / 4):
             self._body["counter"] = int(str(self._body["counter"])) + 1
             try:
-                etag = self.bucket.replace(self.key, _encode(self._body), self._etag)
+                # Sent again until the next refresh is due (a release stops it at once): an outage shorter
+                # than that costs this lease nothing.
+                etag = self.bucket.retrying(partial(self.bucket.replace, self.key, _encode(self._body), self._etag),
+                                            self.key, budget_s=self.ttl_s / 4, stop=self._stop)
             except Exception:  # noqa: BLE001, S112 - a failed refresh shows as an old _last_ok in check()
                 continue
             if etag is None:
@@ -117,7 +121,8 @@ class Lease:
         sent people looking for a competing client instead of at the endpoint.
         """
         try:
-            self.bucket.check_bucket()
+            with self.bucket.retrier.once():  # the refreshes were sent again already: one look says why
+                self.bucket.check_bucket()
         except RemoteUnavailableError as err:
             endpoint = self.bucket.endpoint
             return RemoteUnavailableError(
@@ -168,7 +173,8 @@ def _released(lease: Lease) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        with contextlib.suppress(RemoteStoreError):
+        # One attempt: the body's failure is often the endpoint's, and its retry budget is spent already.
+        with contextlib.suppress(RemoteStoreError), lease.bucket.retrier.once():
             lease.release()
         raise
     lease.release()

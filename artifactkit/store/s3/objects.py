@@ -19,23 +19,23 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar
 
 import attrs
 
 from artifactkit.errors import RemoteStoreError
+from artifactkit.store.s3.bodies import MIB, Body, error_code, read_at_most
 from artifactkit.store.s3.connect import Connection, Limits, NoCredentialsError, import_extra
 from artifactkit.store.s3.failures import NOT_CREATED, code_status, raise_for, refused, translate
 from artifactkit.store.s3.listing import PAGE_KEYS, ListingBounds, ListingGuard, parse_objects, timed
+from artifactkit.store.s3.retries import Retrier, is_transient, retry_budget_s
 
-MIB: Final = 1 << 20
 #: Blobs above this go up in parts (and come down in ranges) of ``PART_SIZE``.
 MULTIPART_THRESHOLD: Final = 64 * MIB
 PART_SIZE: Final = 16 * MIB
@@ -43,8 +43,8 @@ PART_SIZE: Final = 16 * MIB
 #: Attributes obstore returns that are not user metadata (``x-amz-meta-*``).
 _STANDARD: Final = frozenset({"Content-Disposition", "Content-Encoding", "Content-Language", "Content-Type",
                               "Cache-Control", "Storage-Class"})
-#: What a GET body stream hands over at once, at least: bounds what a bounded read pulls past its limit.
-_STREAM_CHUNK: Final = 64 << 10
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -67,55 +67,45 @@ class Upload:
     initiated: datetime | None = None
 
 
-class _Body:
-    """A GET body as a file-like ``read(n)``: what ``s3/download.py`` reads blobs through."""
-
-    def __init__(self, bucket: Bucket, key: str, result: Any) -> None:
-        self._bucket, self._key = bucket, key
-        self._chunks: Iterator[Any] | None = iter(result.stream(min_chunk_size=_STREAM_CHUNK))
-        self._rest = memoryview(b"")
-
-    def read(self, size: int = -1) -> bytes:
-        if size < 0:
-            return b"".join(iter(lambda: self.read(MIB), b""))
-        while not self._rest and self._chunks is not None:
-            try:
-                self._rest = memoryview(next(self._chunks))
-            except StopIteration:
-                self._chunks = None
-            except Exception as err:  # the transfer failed midway: only obstore runs in next()
-                raise self._bucket.translate(err, self._key) from err
-        out, self._rest = bytes(self._rest[:size]), self._rest[size:]
-        return out
-
-    def close(self) -> None:
-        # Dropping the stream drops the connection: unread bytes are never fetched, let alone buffered.
-        self._chunks, self._rest = None, memoryview(b"")
-
-
 class Bucket:
     """The objects of one bucket under one key prefix, with errors mapped to artifactkit's."""
 
     def __init__(self, bucket: str, prefix: str, *, connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
-                 max_attempts: int = 3, max_connections: int = 16, listing: ListingBounds | None = None) -> None:
+                 retry_s: float | None = None, max_connections: int = 32, listing: ListingBounds | None = None) -> None:
         self._obstore: Any = import_extra("obstore")
         self.bucket = bucket
         self.prefix = prefix
         #: The bounds every listing of this bucket stops at (:mod:`~artifactkit.store.s3.listing`).
         self.listing = listing or ListingBounds()
+        #: Sends a failed request again (``retry_s``: its budget; None: ``ARTIFACTKIT_S3_RETRY_S``; 0: never).
+        self.retrier = Retrier(retry_budget_s() if retry_s is None else retry_s)
         try:
             self._conn = Connection(bucket, Limits(connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
-                                                   max_attempts=max_attempts, max_connections=max_connections))
+                                                   max_connections=max_connections))
         except NoCredentialsError as err:
             raise self.translate(err) from err
         self.store: Any = self._conn.store
         #: Requests sent, by S3 operation name (what the tests and ``benches/s3.py`` count).
         self.requests: collections.Counter[str] = collections.Counter()
         self._count_lock = threading.Lock()
-        # Set once the bucket answered: a later 404 on a HEAD then means a missing key. A bucket deleted
-        # after that still shows up, as NoSuchBucket on the next PUT or GET (measured: re-checking on
-        # every miss cost one extra request per new blob, 10,002 on a 10,000-file first publish).
+        # Set once the bucket answered (a HEAD of it, or any object's PUT, GET or HEAD that succeeded): a later
+        # 404 on a HEAD then means a missing key. A bucket deleted after that still shows up, as NoSuchBucket
+        # on the next PUT or GET (measured: re-checking on every miss cost one extra request per new blob,
+        # 10,002 on a 10,000-file first publish; a download's HEAD of locks/forget cost one HeadBucket each).
         self._bucket_seen = False
+
+    @property
+    def retries(self) -> int:
+        """Requests this bucket's client sent again after a transient failure, so far (all threads)."""
+        return self.retrier.count
+
+    def retrying(self, request: Callable[[], T], key: str | None = None, *,
+                 transient: Callable[[BaseException], bool] = is_transient, budget_s: float | None = None,
+                 stop: threading.Event | None = None) -> T:
+        """``request()`` sent again while it fails transiently, within the retry budget
+        (:mod:`~artifactkit.store.s3.retries`); errors name ``key``."""
+        return self.retrier.call(request, lambda err: self.translate(err, key), transient=transient,
+                                 budget_s=budget_s, stop=stop)
 
     @property
     def endpoint(self) -> str:
@@ -147,7 +137,8 @@ class Bucket:
     def _presigned(self, method: str, key: str, operation: str, **headers: str) -> tuple[int, Any]:
         self._count(operation)
         with self._mapped(key or None):
-            return self._conn.presigned(method, self.prefix + key if key else "", headers)
+            return self.retrying(lambda: self._conn.presigned(method, self.prefix + key if key else "", headers),
+                                 key or None)
 
     def check_bucket(self) -> None:
         """Raise :class:`BucketNotFoundError` (or an auth/unreachable error) unless the bucket answers."""
@@ -160,10 +151,13 @@ class Bucket:
 
     # -- writes
     def _put(self, key: str, data: bytes | memoryview, metadata: dict[str, str] | None, mode: Any = None) -> str:
-        self._count("PutObject")
-        result = self._obstore.put(self.store, self.prefix + key, data, attributes=metadata or None, mode=mode,
-                                   use_multipart=False)
-        return str(result["e_tag"])
+        def attempt() -> Any:
+            self._count("PutObject")
+            return self._obstore.put(self.store, self.prefix + key, data, attributes=metadata or None, mode=mode,
+                                     use_multipart=False)
+        etag = str(self.retrying(attempt, key)["e_tag"])
+        self._bucket_seen = True
+        return etag
 
     def put(self, key: str, body: bytes | IO[bytes], *, sha256: str | None = None,
             metadata: dict[str, str] | None = None) -> str:
@@ -182,10 +176,10 @@ class Bucket:
     def create(self, key: str, body: bytes, *, metadata: dict[str, str] | None = None) -> str | None:
         """Create ``key`` only if absent (``If-None-Match: *``): its ETag, or None if it already existed.
 
-        ``body`` or ``metadata`` must hold a nonce of the caller's: obstore retries a PUT whose answer was
-        lost and does not say it did, so on every 412 the stored object is read back — equal body *and*
-        metadata mean the write that landed was ours (equal bytes alone are not proof: two publishers of
-        one tree write equal manifests)."""
+        ``body`` or ``metadata`` must hold a nonce of the caller's: a PUT whose answer was lost is sent again
+        (:mod:`~artifactkit.store.s3.retries`), and its first attempt may have landed, so on every 412 the stored
+        object is read back — equal body *and* metadata mean the write that landed was ours (equal bytes alone
+        are not proof: two publishers of one tree write equal manifests)."""
         try:
             return self._put(key, body, metadata, mode="create")
         except Exception as err:
@@ -197,34 +191,45 @@ class Bucket:
         return None
 
     def replace(self, key: str, body: bytes, etag: str) -> str | None:
-        """Compare-and-swap (``If-Match``): the new ETag, or None if the object changed or vanished."""
+        """Compare-and-swap (``If-Match``): the new ETag, or None if the object changed or vanished.
+
+        ``body`` must be unique to this write (a lease's nonce and counter): on a refusal the object is read
+        back, and ``body`` there means a first attempt landed whose answer was lost, so the swap was ours."""
         try:
             return self._put(key, body, None, mode={"e_tag": etag})
         except Exception as err:
             if not refused(err, (*NOT_CREATED, 404)) or code_status(err)[0] == "NoSuchBucket":
                 raise self.translate(err, key) from err
-            return None
+        stored = self._read_back(key, len(body))
+        return stored[3] if stored is not None and stored[0] == body else None
 
     def upload_file(self, key: str, path: str) -> None:
         """Upload a large file in ``PART_SIZE`` parts, 8 at once (unconditional; each part checksummed)."""
         parts = max(-(-Path(path).stat().st_size // PART_SIZE), 1)
-        for operation, n in ("CreateMultipartUpload", 1), ("UploadPart", parts), ("CompleteMultipartUpload", 1):
-            self._count(operation, n)
-        with self._mapped(key):
+
+        def attempt() -> None:  # all of it again: a part's failure fails obstore's upload (an abandoned one: gc's)
+            for operation, n in ("CreateMultipartUpload", 1), ("UploadPart", parts), ("CompleteMultipartUpload", 1):
+                self._count(operation, n)
             self._obstore.put(self.store, self.prefix + key, Path(path), use_multipart=True, chunk_size=PART_SIZE,
                               max_concurrency=8)
+        with self._mapped(key):
+            self.retrying(attempt, key)
 
     # -- reads
     def _get(self, key: str, **options: Any) -> Any:
-        self._count("GetObject")
-        return self._obstore.get(self.store, self.prefix + key, options=options or None)
+        def attempt() -> Any:
+            self._count("GetObject")
+            return self._obstore.get(self.store, self.prefix + key, options=options or None)
+        result = self.retrying(attempt, key)
+        self._bucket_seen = True
+        return result
 
     @contextlib.contextmanager
-    def stream(self, key: str, *, first: int | None = None, last: int | None = None) -> Iterator[_Body]:
+    def stream(self, key: str, *, first: int | None = None, last: int | None = None) -> Iterator[Body]:
         """The object's body as a file-like ``read(n)`` (``first``..``last`` inclusive for a byte range)."""
         options = {} if first is None else {"range": {"offset": first} if last is None else (first, last + 1)}
         with self._mapped(key):
-            body = _Body(self, key, self._get(key, **options))
+            body = Body(self._get(key, **options), lambda err: self.translate(err, key))
         try:
             yield body
         finally:
@@ -232,7 +237,7 @@ class Bucket:
 
     def get_bytes(self, key: str) -> bytes:
         with self._mapped(key):
-            return bytes(self._get(key).bytes())
+            return self.retrying(lambda: bytes(self._get(key).bytes()), key)
 
     def get_bounded(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int] | None:
         """(body, user metadata, Content-Length) of ``key``, or None if absent; at most ``max_bytes + 1``
@@ -241,7 +246,10 @@ class Bucket:
         return None if found is None else found[:3]
 
     def _read_back(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int, str] | None:
-        """:meth:`get_bounded` and the object's ETag."""
+        """:meth:`get_bounded` and the object's ETag; a body that broke off is read again from its start."""
+        return self.retrying(lambda: self._read_back_once(key, max_bytes), key)
+
+    def _read_back_once(self, key: str, max_bytes: int) -> tuple[bytes, dict[str, str], int, str] | None:
         try:
             result = self._get(key)
         except FileNotFoundError as err:
@@ -253,11 +261,11 @@ class Bucket:
         meta = result.meta
         length = int(meta["size"])
         metadata = {k: v for k, v in result.attributes.items() if k not in _STANDARD}
-        body = _Body(self, key, result)
+        body = Body(result, lambda err: self.translate(err, key))
         try:
             # The length the server gave + 1 (one byte more proves it lied), in chunks: memory grows with
             # what arrives, never with what a header claims.
-            data = b"" if length > max_bytes else _read_at_most(body, length + 1)
+            data = b"" if length > max_bytes else read_at_most(body, length + 1)
         finally:
             body.close()
         return data, metadata, max(length, len(data)), str(meta["e_tag"])
@@ -266,13 +274,14 @@ class Bucket:
         """Size, ETag and time of an object, or None if absent (a missing bucket is an error)."""
         self._count("HeadObject")
         try:
-            meta = self._obstore.head(self.store, self.prefix + key)
+            meta = self.retrying(lambda: self._obstore.head(self.store, self.prefix + key), key)
         except FileNotFoundError:
             if not self._bucket_seen:
                 self.check_bucket()
             return None
         except Exception as err:
             raise self.translate(err, key) from err
+        self._bucket_seen = True
         return ObjectInfo(key, int(meta["size"]), str(meta["e_tag"]), meta["last_modified"])
 
     def objects_under(self, under: str, *, max_keys: int | None = None) -> Iterator[ObjectInfo]:
@@ -285,18 +294,14 @@ class Bucket:
         params = {"list-type": "2", "prefix": full, "max-keys": str(PAGE_KEYS)}
         while True:
             self._count("ListObjectsV2")
-            started = time.monotonic()
             try:
-                status, body = self._conn.signed_get(params, time_left=guard.time_left,
-                                                     max_bytes=self.listing.page_bytes)
-            except TimeoutError as err:
-                timed(guard, started)  # raises once the budget is spent; else the server was too slow
-                raise self.translate(err, under) from err
+                # Sent again while the listing's own time bound lasts (each attempt is charged to it).
+                status, body = self.retrying(lambda: self._list_page(params, guard), under,
+                                             transient=lambda err: is_transient(err) and guard.time_left() > 0)
             except Exception as err:
                 raise self.translate(err, under) from err
-            timed(guard, started)
             if status != 200:
-                raise_for(status, where=where, bucket=self.bucket, of_bucket=False, code=_error_code(body))
+                raise_for(status, where=where, bucket=self.bucket, of_bucket=False, code=error_code(body))
             if len(body) > self.listing.page_bytes:
                 raise RemoteStoreError(f"{where}: a page of the listing is over {self.listing.page_bytes:,} bytes "
                                        f"(a page of {PAGE_KEYS:,} keys holds at most about 6 MB)", url=where,
@@ -313,6 +318,15 @@ class Bucket:
                 return
             params["continuation-token"] = token
 
+    def _list_page(self, params: dict[str, str], guard: ListingGuard) -> tuple[int, bytes]:
+        """One attempt at a page; its time charged to ``guard``, which raises once the listing's budget is spent
+        (else a timeout was one slow request)."""
+        started = time.monotonic()
+        try:
+            return self._conn.signed_get(params, time_left=guard.time_left, max_bytes=self.listing.page_bytes)
+        finally:
+            timed(guard, started)
+
     def server_now(self) -> datetime:
         """The server's clock (its ``Date`` header, 1 s resolution): lease ages never trust ours.
 
@@ -328,7 +342,7 @@ class Bucket:
         """Idempotent, as in S3: a missing key is not an error."""
         self._count("DeleteObject")
         with self._mapped(key):
-            self._obstore.delete(self.store, self.prefix + key)
+            self.retrying(lambda: self._obstore.delete(self.store, self.prefix + key), key)
 
     def delete_if_match(self, key: str, etag: str) -> bool:
         """Delete only while the ETag still matches: False if the object changed or vanished."""
@@ -350,7 +364,7 @@ class Bucket:
             while True:
                 self._count("ListMultipartUploads")
                 started = time.monotonic()
-                page = client.list_multipart_uploads(**params)
+                page = self.retrying(lambda: client.list_multipart_uploads(**params))
                 timed(guard, started)
                 items = page.get("Uploads", [])
                 marker = (str(page.get("NextKeyMarker", "")), str(page.get("NextUploadIdMarker", "")))
@@ -368,7 +382,13 @@ class Bucket:
         client = self._conn.boto3_client()
         with self._mapped(upload.key):
             self._count("AbortMultipartUpload")
-            client.abort_multipart_upload(Bucket=self.bucket, Key=self.prefix + upload.key, UploadId=upload.upload_id)
+            try:
+                self.retrying(lambda: client.abort_multipart_upload(Bucket=self.bucket, Key=self.prefix + upload.key,
+                                                                    UploadId=upload.upload_id), upload.key)
+            except Exception as err:
+                if self.translate(err, upload.key).context.get("code") != "NoSuchUpload":
+                    raise
+                # Gone: an attempt whose answer was lost aborted it, or another gc did.
 
     def abort_uploads_before(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
         """Abort the uploads :meth:`uploads_before` lists (``dry_run``: only list them); their keys."""
@@ -377,18 +397,3 @@ class Bucket:
             for upload in uploads:
                 self.abort_upload(upload)
         return [upload.key for upload in uploads]
-
-
-def _error_code(body: bytes) -> str:
-    """The S3 error code in an error answer's body ("" where it has none)."""
-    found = re.search(rb"<Code>([A-Za-z0-9.]{1,64})</Code>", body)
-    return found[1].decode() if found else ""
-
-
-def _read_at_most(body: _Body, count: int) -> bytes:
-    """Up to ``count`` bytes of a response body, in chunks of at most 1 MiB (memory grows with what arrives)."""
-    chunks, total = [], 0
-    while total < count and (chunk := body.read(min(MIB, count - total))):
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)

@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
 from artifactkit.engine.values import ReadBatch
+from artifactkit.errors import RemoteUnavailableError
 from artifactkit.store.backend import Mover
 from artifactkit.store.layout import HasBlob
 from artifactkit.store.s3.checks import BucketBlobs
@@ -111,7 +112,13 @@ class BucketTxn:
 
     def claim(self, name: str, version: int, body: bytes, digest: str) -> bool:
         metadata = {"sha256": digest, "writer": self._writer}
-        return self.bucket.create(manifest_key(name, version), body, metadata=metadata) is not None
+        try:
+            return self.bucket.create(manifest_key(name, version), body, metadata=metadata) is not None
+        except RemoteUnavailableError as err:
+            # The one request whose lost answer may hide a success: say what a look will show.
+            raise type(err)(f"{err.message}; {name}@{version} may be visible all the same, and complete: its manifest "
+                            "may have landed before the endpoint stopped answering, and every blob it names was "
+                            "stored first", **err.context) from err
 
 
 def upload_blob(bucket: Bucket, sha: str, data: bytes | None, staged: str | None) -> None:

@@ -64,17 +64,17 @@ def s3_demo(request: pytest.FixtureRequest, fast_tmp: Path) -> tuple[Store, Arti
 @pytest.fixture
 def body_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Bytes read from every GET body (all go through the bucket's one body reader)."""
-    from artifactkit.store.s3 import objects
+    from artifactkit.store.s3 import bodies
 
     counts: list[int] = []
-    real_read = objects._Body.read
+    real_read = bodies.Body.read
 
     def counting_read(self: Any, size: int = -1) -> bytes:
         data: bytes = real_read(self, size)
         counts.append(len(data))
         return data
 
-    monkeypatch.setattr(objects._Body, "read", counting_read)
+    monkeypatch.setattr(bodies.Body, "read", counting_read)
     return counts
 
 

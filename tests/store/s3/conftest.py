@@ -36,9 +36,12 @@ def raw_s3(seaweedfs: Any) -> Any:
 
 @pytest.fixture
 def private_server(monkeypatch: pytest.MonkeyPatch, seaweedfs: Any) -> Any:
-    """A server of this test's own, which it may stop and start again on the same data."""
+    """A server of this test's own, which it may stop and start again on the same data; its tests stop it to see
+    an operation fail, so the client's retries give up after 1 s (``tests/store/s3/test_s3_outages.py`` rides
+    outages out with the default budget)."""
     from tests.support.seaweedfs import running_seaweedfs
 
+    monkeypatch.setenv("ARTIFACTKIT_S3_RETRY_S", "1")
     data = tempfile.mkdtemp(prefix="artifactkit-weed-own-")
     keys = {"access_key": "ak" + secrets.token_hex(8), "secret_key": secrets.token_hex(20)}  # kept across restarts
 

@@ -94,7 +94,7 @@ def test_a_dead_port_is_unavailable_for_every_kind_of_request(env: Any, monkeypa
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-    bucket = Bucket(env.bucket, "p/", max_attempts=1)
+    bucket = Bucket(env.bucket, "p/", retry_s=0)
     with pytest.raises(RemoteUnavailableError, match="unreachable"):
         _call(bucket, operation)
     assert bucket.endpoint == f"http://127.0.0.1:{port}"
