@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
 
 from artifactkit.errors import RemoteStoreError, RemoteUnavailableError
-from artifactkit.store.manifest_limits import positive_setting, show
+from artifactkit.manifest.limits import positive_setting, show
 from artifactkit.store.s3.failures import code_status, translate
 
 RETRY_SETTING: Final = "ARTIFACTKIT_S3_RETRY_S"
