@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tests.support.capability import require_mounts, require_real_root, skip_or_fail
-from tests.support.fuse_servers import Sshd, die_with_parent, filer_address, new_bucket
+from tests.support.fuse_servers import Sshd, die_with_parent, filer_address, new_bucket, stop_process
 from tests.support.mounts import Mounts, mounts_under
 
 DEFAULT_ROOT: Final = "/dev/shm"
@@ -77,16 +77,6 @@ def _unmount(point: Path) -> str | None:
     return f"fusermount3 -uz {point}: {done.stderr.strip()}"
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 def sweep_stale(root: str = DEFAULT_ROOT) -> None:
     """Unmount what a killed session left (its daemons exit once their mount is gone)."""
     for entry in Path(root).glob(PREFIX + "*"):
@@ -139,7 +129,7 @@ class FuseMounts:
         """Unmount every mount (reverse order), stop every daemon, remove the directory; raise naming leftovers."""
         errors = [e for point, _ in reversed(self._started) if _fs_type_at(point) and (e := _unmount(point))]
         for _, proc in reversed(self._started):
-            _stop(proc)
+            stop_process(proc)
         self._started.clear()
         if not errors and not mounts_under(self.base):
             shutil.rmtree(self.base, ignore_errors=True)

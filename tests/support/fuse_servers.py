@@ -109,15 +109,16 @@ def running_sshd(timeout: float = 5.0) -> Iterator[Sshd]:
                 if proc.poll() is None and _listening(port):
                     yield Sshd(port, str(Path(home) / "client_key"))
                     return
-                _stop(proc)
+                stop_process(proc)
             log_text = (Path(home) / "sshd.log").read_text(encoding="utf-8", errors="replace")
             raise RuntimeError(f"the test sshd did not start: {log_text.strip()[-500:]}")
         finally:
             if proc is not None:
-                _stop(proc)
+                stop_process(proc)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """End a daemon: SIGTERM, then SIGKILL after 5 s, and reap it (the mounts' and the servers' alike)."""
     if proc.poll() is None:
         proc.terminate()
         try:
