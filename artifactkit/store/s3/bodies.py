@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from artifactkit.errors import RemoteStoreError
+from artifactkit.store.s3.failures import raise_as
 
 MIB: Final = 1 << 20
 #: What a GET body stream hands over at once, at least: bounds what a bounded read pulls past its limit.
@@ -34,8 +35,8 @@ class Body:
                 self._rest = memoryview(next(self._chunks))
             except StopIteration:
                 self._chunks = None
-            except Exception as err:  # the transfer failed midway: only obstore runs in next()
-                raise self._translate(err) from err
+            except Exception as err:  # noqa: BLE001 - the transfer failed midway (only obstore runs in next()): re-raised
+                raise_as(self._translate(err), err)
         out, self._rest = bytes(self._rest[:size]), self._rest[size:]
         return out
 

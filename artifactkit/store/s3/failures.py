@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import urllib.error
-from typing import Final
+from typing import Final, NoReturn
 
 from artifactkit.errors import BucketNotFoundError, RemoteAuthError, RemoteStoreError, RemoteUnavailableError
 from artifactkit.store.s3.connect import NoCredentialsError
@@ -97,3 +97,12 @@ def raise_for(status: int, *, where: str, bucket: str, of_bucket: bool, code: st
     if status >= 300:
         raise RemoteStoreError(f"{where}: {code} (HTTP {status})" if code else f"{where}: HTTP {status}", url=where,
                                code=code or str(status))
+
+
+def raise_as(err: BaseException, cause: BaseException) -> NoReturn:
+    """Raise ``err`` caused by ``cause`` — or ``cause`` itself where :func:`translate` returned it unchanged (an
+    error already ours, e.g. the retries' verdict): ``raise err from err`` makes its cause a cycle, which every
+    walker of the chain (``traceback``, a search for the errno behind it) follows forever."""
+    if err is cause:
+        raise err
+    raise err from cause

@@ -32,7 +32,7 @@ import attrs
 from artifactkit.errors import RemoteStoreError
 from artifactkit.store.s3.bodies import MIB, Body, error_code, read_at_most
 from artifactkit.store.s3.connect import Connection, Limits, NoCredentialsError, import_extra
-from artifactkit.store.s3.failures import NOT_CREATED, code_status, raise_for, refused, translate
+from artifactkit.store.s3.failures import NOT_CREATED, code_status, raise_as, raise_for, refused, translate
 from artifactkit.store.s3.listing import PAGE_KEYS, ListingBounds, ListingGuard, parse_objects, timed
 from artifactkit.store.s3.retries import Retrier, is_transient, retry_budget_s
 
@@ -83,7 +83,7 @@ class Bucket:
             self._conn = Connection(bucket, Limits(connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
                                                    max_connections=max_connections))
         except NoCredentialsError as err:
-            raise self.translate(err) from err
+            raise_as(self.translate(err), err)
         self.store: Any = self._conn.store
         #: Requests sent, by S3 operation name (what the tests and ``benches/s3.py`` count).
         self.requests: collections.Counter[str] = collections.Counter()
@@ -131,8 +131,8 @@ class Bucket:
         """Only around client calls: an OSError of the caller's own (ENOSPC) must stay what it is."""
         try:
             yield
-        except Exception as err:
-            raise self.translate(err, key) from err
+        except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
+            raise_as(self.translate(err, key), err)
 
     def _presigned(self, method: str, key: str, operation: str, **headers: str) -> tuple[int, Any]:
         self._count(operation)
@@ -182,9 +182,9 @@ class Bucket:
         are not proof: two publishers of one tree write equal manifests)."""
         try:
             return self._put(key, body, metadata, mode="create")
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
             if not refused(err, NOT_CREATED):
-                raise self.translate(err, key) from err
+                raise_as(self.translate(err, key), err)
         stored = self._read_back(key, len(body))
         if stored is not None and stored[:2] == (body, metadata or {}):
             return stored[3]
@@ -197,9 +197,9 @@ class Bucket:
         back, and ``body`` there means a first attempt landed whose answer was lost, so the swap was ours."""
         try:
             return self._put(key, body, None, mode={"e_tag": etag})
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
             if not refused(err, (*NOT_CREATED, 404)) or code_status(err)[0] == "NoSuchBucket":
-                raise self.translate(err, key) from err
+                raise_as(self.translate(err, key), err)
         stored = self._read_back(key, len(body))
         return stored[3] if stored is not None and stored[0] == body else None
 
@@ -254,10 +254,10 @@ class Bucket:
             result = self._get(key)
         except FileNotFoundError as err:
             if code_status(err)[0] == "NoSuchBucket":
-                raise self.translate(err, key) from err
+                raise_as(self.translate(err, key), err)
             return None
-        except Exception as err:
-            raise self.translate(err, key) from err
+        except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
+            raise_as(self.translate(err, key), err)
         meta = result.meta
         length = int(meta["size"])
         metadata = {k: v for k, v in result.attributes.items() if k not in _STANDARD}
@@ -279,8 +279,8 @@ class Bucket:
             if not self._bucket_seen:
                 self.check_bucket()
             return None
-        except Exception as err:
-            raise self.translate(err, key) from err
+        except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
+            raise_as(self.translate(err, key), err)
         self._bucket_seen = True
         return ObjectInfo(key, int(meta["size"]), str(meta["e_tag"]), meta["last_modified"])
 
@@ -298,8 +298,8 @@ class Bucket:
                 # Sent again while the listing's own time bound lasts (each attempt is charged to it).
                 status, body = self.retrying(lambda: self._list_page(params, guard), under,
                                              transient=lambda err: is_transient(err) and guard.time_left() > 0)
-            except Exception as err:
-                raise self.translate(err, under) from err
+            except Exception as err:  # noqa: BLE001 - re-raised, translated, by raise_as
+                raise_as(self.translate(err, under), err)
             if status != 200:
                 raise_for(status, where=where, bucket=self.bucket, of_bucket=False, code=error_code(body))
             if len(body) > self.listing.page_bytes:

@@ -28,6 +28,7 @@ the outermost call of a thread sends again, so budgets never multiply.
 from __future__ import annotations
 
 import contextlib
+import errno
 import random
 import threading
 import time
@@ -37,7 +38,7 @@ from typing import Final, TypeVar
 
 from artifactkit.errors import RemoteStoreError, RemoteUnavailableError
 from artifactkit.manifest.limits import positive_setting, show
-from artifactkit.store.s3.failures import code_status, translate
+from artifactkit.store.s3.failures import code_status, raise_as, translate
 
 RETRY_SETTING: Final = "ARTIFACTKIT_S3_RETRY_S"
 #: Seconds from a request's first failure during which it is sent again (:data:`RETRY_SETTING`): a 10 s restart
@@ -59,9 +60,19 @@ def retry_budget_s() -> int:
     return positive_setting(RETRY_SETTING, DEFAULT_RETRY_S, refused)
 
 
+#: Errnos of this machine's own files (a download's destination, a publish's staging): never the endpoint's, so
+#: never sent again — a full disk stays full, and 30 s of retries would only delay its clear error.
+LOCAL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM,
+                                 errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP,
+                                 errno.EMFILE, errno.ENFILE})
+
+
 def is_transient(err: BaseException) -> bool:
     """A failure that says nothing about the request itself: no answer, a dropped or refused connection, a 5xx
-    or a throttle (429, ``SlowDown``). A certificate nobody vouches for stays wrong on every attempt."""
+    or a throttle (429, ``SlowDown``). A certificate nobody vouches for stays wrong on every attempt, and a
+    failure of a local file (:data:`LOCAL_ERRNOS`) is ours, not the endpoint's."""
+    if isinstance(err, OSError) and err.errno in LOCAL_ERRNOS:
+        return False
     if isinstance(err, urllib.error.HTTPError):
         return err.code >= 500 or err.code == 429
     if any(cls.__name__ == "HTTPClientError" and cls.__module__.startswith("botocore") for cls in type(err).__mro__):
@@ -121,11 +132,12 @@ class Retrier:
                 first_failed = first_failed or now
                 delay = min(FIRST_DELAY_S * 2 ** attempt, MAX_DELAY_S) * random.uniform(0.5, 1.0)  # noqa: S311
                 if now + delay - first_failed > budget_s or (stop is not None and stop.is_set()):
-                    raise self._gave_up(translate(err), attempt + 1, now - first_failed, budget_s) from err
+                    gave_up = self._gave_up(translate(err), attempt + 1, now - first_failed, budget_s)
+                    raise_as(gave_up, err)
                 if stop is None:
                     time.sleep(delay)
                 elif stop.wait(delay):
-                    raise translate(err) from err
+                    raise_as(translate(err), err)
             attempt += 1
             with self._lock:
                 self.count += 1
@@ -137,3 +149,4 @@ class Retrier:
         message = f"{err.message}; sent {attempts} times over {spent_s:.1f} s, until the retry budget ran out " \
                   f"({setting})"
         return type(err)(message, **err.context)
+

@@ -8,8 +8,10 @@ version into our success nor our own landed claim into a second version.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import secrets
 import urllib.request
 from datetime import UTC, datetime
@@ -217,3 +219,31 @@ def test_every_kind_of_request_the_bucket_sends_rides_out_a_refused_first_attemp
 def test_the_guard_sees_a_client_that_sends_nothing_again(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = Bucket(s3_url.removeprefix("s3://").split("/")[0], f"kinds-{secrets.token_hex(4)}/", retry_s=0)
     assert _kinds_that_ride_out_one_refusal(bucket, monkeypatch) == []
+
+
+def test_a_local_files_failure_is_never_sent_again() -> None:
+    """A full destination is ours, not the endpoint's: 30 s of retries of ENOSPC only delayed its clear error."""
+    from artifactkit.store.s3.retries import is_transient
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+        assert not is_transient(OSError(code, os.strerror(code)))
+    assert is_transient(ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+
+
+def test_an_error_translated_to_itself_keeps_a_cause_chain_without_a_cycle() -> None:
+    """``raise err from err`` made a download's ENOSPC a cycle that a walker of its causes followed forever."""
+    from artifactkit.errors import RemoteUnavailableError
+    from artifactkit.store.s3.failures import raise_as
+    cause = OSError(errno.ENOSPC, "No space left on device")
+    ours = RemoteUnavailableError("s3://b/k: unreachable", url="s3://b/k")
+    for err, by in ((ours, cause), (ours, ours)):
+        with pytest.raises(RemoteUnavailableError) as caught:
+            try:
+                raise by  # noqa: TRY301 - the failure raise_as translates, raised where the test can see it
+            except Exception as raised:  # noqa: BLE001 - re-raised by raise_as, the point of the test
+                raise_as(err, raised)
+        seen: list[BaseException] = []
+        link: BaseException | None = caught.value
+        while link is not None:
+            assert all(link is not earlier for earlier in seen), "a cycle in the cause chain"
+            seen.append(link)
+            link = link.__cause__
