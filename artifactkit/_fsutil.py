@@ -24,8 +24,11 @@ T = TypeVar("T")
 Listing = list[tuple[str, bool]]
 
 
-def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, ignore_errors: bool = False) -> None:
-    """Remove the directory tree at ``path`` (relative to ``dir_fd`` if given); absent is fine.
+def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, ignore_errors: bool = False,
+                stop: Callable[[], bool] | None = None) -> bool:
+    """Remove the directory tree at ``path`` (relative to ``dir_fd`` if given); absent is fine. True once it is
+    gone; False if ``stop()`` said to stop first (asked before each entry: a cleanup's time bound,
+    :mod:`artifactkit.store.cleanup`), and then what is left is still a tree under ``path``.
 
     Any depth, with no recursion and at most :data:`_HELD` directories open (``shutil.rmtree`` recurses: a
     tree 1,200 levels deep was a ``RecursionError``, and was left behind). Every directory is opened
@@ -38,17 +41,20 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None, igno
     name = os.fspath(path)
     top = _attempt(_open_dir, name, dir_fd, ignore_errors=ignore_errors)
     if top is None:
-        return
+        return True
     try:
-        _empty(top, ignore_errors)
+        if not _empty(top, ignore_errors, stop):
+            return False
     finally:
         os.close(top)
     _attempt(_rmdir, name, dir_fd, ignore_errors=ignore_errors)
+    return True
 
 
-def _empty(top: int, ignore_errors: bool) -> None:
+def _empty(top: int, ignore_errors: bool, stop: Callable[[], bool] | None = None) -> bool:
     """Remove everything inside the directory ``top``, depth first, holding an fd per level down to
-    :data:`_HELD` levels and moving a directory any deeper up into ``top``, to be emptied from there."""
+    :data:`_HELD` levels and moving a directory any deeper up into ``top``, to be emptied from there; False if
+    ``stop()`` said to stop first."""
     spill_names = (f".artifactkit-removing-{n}" for n in itertools.count())
     # Each level: its fd, its name in the level above, and what is left of its listing.
     stack: list[tuple[int, str, Listing]] = []
@@ -58,6 +64,8 @@ def _empty(top: int, ignore_errors: bool) -> None:
             if not stack:  # the top, listed again after something was moved up into it
                 spilled = False
                 stack.append((top, "", _unlocking(top, _listing)))
+            if stop is not None and stop():
+                return False
             fd, name, left = stack[-1]
             if not left:
                 stack.pop()
@@ -76,6 +84,7 @@ def _empty(top: int, ignore_errors: bool) -> None:
             else:
                 spill = next(spill for spill in spill_names if not _exists(spill, top))
                 spilled = bool(_attempt(_move_up, entry, fd, spill, top, ignore_errors=ignore_errors)) or spilled
+        return True
     finally:
         for fd, _, _ in stack:
             if fd != top:

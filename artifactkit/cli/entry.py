@@ -4,8 +4,9 @@
 that, and a Ctrl-C in those imports (argparse, the error types: about 0.1 s warm, half a second cold) was a
 Python traceback. So this module, which imports nothing Python has not loaded already at start-up, first
 replaces the SIGINT handler with one that writes the line and ends the process (nothing to clean up yet),
-and gives Python's own handler back once ``main`` has parsed the arguments: from there a Ctrl-C is a
-``KeyboardInterrupt`` again, so every ``finally`` (a publish's staging, a download's private directory) runs.
+and hands SIGINT to the command's handler once ``main`` has parsed the arguments: from there a first Ctrl-C is a
+``KeyboardInterrupt`` again, so every ``finally`` (a publish's staging, a download's private directory) runs, and
+later ones wait for that cleanup (:mod:`artifactkit.cli.interrupts`).
 
 Not covered: what the interpreter does before it runs this line (its start-up, ``site`` and the ``.pth``
 files of the installation, e.g. an editable install's finder); a Ctrl-C that early is Python's own.
@@ -47,24 +48,23 @@ def _write_all(fd: int, data: bytes) -> None:
 _signal.signal(_signal.SIGINT, _interrupted_while_starting)
 
 
-def _python_handles_sigint() -> None:
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-
-
 def run() -> int:
     """The ``artifactkit`` console script (and ``python -m artifactkit.cli``): :func:`~artifactkit.cli.main.main`
     with Ctrl-C handled from this module's first line on."""
+    from artifactkit.cli.interrupts import handle_interrupts, ignore_interrupts  # noqa: PLC0415 - as main
     from artifactkit.cli.main import main  # noqa: PLC0415 - under the start-up handler, on purpose
 
     try:
-        # Python's handler only once the command's modules are imported: a KeyboardInterrupt raised in an
-        # import can land in importlib's weakref callback, where Python prints "Exception ignored" and drops
-        # it (seen: the publish then waited for its lock as if never interrupted).
-        return main(sys.argv[1:], on_parsed=_python_handles_sigint)
+        # The command's handler only once its modules are imported: a KeyboardInterrupt raised in an import can
+        # land in importlib's weakref callback, where Python prints "Exception ignored" and drops it (seen: the
+        # publish then waited for its lock as if never interrupted).
+        code = main(sys.argv[1:], on_parsed=handle_interrupts)
     except KeyboardInterrupt:  # between on_parsed and main's own handler, or inside that handler
         posix.write(2, _LINE)
         from artifactkit.cli.common import documents_written  # noqa: PLC0415 - loaded by main already
 
         if "--json" in sys.argv[1:] and documents_written() == 0:
             _write_all(1, _JSON)
-        return _EXIT_INTERRUPTED
+        code = _EXIT_INTERRUPTED
+    ignore_interrupts()
+    return code

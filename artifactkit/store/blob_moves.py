@@ -65,10 +65,12 @@ class Moving:
         except BaseException as err:  # noqa: BLE001 - handed to the publishing thread, which raises it
             self._stop(err)
 
-    def wait(self, *, helping: bool = False) -> BaseException | None:
+    def wait(self, *, helping: bool = False, cancel: bool = False) -> BaseException | None:
         """Take chunks here too if ``helping``, then join the thread (a Ctrl-C meanwhile stops both movers and is
         raised once the thread ended: nothing may still rename out of a staging directory being removed) and
-        return the first failure, if any."""
+        return the first failure, if any. ``cancel``: stop both at their next chunk first (the publish failed)."""
+        if cancel:  # the publish failed or was interrupted: what is not moved yet stays staged, to be removed
+            self._stop(None)
         interrupted: BaseException | None = None
         if helping and usable_cores() > 1:  # on one CPU a second mover only takes turns with the first
             try:

@@ -43,10 +43,12 @@ import hashlib
 import hmac
 import os
 import stat
+from collections.abc import Callable
 from typing import Final
 
 from artifactkit._fsutil import listdir_fresh, remove_tree
 from artifactkit.errors import UnsafeStoreError
+from artifactkit.store.cleanup import cleaning_up
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.user_cache import private_dir_key
 
@@ -119,18 +121,23 @@ def _remove(parent_fd: int, name: str, fd: int, key: bytes | None) -> bool:
     return True
 
 
-def _empty_through(fd: int) -> None:
+def _empty_through(fd: int, stop: Callable[[], bool] | None = None) -> bool:
     """Remove everything in the directory ``fd`` but its marker, by name relative to it (restoring owner rwx on
-    directories whose restored mode locks their owner out). Listed afresh: the fd was listed once, empty, when
-    adopted. The marker goes last, just before the ``rmdir``: a kill while emptying leaves it provably ours."""
+    directories whose restored mode locks their owner out); False if ``stop()`` said to stop first. Listed afresh:
+    the fd was listed once, empty, when adopted. The marker goes last, just before the ``rmdir``: a kill, or a
+    stop, while emptying leaves it provably ours (the next sweep finishes it)."""
     for name in listdir_fresh(fd):
         if name == MARKER:
             continue
+        if stop is not None and stop():
+            return False
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-                remove_tree(name, dir_fd=fd, ignore_errors=True)
+                if not remove_tree(name, dir_fd=fd, ignore_errors=True, stop=stop):
+                    return False
             else:
                 os.unlink(name, dir_fd=fd)
+    return True
 
 
 class PrivateDir:
@@ -232,10 +239,13 @@ class PrivateDir:
 
     def close(self) -> bool:
         """Remove what we made, through our fds; True if our name was swapped meanwhile (then the
-        foreign object is left alone, and our directory, wherever it was moved, is left empty)."""
+        foreign object is left alone, and our directory, wherever it was moved, is left empty). A cleanup an
+        interrupt cut short (:mod:`~artifactkit.store.cleanup`) leaves the directory marked, for the next sweep."""
         swapped = False
         try:
-            _empty_through(self.fd)
+            with cleaning_up() as over:  # bounded once Ctrl-C is part of it: the next sweep takes the rest
+                if not _empty_through(self.fd, over):
+                    return False
             swapped = not self._still_ours(self.name)
             if swapped:  # our inode, moved away by someone, is left empty: unmarked, nothing to prove
                 with contextlib.suppress(OSError):

@@ -163,7 +163,7 @@ class _Workspace:
     path: str
     mode: str
     verified_how: str
-    close: Callable[[], None]
+    close: Callable[[], object]
 
 
 def _open_workspace(isolation: Isolation, base: str, probe: AtimeProbe, where: str) -> _Workspace:

@@ -50,16 +50,18 @@ def _env() -> dict[str, str]:
 #: document could come there): stdout is wrapped to audit its writes and flushes as ``stdout.write`` and
 #: ``stdout.flush`` events. At the end the script writes one line per event to the fd in
 #: ``ARTIFACTKIT_TEST_EVENTS_FD``: the event's name and who handled SIGINT at that moment ("entry" while entry.py's
-#: start-up handler did, else "python"). ``posix``, ``_signal`` and ``sys`` are built in, so the hook itself
+#: start-up handler did, else "python": the command's, which raises ``KeyboardInterrupt`` as Python's does).
+#: ``posix``, ``_signal`` and ``sys`` are built in, so the hook itself
 #: imports nothing the command would otherwise import.
 SWEEP_SCRIPT = """import sys
+from artifactkit.cli import entry as _entry
 from artifactkit.cli.entry import run
 import _signal, posix
 _at, _events = int(posix.environ[b"ARTIFACTKIT_TEST_SIGINT_AT"]), []
 def _hook(event, args):
     if _at < 0:
         return
-    python = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+    python = _signal.getsignal(_signal.SIGINT) is not _entry._interrupted_while_starting
     _events.append(event + (" python" if python else " entry"))
     if len(_events) == _at:
         _signal.raise_signal(_signal.SIGINT)

@@ -225,6 +225,7 @@ fn of_entries<'py>(
             assembly.add(at, entry, facts, linked);
         }
         py.detach(|| assembly.encode(max_runs));
+        py.check_signals()?; // a Ctrl-C ends a 100,000-entry manifest here, not after it (issue 53)
     }
     let Some(lines) = py.detach(|| assembly.finish(max_runs)).map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
@@ -271,6 +272,9 @@ fn of_captured<'py>(
             });
         }
     }
+    // A Ctrl-C's handler runs only once this returns: the signals are looked for after each chunk, so that one
+    // during a 100,000-entry manifest (0.4-0.9 s on two loaded cores) stops it there (issue 53).
+    let mut raised: Option<PyErr> = None;
     let assembled = py.detach(|| {
         let mut assembly = Assembly::new(Lines::with_capacity(count));
         for (at, facts) in facts.into_iter().enumerate() {
@@ -278,10 +282,17 @@ fn of_captured<'py>(
             assembly.add(at, entry, facts, linked);
             if at % CHUNK == CHUNK - 1 {
                 assembly.encode(max_runs); // the entries' values go as their lines are made
+                if let Err(err) = Python::attach(|py| py.check_signals()) {
+                    raised = Some(err);
+                    return Ok(None);
+                }
             }
         }
         assembly.finish(max_runs)
     });
+    if let Some(err) = raised {
+        return Err(err);
+    }
     let Some(lines) = assembled.map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
     };
