@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -36,6 +34,7 @@ from artifactkit.store.s3.leases import (
     live_publishers,
     publish_lease,
 )
+from artifactkit.store.s3.local_staging import local_staging
 from artifactkit.store.s3.objects import Bucket, Upload
 from artifactkit.store.s3.transfer import UPLOADS, BucketTxn
 from artifactkit.store.stat_cache import StatCache
@@ -170,17 +169,14 @@ class BucketStore:
     def publishing(self) -> Iterator[tuple[Guard, BucketTxn]]:
         # The bucket was checked by check_site, before the scan.
         with (publish_lease(self.bucket, self.policy) as lease,
-              tempfile.TemporaryDirectory(prefix="artifactkit-s3-publish-") as staging,
+              local_staging() as (staging, stage_fd),
               ThreadPoolExecutor(UPLOADS, thread_name_prefix="artifactkit-upload") as pool):
-            stage_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             txn = BucketTxn(self.bucket, staging, stage_fd, pool)
             try:
                 yield lease, txn
             except BaseException:
                 txn.cancel()
                 raise
-            finally:
-                os.close(stage_fd)
 
     def save_stat_cache(self, cache: StatCache, ref: ArtifactRef, order: list[str]) -> None:
         cache.save(bucket_site(self.where), ref, order)  # a cache that cannot be written only loses the hint
