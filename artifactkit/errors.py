@@ -152,6 +152,20 @@ class RepairedBlobsWarning(UserWarning):
         return (type(self), (str(self), self.blobs))
 
 
+class SourceAtimesMovedWarning(UserWarning):
+    """A publish's reads moved atimes in its source (:mod:`artifactkit.store.source_atimes`): ``symlinks`` read by
+    ``readlink``, which moves a link's atime where the mount moves atimes; ``files`` and ``directories`` it could
+    not open with ``O_NOATIME`` (refused to a user who does not own them); ``total``, their sum."""
+
+    def __init__(self, message: str, symlinks: int = 0, files: int = 0, directories: int = 0) -> None:
+        super().__init__(message)
+        self.symlinks, self.files, self.directories = symlinks, files, directories
+        self.total = symlinks + files + directories
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.symlinks, self.files, self.directories))
+
+
 class UnreadableManifestWarning(UserWarning):
     """``list()`` left out a version whose manifest it could not read (corrupt, over the size limit): the
     message names its key and why; ``name``, ``version``, ``path``, ``reason`` and ``kind`` (the error's class)

@@ -14,8 +14,15 @@ import attrs
 from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_bytes, one_line, table
 from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
-from artifactkit.errors import ArtifactkitError, ReownedWarning, RepairedBlobsWarning, UnreadableManifestWarning
+from artifactkit.errors import (
+    ArtifactkitError,
+    ReownedWarning,
+    RepairedBlobsWarning,
+    SourceAtimesMovedWarning,
+    UnreadableManifestWarning,
+)
 from artifactkit.store.layout import parse_ref
+from artifactkit.store.source_atimes import moved_of
 from artifactkit.store.store import Store
 
 #: ``--grace``: whole seconds, minutes, hours or days (``0``, ``90s``, ``10m``, ``1h``, ``2d``; a bare number is s).
@@ -164,6 +171,7 @@ def _without_cyclic_gc(build: Callable[[argparse.Namespace], Result]) -> Callabl
 def _publish(a: argparse.Namespace) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RepairedBlobsWarning)
+        warnings.simplefilter("always", SourceAtimesMovedWarning)
         with store_activity(f"publishing {a.name}", json_output=a.json) as progress:
             store = Store(a.store)
             ref = store.publish(a.src, a.name, stat_cache=a.stat_cache, workers=a.workers, links=a.links,
@@ -172,9 +180,10 @@ def _publish(a: argparse.Namespace) -> Result:
     # Every damaged blob the publish stored its bytes over, as data; the warning's message is the note for people.
     repaired = sorted(sha for message in warned for sha in vars(message).get("blobs", []))
     notes = "".join(f"\nnote: {message}" for message in warned)
+    moved = moved_of(w.message for w in caught)
     return success({"schema": "artifactkit.publish/1", "repaired_blobs": repaired, "retries": store.backend.retries,
-                    **_ref_doc(ref)},
-                   f"published {ref} (manifest sha256 {ref.digest}){notes}")
+                    "source_atimes_moved": moved.as_json(), **_ref_doc(ref)},
+                   f"published {ref} (manifest sha256 {ref.digest}); {moved.describe()}{notes}")
 
 
 def _download(a: argparse.Namespace) -> Result:

@@ -81,6 +81,9 @@ class CapturedEntries(_OnDemand, Captured):
     def file_bytes(self) -> int:
         return self.tree.read_totals()[1]
 
+    def positions_of(self, kind: str) -> list[int]:
+        return self.tree.positions_of(kind)
+
     def planned_reads(self, identities: Mapping[str, tuple[int, int]]) -> tuple[CapturedReads, int]:
         reads = CapturedReads(self, identities)
         return reads, reads.total_bytes
@@ -149,6 +152,9 @@ class KeptReads(ReadBatch):
     def move_chunks(self, per_call: int) -> Iterator[StagedMoves]:
         for start in range(self.start, self.stop, per_call):
             yield StagedMoves(self.state, start, min(start + per_call, self.stop))
+
+    def read_with_atime(self) -> list[int]:
+        return self.state.atime_positions(self.start, self.stop)
 
 
 class StagedMoves(Sequence[tuple[str, str]]):

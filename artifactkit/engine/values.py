@@ -48,6 +48,10 @@ class Captured(Sequence[FileMeta], abc.ABC):
     def planned_reads(self, identities: Mapping[str, tuple[int, int]]) -> tuple[Sequence[StageItem], int]:
         """Every regular file but a hard link's later names, in order, as the default plan reads them; their bytes."""
 
+    @abc.abstractmethod
+    def positions_of(self, kind: str) -> list[int]:
+        """The positions of the entries of ``kind`` (``"symlink"``, ``"dir"``, ...), in order."""
+
 
 @attrs.frozen
 class ScannedTree:
@@ -112,6 +116,10 @@ class ReadBatch(Sequence[Staged], abc.ABC):
     def move_chunks(self, per_call: int) -> Iterator[Sequence[tuple[str, str]]]:
         """The staged blobs' ``(staging name, digest)`` moves, at most ``per_call`` a chunk, in order; each chunk
         a sequence its engine's ``move_files`` takes."""
+
+    @abc.abstractmethod
+    def read_with_atime(self) -> list[int]:
+        """The tree positions of the files read without ``O_NOATIME`` (refused: not their owner), in order."""
 
 
 class Reads(Sequence[Staged]):

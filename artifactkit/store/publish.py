@@ -31,6 +31,7 @@ from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
 from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.progress import Reporter
+from artifactkit.store.source_atimes import warn_moved_atimes
 from artifactkit.store.stat_cache import StatCache
 
 
@@ -87,6 +88,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
         if engine is None:
             engine = stack.enter_context(contextlib.closing(engine_for(None, "publish")))
         guard, txn = stack.enter_context(opened.publishing())
+        found = Reads()
         planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
         if planned.reuse is not None:
             txn.seal(engine.move_files)  # nothing staged, so no barrier either: the seal only ends staging
@@ -94,7 +96,6 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
         else:
             progress.phase("read", entries_total=len(planned.reads), bytes_total=planned.read_bytes)
             job = StageJob(tree.root, txn, planned.has_blob, on_batch=progress.advance)
-            found = Reads()
             for batch in engine.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found.add(batch)
@@ -112,6 +113,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
         ref = claim_version(txn, guard, name, body, digest)
     if planned.has_blob.repaired:
         warnings.warn(repaired_warning(planned.has_blob.repaired), stacklevel=3)
+    warn_moved_atimes(tree, found.batches)
     return ref
 
 

@@ -137,6 +137,9 @@ class _Held(ReadBatch):
         pairs = [(found.path(), found.sha256) for found in self.found if found.staged]
         return iter([pairs[at:at + per_call] for at in range(0, len(pairs), per_call)])
 
+    def read_with_atime(self) -> list[int]:
+        return [found.position for found in self.found if not found.noatime]
+
 
 def test_batches_of_two_kinds_in_one_transaction_are_all_moved_after_the_barrier(fast_tmp: Path) -> None:
     txn_dir, blobs_dir = fast_tmp / "txn", fast_tmp / "blobs"

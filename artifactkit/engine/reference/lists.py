@@ -39,6 +39,9 @@ class CapturedList(tuple[FileMeta, ...], Captured):
                  if entry.kind == "file" and entry.hardlink is None]
         return reads, sum(entry.size for _, entry, _ in reads)
 
+    def positions_of(self, kind: str) -> list[int]:
+        return [at for at, entry in enumerate(self) if entry.kind == kind]
+
 
 class ReadList(list[Staged], ReadBatch):
     """A batch of reads (:class:`~artifactkit.engine.values.ReadBatch`): the ``Staged`` values themselves."""
@@ -53,6 +56,9 @@ class ReadList(list[Staged], ReadBatch):
         pending = (found for found in self if found.staged)
         while chunk := [(found.path(), found.sha256) for found in itertools.islice(pending, per_call)]:
             yield chunk
+
+    def read_with_atime(self) -> list[int]:
+        return [found.position for found in self if not found.noatime]
 
 
 class Run(list[FileMeta], EntryRun):

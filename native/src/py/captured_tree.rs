@@ -160,6 +160,12 @@ impl CapturedTree {
         (self.reads.len(), self.reads.iter().map(|&at| self.entries[at].st.size).sum())
     }
 
+    /// The positions of the entries of `kind` (`"symlink"`, `"dir"`, ...), in order: what a publish looks at again
+    /// to count the source atimes its reads moved (`store/source_atimes.py`).
+    fn positions_of(&self, kind: &str) -> Vec<usize> {
+        self.entries.iter().enumerate().filter(|(_, e)| e.kind.name() == kind).map(|(at, _)| at).collect()
+    }
+
     /// The position in the tree of read `k`.
     fn read_position(&self, k: usize) -> Option<usize> {
         self.reads.get(k).copied()

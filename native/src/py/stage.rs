@@ -65,6 +65,15 @@ impl StageState {
         self.reads.iter().all(|read| read.noatime)
     }
 
+    /// The tree positions of the kept reads in `start..stop` that opened their file without `O_NOATIME` (refused:
+    /// not the file's owner), so their reads may have moved its atime.
+    fn atime_positions(&self, start: usize, stop: usize) -> PyResult<Vec<u64>> {
+        let reads = self.reads.get(start..stop).ok_or_else(|| {
+            PyIndexError::new_err(format!("reads {start}..{stop} of {} are not kept", self.reads.len()))
+        })?;
+        Ok(reads.iter().filter(|read| !read.noatime).map(|read| read.index).collect())
+    }
+
     /// How many kept reads in `start..stop` were staged.
     fn staged_count(&self, start: usize, stop: usize) -> PyResult<usize> {
         Ok(self.staged_in(start, stop)?.count())
