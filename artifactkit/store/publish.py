@@ -22,14 +22,17 @@ import attrs
 
 from artifactkit.engine.plan import Plan, plan_reads
 from artifactkit.engine.protocol import Engine, StageJob
+from artifactkit.engine.reference.lists import ReadList
 from artifactkit.engine.select import engine_for
-from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged
+from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged, staging_name
 from artifactkit.errors import RepairedBlobsWarning
-from artifactkit.manifest.encode import check_representable, digest_of, encode_entry, file_line, manifest_bytes
+from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
+from artifactkit.manifest.tree_write import split_manifest
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.content import write_staged
+from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stat_cache import StatCache
 
@@ -98,21 +101,40 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
             for batch in engine.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found.add(batch)
-            # The barrier; a directory's blobs then move into place while the manifest is assembled.
-            txn.seal(engine.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
             if isinstance(planned.reads, list):
                 planned.reads.clear()
-            body, recorded = assemble(tree, name, planned, found, encode=engine.encode)
+            listing, recorded = assemble(tree, name, planned, found, encode=engine.encode)
             if cache is not None:
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
-            digest = digest_of(body)
+            made = split_manifest(listing)
+            del listing
+            # The tree's new objects are staged as blobs are, so the one barrier covers them too.
+            txn.add(stage_objects(txn, made.objects, planned.has_blob))
+            txn.seal(engine.move_files)
+            body, digest = made.root, made.digest
         txn.flush(body)  # a bucket's checks of what it deduplicated end here, their repairs too
         ref = claim_version(txn, guard, name, body, digest)
     if planned.has_blob.repaired:
         warnings.warn(repaired_warning(planned.has_blob.repaired), stacklevel=3)
     return ref
+
+
+def stage_objects(txn: PublishTxn, objects: dict[str, bytes], has_blob: HasBlob) -> ReadList:
+    """The tree objects the store does not hold yet (an unchanged directory's object is there: checked by content,
+    as every blob a publish deduplicates against), staged as blobs: a directory's written into staging (the
+    barrier makes them durable), a bucket's kept in memory for its upload. Their positions are negative: no
+    file's read has one."""
+    staged = ReadList()
+    for digest, data in objects.items():
+        if has_blob(digest, len(data), data):
+            continue
+        position = -1 - len(staged)
+        if not txn.in_memory:
+            write_staged(txn.stage_fd, staging_name(position), data)
+        staged.append(Staged(position, digest, True, None, None, True, data if txn.in_memory else None))
+    return staged
 
 
 #: Digests a :class:`~artifactkit.errors.RepairedBlobsWarning`'s message names (its ``blobs`` lists them all).

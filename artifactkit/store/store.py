@@ -27,11 +27,11 @@ from artifactkit.store.download import restore_tree
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
-from artifactkit.store.manifest_file import verified_entries, verified_manifest
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.stat_cache import inode_clock_ns
-from artifactkit.store.verify import VerifyReport, each, verify_store
+from artifactkit.store.verify import VerifyReport, verify_store
+from artifactkit.store.versions import each, read_entries, read_manifest
 
 #: URL scheme -> ``module:class`` of its backend. A path (no scheme) and ``file://`` are local directories.
 BACKENDS: Final = {
@@ -131,7 +131,7 @@ class Store:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
         with self._open() as opened:
             resolved = _resolve_in(opened, ref, version)
-            return verified_manifest(resolved, *opened.manifest_bytes(resolved, check_digest=False))  # checks it
+            return read_manifest(opened, resolved)[0]  # every byte checked against its digest
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None, *,
@@ -151,9 +151,7 @@ class Store:
             # Held from before the manifest is read until the last blob is: no forget removes it meanwhile.
             with opened.holding(name, number):
                 ref = name_or_ref if isinstance(name_or_ref, ArtifactRef) else _ref_in(opened, name, number)
-                # The digest is verified_entries' to check: the core hashes the bytes while it parses them.
-                body, where = opened.manifest_bytes(ref, check_digest=False)
-                entries = verified_entries(ref, body, where, engine)
+                entries = read_entries(opened, ref, engine)
                 needed = entries.blobs()
                 reporter = Reporter(progress)
                 reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
