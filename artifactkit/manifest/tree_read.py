@@ -81,7 +81,10 @@ def listing_body(root: TreeRoot, lines: list[tuple[str, str]]) -> bytes:
 
 
 @attrs.define
-class _Walk:
+class Walk:
+    """A walk of ``root``'s tree through ``fetch``: what it read is in :attr:`lines`, ``(path, canonical line)``
+    (``select``: only entries at and under those paths, and the directories on the way)."""
+
     root: TreeRoot
     fetch: Fetch
     where: str
@@ -94,9 +97,6 @@ class _Walk:
     def wanted(self, path: str) -> bool:
         return self.select is None or any(
             path == sub or path.startswith(f"{sub}/") or sub.startswith(f"{path}/") for sub in self.select)
-
-    def descend(self, path: str) -> bool:
-        return self.wanted(path)
 
     def objects(self, wanted: list[tuple[str, str]]) -> Iterator[tuple[str, str, Any]]:
         """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded."""
@@ -117,22 +117,32 @@ class _Walk:
 
     def run(self) -> list[tuple[str, str]]:
         self.lines.append((".", self.root.root_line))
-        level: list[tuple[str, str]] = [(".", self.root.tree)]
+        self.subtree(".", self.root.tree)
+        return self.lines
+
+    def subtree(self, directory: str, digest: str) -> None:
+        """Every entry under ``directory`` (whose object is ``digest``) into :attr:`lines`, a level at a time (a
+        bucket's requests for one level overlap)."""
+        level: list[tuple[str, str]] = [(directory, digest)]
         last: dict[str, str] = {}
         while level:
-            following: list[tuple[str, str]] = []
-            parts: list[tuple[str, str]] = []
-            for directory, digest, (doc, data) in self.objects(level):
-                if set(doc) == _INDEX_KEYS:
-                    parts.extend((directory, part) for part in self._index(directory, digest, doc, data))
-                else:
-                    following.extend(self._entries(directory, digest, doc, data, last))
-            for directory, digest, (doc, data) in self.objects(parts):
-                if set(doc) != _ENTRIES_KEYS:
-                    raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
+            level = self.read_level(level, last)
+
+    def read_level(self, level: list[tuple[str, str]], last: dict[str, str]) -> list[tuple[str, str]]:
+        """The entries of the directories ``level`` (``(directory, digest)``) into :attr:`lines`; returns their
+        subdirectories to descend into, as ``(directory, digest)``. ``last``: each directory's last name so far."""
+        following: list[tuple[str, str]] = []
+        parts: list[tuple[str, str]] = []
+        for directory, digest, (doc, data) in self.objects(level):
+            if set(doc) == _INDEX_KEYS:
+                parts.extend((directory, part) for part in self._index(directory, digest, doc, data))
+            else:
                 following.extend(self._entries(directory, digest, doc, data, last))
-            level = following
-        return self.lines
+        for directory, digest, (doc, data) in self.objects(parts):
+            if set(doc) != _ENTRIES_KEYS:
+                raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
+            following.extend(self._entries(directory, digest, doc, data, last))
+        return following
 
     def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
@@ -176,7 +186,7 @@ class _Walk:
             raise corrupt(where, "its trees must name exactly its subdirectories' objects, in order")
         if entries_object(directory, lines, [(path, sha) for path, sha in trees]) != data:
             raise corrupt(where, "not canonical (its bytes are not those its entries are written as)")
-        return [(path, sha) for path, sha in trees if self.descend(path)]
+        return [(path, sha) for path, sha in trees if self.wanted(path)]
 
 
 def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
@@ -185,7 +195,7 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     those paths, and the directories on the way to them), reading only the objects needed; each object verified
     and checked before it is used. A whole walk must find the counts the manifest states."""
     chosen = None if select is None else tuple(check_relpath(sub, where=where) for sub in select)
-    walk = _Walk(root, fetch, where, chosen)
+    walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
         if len(lines) != root.entries:
