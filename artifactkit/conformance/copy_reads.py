@@ -80,14 +80,14 @@ def watch_reads(where: str) -> Iterator[CopyReads]:
     try:
         group = open_group(permission=False)
     except FanotifyUnavailable as err:
-        found.why = str(err)
+        found.why = err.strerror or str(err)
         yield found
         return
     try:
         mark_mount(group, where, _READS)
     except FanotifyUnavailable as err:
         os.close(group)
-        found.why = str(err)
+        found.why = err.strerror or str(err)
         yield found
         return
     found.watched = True

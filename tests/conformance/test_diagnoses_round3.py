@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from artifactkit._fanotify import FanotifyUnavailable
 from artifactkit.conformance import checks as conformance
+from artifactkit.conformance import copy_reads
 from artifactkit.metadata import drift as dx
 from tests.support import faulty_copiers as faulty
 from tests.support import faulty_copiers_round3 as round3
@@ -52,6 +56,17 @@ def test_a_time_set_to_now_just_before_a_fine_ctime_is_set_to_copy_time_not_omit
     require_fanotify()
     report = conformance.check(round3.sets_atime_to_now_after_a_stat, corpus=["basic", "links"], base=tmpfs_strict)
     assert _atimes_of_the_copy(report) == {name: {dx.SET_TO_COPY_TIME} for name in COPY_TIMES}
+
+
+def test_unwatched_the_times_alone_decide_and_the_report_says_why(
+        tmpfs_strict: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*, permission: bool) -> int:
+        raise FanotifyUnavailable(1, "fanotify unavailable: needs CAP_SYS_ADMIN")
+
+    monkeypatch.setattr(copy_reads, "open_group", refused)
+    report = conformance.check(round3.sets_atime_to_now, corpus="basic", base=tmpfs_strict)
+    assert report.environment["copy_reads"] == "not watched: fanotify unavailable: needs CAP_SYS_ADMIN"
+    assert _atimes_of_the_copy(report)["atime_ns"] == {dx.ADVANCED_BY_READ}  # past ctime: what the times say
 
 
 def test_a_copier_that_reads_its_output_after_setting_times_stays_advanced_by_read_when_watched(
