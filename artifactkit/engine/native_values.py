@@ -84,6 +84,9 @@ class CapturedEntries(_OnDemand, Captured):
     def positions_of(self, kind: str) -> list[int]:
         return self.tree.positions_of(kind)
 
+    def path_atimes(self, positions: list[int]) -> list[tuple[str, int]]:
+        return self.tree.path_atimes(positions)
+
     def planned_reads(self, identities: Mapping[str, tuple[int, int]]) -> tuple[CapturedReads, int]:
         reads = CapturedReads(self, identities)
         return reads, reads.total_bytes

@@ -52,6 +52,10 @@ class Captured(Sequence[FileMeta], abc.ABC):
     def positions_of(self, kind: str) -> list[int]:
         """The positions of the entries of ``kind`` (``"symlink"``, ``"dir"``, ...), in order."""
 
+    @abc.abstractmethod
+    def path_atimes(self, positions: list[int]) -> list[tuple[str, int]]:
+        """``(path, atime_ns)`` as captured of the entries at ``positions``, without making every entry."""
+
 
 @attrs.frozen
 class ScannedTree:

@@ -42,6 +42,9 @@ class CapturedList(tuple[FileMeta, ...], Captured):
     def positions_of(self, kind: str) -> list[int]:
         return [at for at, entry in enumerate(self) if entry.kind == kind]
 
+    def path_atimes(self, positions: list[int]) -> list[tuple[str, int]]:
+        return [(self[at].path, self[at].atime_ns) for at in positions]
+
 
 class ReadList(list[Staged], ReadBatch):
     """A batch of reads (:class:`~artifactkit.engine.values.ReadBatch`): the ``Staged`` values themselves."""
