@@ -34,6 +34,8 @@ Fetch = Callable[[Sequence[str]], Sequence[bytes]]
 
 #: An entry line as a canonical manifest writes it.
 canonical_line: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": ")).encode
+#: Objects asked of the store at once (a bucket's requests for them overlap).
+FETCHED_AT_ONCE: Final = 64
 _ROOT_KEYS: Final = frozenset({"bytes", "entries", "files", "format", "name", "root", "source_read_noatime", "tree"})
 _ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
 _INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
@@ -117,8 +119,14 @@ class Walk:
             path == sub or path.startswith(f"{sub}/") or sub.startswith(f"{path}/") for sub in self.select)
 
     def objects(self, wanted: list[tuple[str, str]]) -> Iterator[tuple[str, str, Any]]:
-        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded."""
-        for (directory, digest), data in zip(wanted, self.fetch([digest for _, digest in wanted]), strict=True):
+        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded;
+        fetched :data:`FETCHED_AT_ONCE` at a time (a level of 10,000 directories is not held at once)."""
+        for start in range(0, len(wanted), FETCHED_AT_ONCE):
+            chunk = wanted[start:start + FETCHED_AT_ONCE]
+            yield from self._checked(chunk, self.fetch([digest for _, digest in chunk]))
+
+    def _checked(self, wanted: list[tuple[str, str]], found: Sequence[bytes]) -> Iterator[tuple[str, str, Any]]:
+        for (directory, digest), data in zip(wanted, found, strict=True):
             where = f"{self.where}: tree object {digest} of {directory!r}"
             if len(data) > self.limit:
                 raise ManifestLimitError(
@@ -157,16 +165,18 @@ class Walk:
             else:
                 following.extend(self._entries(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
-            if set(doc) != _ENTRIES_KEYS:
+            if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
                 raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
             following.extend(self._entries(directory, digest, doc, data, last))
         return following
 
     def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
+        # Each part at most once: an index naming one part a million times would cost a million reads before the
+        # order of their names (strictly increasing across parts) could refuse it.
         if (not isinstance(parts, list) or len(parts) < 2
                 or not all(type(part) is str and SHA256_RE.fullmatch(part) for part in parts)
-                or index_object(directory, parts) != data):
+                or len(set(parts)) != len(parts) or index_object(directory, parts) != data):
             raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {directory!r}'s parts")
         return parts
 
