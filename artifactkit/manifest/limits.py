@@ -78,6 +78,10 @@ from artifactkit.metadata.model import FileMeta
 #: Read whole, a manifest costs a few times its size in memory (4.7x for usual entries, at most 24x).
 MAX_MANIFEST_BYTES: Final = 128 << 20
 MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
+#: The most bytes of tree objects one version's walk reads (format 3; each object is held to the manifest limit):
+#: a 1,000,000-file tree has about 300 MB of them. What a hostile store's version can cost a reader.
+MAX_TREE_BYTES: Final = 1 << 30
+TREE_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_TREE_BYTES"
 #: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
 #: a tuple in memory and a copy call in a download; without a bound one manifest line could ask for 50
 #: million of them.
@@ -130,6 +134,12 @@ def manifest_size_limit() -> int:
     never silently the default: a limit someone meant to set must not quietly be another.
     """
     return _bytes_setting(MANIFEST_BYTES_SETTING, MAX_MANIFEST_BYTES, "a manifest size limit")
+
+
+def tree_size_limit() -> int:
+    """The most bytes of tree objects a walk of one version reads: :data:`MAX_TREE_BYTES`, unless
+    ``ARTIFACTKIT_MAX_TREE_BYTES`` is set (read as :func:`manifest_size_limit` reads its setting)."""
+    return _bytes_setting(TREE_BYTES_SETTING, MAX_TREE_BYTES, "a tree size limit")
 
 
 def file_size_limit() -> int:

@@ -18,7 +18,15 @@ import attrs
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.fields import SHA256_RE
-from artifactkit.manifest.limits import MAX_PATH_BYTES, clip, decode_manifest, manifest_size_limit, show
+from artifactkit.manifest.limits import (
+    MAX_PATH_BYTES,
+    TREE_BYTES_SETTING,
+    clip,
+    decode_manifest,
+    manifest_size_limit,
+    show,
+    tree_size_limit,
+)
 from artifactkit.manifest.paths import check_artifact_name, check_relpath
 from artifactkit.manifest.tree_format import (
     FORMAT,
@@ -110,6 +118,9 @@ class Walk:
     where: str
     select: tuple[str, ...] | None
     limit: int = attrs.field(factory=manifest_size_limit)
+    tree_limit: int = attrs.field(factory=tree_size_limit)
+    #: Bytes of objects read so far.
+    read: int = 0
     lines: list[tuple[str, str]] = attrs.field(factory=list)
     links: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
     found: set[str] = attrs.field(factory=set)
@@ -128,6 +139,12 @@ class Walk:
     def _checked(self, wanted: list[tuple[str, str]], found: Sequence[bytes]) -> Iterator[tuple[str, str, Any]]:
         for (directory, digest), data in zip(wanted, found, strict=True):
             where = f"{self.where}: tree object {digest} of {directory!r}"
+            self.read += len(data)
+            if self.read > self.tree_limit:
+                raise ManifestLimitError(
+                    f"{self.where}: its tree objects hold more than the limit of {self.tree_limit} bytes; raise "
+                    f"{TREE_BYTES_SETTING} if it is genuine", path=self.where, limit=self.tree_limit,
+                    actual=self.read, setting=TREE_BYTES_SETTING)
             if len(data) > self.limit:
                 raise ManifestLimitError(
                     f"{where} has {len(data)} bytes, more than the limit of {self.limit}; raise "

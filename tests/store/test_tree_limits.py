@@ -11,7 +11,7 @@ import pytest
 
 from artifactkit import ManifestLimitError, Store
 from artifactkit.engine.reference.scan import capture_tree
-from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING
+from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING, TREE_BYTES_SETTING
 from artifactkit.metadata.compare import compare
 from tests.support.engines import ENGINE_NAMES, running_on
 
@@ -51,3 +51,20 @@ def test_one_directory_object_past_the_limit_is_refused_at_publish_naming_it(
         store.publish(src, "big")
     assert caught.value.setting == MANIFEST_BYTES_SETTING  # type: ignore[attr-defined]
     assert store.list() == [] and os.listdir(fast_tmp / "store" / "staging") == []
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_version_whose_tree_objects_hold_more_than_the_tree_limit_is_refused_before_anything_is_written(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    # What a hostile writer's version can cost a reader: each object is held to the manifest limit, the whole walk
+    # to the tree limit (a store of a million small objects would otherwise be read into memory whole).
+    src = _tree(fast_tmp / "src", 10, 20)
+    store = Store(fast_tmp / "store")
+    ref = store.publish(src, "tree")
+    monkeypatch.setenv(TREE_BYTES_SETTING, str(8 << 10))
+    with running_on(engine), pytest.raises(ManifestLimitError, match="tree objects hold more than") as caught:
+        store.download(ref, fast_tmp / "out")
+    assert caught.value.setting == TREE_BYTES_SETTING  # type: ignore[attr-defined]
+    assert sorted(os.listdir(fast_tmp)) == ["src", "store"]
+    monkeypatch.delenv(TREE_BYTES_SETTING)
+    store.download(ref, fast_tmp / "out")
