@@ -47,8 +47,9 @@ short strings alone cost 16.5x, distinct short keys 14.6x (18.4x with short valu
 Before the count (the same script on 88b0400), ``[[[...]]]`` 900 deep under a key nobody reads cost both
 engines 50 times its size and ``[{},{},...]`` 26 (``tests/store/faults/test_hostile_memory.py``). At the
 default 128 MiB a manifest therefore costs at most 3 GiB, a valid one of ~500,000 usual entries about
-600 MiB (at 512 MiB it would have been 12 GiB): raise ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees
-on machines that can afford it.
+600 MiB (at 512 MiB it would have been 12 GiB). Since format 3 the limit holds each tree object (a directory of
+~500,000 entries), and :data:`MAX_TREE_BYTES` a version's objects in all: raise ``ARTIFACTKIT_MAX_TREE_BYTES`` for
+trees of more than ~3,000,000 entries on machines that can afford it.
 
 Why a file has a limit below the kernel's: the digest covers every byte, holes too, and a sparse blob costs
 its writer no space. An entry claiming 2**62 bytes over a planted blob of 2**62 bytes of hole made a download
