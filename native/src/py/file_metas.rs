@@ -97,7 +97,7 @@ impl<'py> Made<'py> {
         ];
         let mut fields = Vec::with_capacity(fixed.len() + PAIR_FIELDS.len());
         fields.extend(fixed);
-        fields.extend(pairs_py(py, &captured_pairs(e.kind, f))?);
+        push_pairs(py, &captured_pairs(e.kind, f), &mut fields)?;
         let meta = self.file_meta.call1(PyTuple::new(py, fields)?)?;
         if self.metas.len() <= at {
             self.metas.resize(at + 1, None);
@@ -131,11 +131,14 @@ pub(crate) fn entry_args<'py>(
     let mut args: Vec<Bound<'py, PyAny>> = head.into_pyobject(py)?.iter().collect();
     args.extend(tail.into_pyobject(py)?.iter());
     args.extend((extents, e.flags).into_pyobject(py)?.iter());
-    args.extend(pairs_py(py, &e.pairs)?);
+    push_pairs(py, &e.pairs, &mut args)?;
     PyTuple::new(py, args)
 }
 
-/// The pair fields as `FileMeta` holds them (`(a, b)` or `None`), in `PAIR_FIELDS`' order: its last fields.
-fn pairs_py<'py>(py: Python<'py>, pairs: &Pairs<Pair>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    pairs.iter().map(|&pair| Ok(pair.into_pyobject(py)?.into_any())).collect()
+/// The pair fields as `FileMeta` holds them (`(a, b)` or `None`), in `PAIR_FIELDS`' order: its last arguments.
+fn push_pairs<'py>(py: Python<'py>, pairs: &Pairs<Pair>, args: &mut Vec<Bound<'py, PyAny>>) -> PyResult<()> {
+    for &pair in pairs {
+        args.push(pair.into_pyobject(py)?.into_any());
+    }
+    Ok(())
 }
