@@ -90,6 +90,14 @@ def tree_object_names(store: Store) -> list[str]:
             if stored_head(store, f"blobs/{name}").startswith(TREE_OBJECT_STARTS)]
 
 
+def root_directory_entries(store: Store, ref: ArtifactRef) -> list[dict[str, Any]]:
+    """The entries of a format-3 version's root directory, read as a person would: the manifest names the root's
+    tree object, a JSON file in ``blobs/`` (a small directory's one object) holding its children's entries."""
+    tree = json.loads(raw_manifest(store, ref))["tree"]
+    entries: list[dict[str, Any]] = json.loads(stored_head(store, f"blobs/{tree}", 1 << 20))["entries"]
+    return entries
+
+
 def content_blob_names(store: Store) -> list[str]:
     """The names in ``blobs/`` that hold files' content: every one but the tree objects."""
     objects = set(tree_object_names(store))
