@@ -20,7 +20,14 @@ from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.fields import SHA256_RE
 from artifactkit.manifest.limits import MAX_PATH_BYTES, clip, decode_manifest, manifest_size_limit, show
 from artifactkit.manifest.paths import check_artifact_name, check_relpath
-from artifactkit.manifest.tree_format import FORMAT, TREE_FORMAT, digest_of_object, entries_object, index_object
+from artifactkit.manifest.tree_format import (
+    FORMAT,
+    TREE_FORMAT,
+    digest_of_object,
+    entries_object,
+    index_object,
+    is_tree_manifest,
+)
 
 #: Reads the objects of the given digests from the store, in order; each is checked here, not there.
 Fetch = Callable[[Sequence[str]], Sequence[bytes]]
@@ -68,6 +75,17 @@ def parse_root(body: bytes, *, where: str) -> TreeRoot:
     except ValueError as err:
         raise corrupt(where, str(err)) from err
     return TreeRoot(name, noatime, canonical_line(root), tree, *counts)
+
+
+def names_tree(body: bytes, name: str, source_read_noatime: bool) -> bool:
+    """Whether ``body`` is a format-3 manifest of ``name`` whose source was read as ``source_read_noatime`` says."""
+    if not is_tree_manifest(body):
+        return False
+    try:
+        root = parse_root(body, where="a recorded manifest")
+    except (IntegrityError, ManifestLimitError):
+        return False
+    return root.name == name and root.source_read_noatime == source_read_noatime
 
 
 def listing_body(root: TreeRoot, lines: list[tuple[str, str]]) -> bytes:
