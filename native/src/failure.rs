@@ -44,6 +44,11 @@ impl StatFacts {
             rdev: st.st_rdev,
         }
     }
+
+    /// The device number as `(major, minor)`, as `os.major` and `os.minor` split it.
+    pub fn device(&self) -> (u32, u32) {
+        (libc::major(self.rdev), libc::minor(self.rdev))
+    }
 }
 
 /// One failure, and `at`: the position of the item it happened to (the lowest one is reported, so a

@@ -54,7 +54,14 @@ from artifactkit._fsutil import naming
 from artifactkit.engine.values import Owners
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
-from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
+from artifactkit.metadata.flags import (
+    COMPARED_FLAGS,
+    FlagResult,
+    InodeFlag,
+    flag_letters,
+    flags_if_unchanged,
+    restore_flags_fd,
+)
 from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, FileMeta, Xattrs
 
 OWNER_POLICIES: Final = ("exact", "current")
@@ -219,12 +226,10 @@ def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
         # result is the kernel's value read back after the change (or unchanged, as read).
         result = restore_flags_fd(fd, entry.flags, where)
         if result.flags is None and entry.flags & _COMPARED_INT:
-            letters = flag_letters(entry.flags & COMPARED_FLAGS)
-            why = os.strerror(result.errno) if result.errno else "no flags"
-            raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
-                                     f"({result.status}: {why}); nothing was made visible", entries=[where])
+            raise flags_not_restorable(where, entry.flags, result)
         flags = int(result.flags) if result.flags is not None else None
-    _read_back(entry, xattrs=xattrs, flags=flags)
+    if mismatch := read_back_mismatch(entry, xattrs=xattrs, flags=flags):
+        raise mismatch
 
 
 def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
@@ -265,7 +270,8 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
         xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
     os.chmod(name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
     os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-    _read_back(entry, xattrs=xattrs, flags=None)
+    if mismatch := read_back_mismatch(entry, xattrs=xattrs, flags=None):
+        raise mismatch
 
 
 def _proc(fd: int) -> str:
@@ -292,16 +298,28 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
                                  f"({err.strerror}); nothing was made visible", entries=[where]) from err
 
 
-def _read_back(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> None:
+def read_back_mismatch(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> MetadataMismatchError | None:
+    """The error a download raises where the ``xattrs`` and ``flags`` read back of ``entry``'s new inode differ
+    from the manifest's (each ``None``: not read back); ``None`` where they agree."""
     # The common case, decided without building objects: exactly what compare_extended finds no
     # difference in (xattrs equal where both are recorded; the compared flag bits equal).
     if ((xattrs is None or entry.xattrs is None or xattrs == entry.xattrs)
             and (flags is None or entry.flags is None or not (flags ^ entry.flags) & _COMPARED_INT)):
-        return
+        return None
     # Only a mismatch needs the comparison modules: a download that finds none never imports them.
     from artifactkit.metadata.compare import format_mismatches  # noqa: PLC0415
     from artifactkit.metadata.extended_compare import compare_extended  # noqa: PLC0415
     stored = attrs.evolve(entry, xattrs=xattrs, flags=flags)
     found = [attrs.evolve(m, stage="download") for m in compare_extended(entry, stored, ("xattrs", "flags"))]
-    if found:
-        raise MetadataMismatchError(format_mismatches(found, stage="download"), stage="download", mismatches=found)
+    if not found:
+        return None
+    return MetadataMismatchError(format_mismatches(found, stage="download"), stage="download", mismatches=found)
+
+
+def flags_not_restorable(where: str, flags: int, result: FlagResult) -> NotRestorableError:
+    """The error a download raises where the inode flags ``flags`` of ``where`` could not be set (``result``:
+    what the attempt achieved)."""
+    letters = flag_letters(flags & COMPARED_FLAGS)
+    why = os.strerror(result.errno) if result.errno else "no flags"
+    return NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
+                              f"({result.status}: {why}); nothing was made visible", entries=[where])
