@@ -18,11 +18,25 @@ from pathlib import Path
 import pytest
 
 from artifactkit._fsutil import remove_tree
+from artifactkit.engine.reference.scan import capture_tree
+from artifactkit.errors import NotRestorableError
 from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
 from artifactkit.isolation.reading import read_file
+from artifactkit.metadata.compare import assert_metadata_equal
+from artifactkit.store.store import Store
 from tests.support.capability import skip_or_fail
-from tests.support.fuse_matrix import MATRIX, VARIANTS, FuseRig, FuseSpec, errno_tag, fixture_outcome, store_round_trip
-from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
+from tests.support.engines import ENGINE_NAMES, running_on
+from tests.support.fuse_matrix import (
+    MATRIX,
+    NS_PER_S,
+    VARIANTS,
+    FuseRig,
+    FuseSpec,
+    errno_tag,
+    fixture_outcome,
+    store_round_trip,
+)
+from tests.support.fuse_mounts import FuseMount, FuseMounts, require_fuse_tools
 from tests.support.fuse_servers import running_sshd
 from tests.support.mounts import Mounts, mounts_under
 
@@ -187,3 +201,69 @@ def test_a_busy_fuse_mount_is_still_unmounted_and_its_daemon_stopped_at_teardown
         held.close()
     assert (mounts_under(fuse.base), fuse.base.exists()) == ([], False)
     assert [pid for pid in daemons if os.path.exists(f"/proc/{pid}")] == []
+
+
+# -- issue 49 item 2: the store's own handling of what these filesystems cannot do -------------------------------
+
+#: Whole seconds inside SFTP v3's unsigned 32-bit range: what sshfs can hold exactly.
+WHOLE_S = 1_000_000_000 * NS_PER_S
+
+
+def _row(fuse_rig: FuseRig, name: str) -> FuseMount:
+    spec = next(spec for spec in MATRIX if spec.name == name)
+    require_fuse_tools(*spec.tools)
+    try:
+        return fuse_rig.mount(spec)
+    except RuntimeError as err:
+        skip_or_fail(f"{name} did not mount: {err}")
+        raise
+
+
+def _published(local: Path, *, xattr: bool) -> tuple[Store, Path]:
+    """A store on the local tmpfs holding a small tree sshfs can hold (whole seconds, no link), with or without
+    a ``user.*`` xattr on its file."""
+    src = local / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_bytes(b"data\n")
+    if xattr:
+        os.setxattr(src / "d" / "f", "user.origin", b"ci")
+    for path in (src / "d" / "f", src / "d", src):
+        os.utime(path, ns=(WHOLE_S + NS_PER_S, WHOLE_S))
+    store = Store(local / "store")
+    store.publish(src, "tree")
+    return store, src
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_tree_without_xattrs_downloads_onto_sshfs_whose_listxattr_is_unsupported(
+        fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
+    point = _row(fuse_rig, "sshfs").point
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=point))
+    try:
+        with running_on(engine):
+            store, src = _published(local, xattr=False)
+            store.download("tree", work / "dest")
+            assert_metadata_equal(capture_tree(src), capture_tree(work / "dest"), stage="download")
+    finally:
+        remove_tree(local)
+        remove_tree(work)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_xattrs_onto_sshfs_are_refused_as_the_filesystem_s_lack_and_nothing_is_left(
+        fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
+    point = _row(fuse_rig, "sshfs").point
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=point))
+    try:
+        with running_on(engine):
+            store, _ = _published(local, xattr=True)
+            with pytest.raises(NotRestorableError, match=r"cannot restore the xattrs of 'd/f' here: this "
+                                                         r"filesystem does not support xattrs \(") as refused:
+                store.download("tree", work / "dest")
+        assert "tamper" not in str(refused.value) and "swapped" not in str(refused.value)
+        assert os.listdir(work) == []
+    finally:
+        remove_tree(local)
+        remove_tree(work)

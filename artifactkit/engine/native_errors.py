@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
-from artifactkit.engine.reference.restore_meta import _read_back
+from artifactkit.engine.reference.restore_meta import _read_back, xattrs_not_restorable
 from artifactkit.engine.reference.scan import dir_replaced, link_changed, not_a_directory, unsupported, vanished
 from artifactkit.engine.values import StageItem
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
@@ -108,8 +108,7 @@ def raise_create(kind: str, fields: dict[str, Any], flat: Callable[[int], FileMe
             failed=IntegrityFailure.CORRUPT)
     if kind == "xattrs":
         cause = OSError(fields["errno"], os.strerror(fields["errno"]))
-        raise NotRestorableError(f"download refused: cannot restore the xattrs of {entry.path!r} here "
-                                 f"({cause.strerror}); nothing was made visible", entries=[entry.path]) from cause
+        raise xattrs_not_restorable(entry.path, cause) from cause
     if kind == "flags":
         code = fields["errno"]
         status = _translate(OSError(code, os.strerror(code))).status

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any, Final
 
 from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.reference.scan import capture_tree
-from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.errors import IsolationError, MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.isolation.client_cache import UNVERIFIED
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.tree import private_noatime_tree
@@ -104,7 +105,9 @@ _SSHFS_TIMES: Final[dict[int, int | None]] = {
     HISTORICAL: HISTORICAL // NS_PER_S * NS_PER_S, -NS_PER_S: (2**32 - 1) * NS_PER_S, 0: None,
     (2**31 - 1) * NS_PER_S: (2**31 - 1) * NS_PER_S, (2**32 - 1) * NS_PER_S: (2**32 - 1) * NS_PER_S,
     2**32 * NS_PER_S: 0, 2**62 * NS_PER_S: 0}
-_SSHFS_TRIPS = {"both": "NotRestorableError: xattrs", "store-only": "exact", "dest-only": "NotRestorableError: xattrs"}
+#: sshfs holds no xattrs, which a tree without any does not need; it holds whole seconds, named by field.
+_WHOLE_SECONDS: Final = "TimestampNotRepresentable: mtime_ns second-truncated"
+_SSHFS_TRIPS = {"both": _WHOLE_SECONDS, "store-only": "exact", "dest-only": _WHOLE_SECONDS}
 #: Today the download leaves its private directory behind when it calls the filesystem's mode a swap.
 _SWAPPED: Final = "UnsafeStoreError: swapped; left ['.dest.artifactkit-*']"
 _SSHFS = ("the server (OpenSSH's internal-sftp on a relatime tmpfs) moves atime at once; sshfs keeps attributes by "
@@ -161,7 +164,6 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
 
 #: What each failing round trip above needs from the store (issue 49 item 2), for the report and the docs.
 ROUND_TRIP_FAILURES: Final = {
-    "NotRestorableError: xattrs": "listxattr answers EOPNOTSUPP for a tree with no xattrs: that is 'holds none'",
     _SWAPPED: "mkdir(0700) made 0750/0755: name the filesystem, not a swap; remove the dir",
     "OSError: ENOTSUP": "neither RENAME_NOREPLACE nor link(2): say the commit cannot be atomic here",
     "OSError: EIO": "rclone answers EIO for RENAME_NOREPLACE: name the call",
@@ -181,10 +183,16 @@ def fixture_outcome(base: Path, probe: AtimeProbe | None) -> str:
         return f"IsolationError:{err.context['failed']}"
 
 
+#: TimestampNotRepresentable's message: which field the filesystem stored otherwise, and the diagnosis.
+_HELD: Final = re.compile(r"stored (\w+)=.*?, ([\w-]+)\)")
+
+
 def _tag(err: Exception) -> str:
     text = str(err)
     if isinstance(err, MetadataMismatchError) and "atime_ns: expected" in text and "mtime_ns: expected" not in text:
         return "atime not kept"
+    if isinstance(err, TimestampNotRepresentable) and (held := _HELD.search(text)):
+        return f"TimestampNotRepresentable: {held[1]} {held[2]}"
     if isinstance(err, OSError) and not type(err).__module__.startswith("artifactkit"):
         return errno_tag(err)
     for word in ("xattrs", "swapped"):
