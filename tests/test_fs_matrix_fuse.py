@@ -267,3 +267,22 @@ def test_xattrs_onto_sshfs_are_refused_as_the_filesystem_s_lack_and_nothing_is_l
     finally:
         remove_tree(local)
         remove_tree(work)
+
+
+@pytest.mark.parametrize("row", ["s3fs", "rclone-mount"])
+def test_a_filesystem_that_ignores_mkdir_s_mode_is_named_not_called_a_swap_and_nothing_is_left(
+        fuse_rig: FuseRig, fuse_local: Path, row: str) -> None:
+    point = _row(fuse_rig, row).point
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    work = point / f"work-{os.getpid()}-{row}"
+    work.mkdir()
+    try:
+        store, _ = _published(local, xattr=False)
+        with pytest.raises(NotRestorableError, match=r"this filesystem \(fuse\.\w+\) does not apply mode 0700 "
+                                                     r"to the private directory .*/\.dest\.artifactkit-") as refused:
+            store.download("tree", work / "dest")
+        assert "swapped" not in str(refused.value)
+        assert os.listdir(work) == []
+    finally:
+        remove_tree(local)
+        remove_tree(work)

@@ -108,11 +108,11 @@ _SSHFS_TIMES: Final[dict[int, int | None]] = {
 #: sshfs holds no xattrs, which a tree without any does not need; it holds whole seconds, named by field.
 _WHOLE_SECONDS: Final = "TimestampNotRepresentable: mtime_ns second-truncated"
 _SSHFS_TRIPS = {"both": _WHOLE_SECONDS, "store-only": "exact", "dest-only": _WHOLE_SECONDS}
-#: Today the download leaves its private directory behind when it calls the filesystem's mode a swap.
-_SWAPPED: Final = "UnsafeStoreError: swapped; left ['.dest.artifactkit-*']"
+#: mkdir(0700) makes 0750 (s3fs) or 0755 (rclone mount) and chmod does not fix it: named, nothing left behind.
+_MODE_IGNORED: Final = "NotRestorableError: mode 0700 not applied"
 _SSHFS = ("the server (OpenSSH's internal-sftp on a relatime tmpfs) moves atime at once; sshfs keeps attributes by "
           "path for 20 s (dir_cache) whatever the kernel's attr_timeout; SFTP v3 carries u32 whole seconds")
-_S3 = {"both": "OSError: ENOTSUP", "store-only": "OSError: ENOTSUP", "dest-only": _SWAPPED}
+_S3 = {"both": "OSError: ENOTSUP", "store-only": "OSError: ENOTSUP", "dest-only": _MODE_IGNORED}
 
 MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("sshfs", ("sshfs", "sshd"), lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs"),
@@ -158,13 +158,12 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              _probe("fuse.rclone", UNVERIFIED, "cannot tell", granularity=1, extremes=(True, True),
                     unverified=("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")),
              "IsolationError:client-cache", {**_KEPT, 2**62 * NS_PER_S: 0},
-             {"both": "OSError: EIO", "store-only": "OSError: EIO", "dest-only": _SWAPPED},
+             {"both": "OSError: EIO", "store-only": "OSError: EIO", "dest-only": _MODE_IGNORED},
              "no link(2); rename without RENAME_NOREPLACE answers EIO; mkdir ignores mode 0700 (0755)"),
 )
 
 #: What each failing round trip above needs from the store (issue 49 item 2), for the report and the docs.
 ROUND_TRIP_FAILURES: Final = {
-    _SWAPPED: "mkdir(0700) made 0750/0755: name the filesystem, not a swap; remove the dir",
     "OSError: ENOTSUP": "neither RENAME_NOREPLACE nor link(2): say the commit cannot be atomic here",
     "OSError: EIO": "rclone answers EIO for RENAME_NOREPLACE: name the call",
     "atime not kept": "the read-back ran inside weed's attribute cache: verify after it, or name atime unverified",
@@ -195,6 +194,8 @@ def _tag(err: Exception) -> str:
         return f"TimestampNotRepresentable: {held[1]} {held[2]}"
     if isinstance(err, OSError) and not type(err).__module__.startswith("artifactkit"):
         return errno_tag(err)
+    if "does not apply mode 0700" in text:
+        return f"{type(err).__name__}: mode 0700 not applied"
     for word in ("xattrs", "swapped"):
         if word in text:
             return f"{type(err).__name__}: {word}"
