@@ -9,6 +9,7 @@ trips are pinned to what they do today, failures included (issue 49 item 2 is th
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit._fsutil import remove_tree
+from artifactkit.cli.common import EXIT_SETUP, exit_code_of
 from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import NotRestorableError
 from artifactkit.isolation.probe import HISTORICAL_NS, read_moves_atime, write_file
@@ -222,6 +224,10 @@ def _row(fuse_rig: FuseRig, name: str) -> FuseMount:
 def _published(local: Path, *, xattr: bool) -> tuple[Store, Path]:
     """A store on the local tmpfs holding a small tree sshfs can hold (whole seconds, no link), with or without
     a ``user.*`` xattr on its file."""
+    return _published_to(local, local / "store", xattr=xattr)
+
+
+def _published_to(local: Path, store_dir: Path, *, xattr: bool = False) -> tuple[Store, Path]:
     src = local / "src"
     (src / "d").mkdir(parents=True)
     (src / "d" / "f").write_bytes(b"data\n")
@@ -229,7 +235,7 @@ def _published(local: Path, *, xattr: bool) -> tuple[Store, Path]:
         os.setxattr(src / "d" / "f", "user.origin", b"ci")
     for path in (src / "d" / "f", src / "d", src):
         os.utime(path, ns=(WHOLE_S + NS_PER_S, WHOLE_S))
-    store = Store(local / "store")
+    store = Store(store_dir)
     store.publish(src, "tree")
     return store, src
 
@@ -286,3 +292,26 @@ def test_a_filesystem_that_ignores_mkdir_s_mode_is_named_not_called_a_swap_and_n
     finally:
         remove_tree(local)
         remove_tree(work)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+@pytest.mark.parametrize("row", ["s3fs", "rclone-mount"])
+def test_a_store_on_a_filesystem_without_an_atomic_no_replace_commit_says_so_and_leaves_no_version(
+        fuse_rig: FuseRig, fuse_local: Path, row: str, engine: str) -> None:
+    point = _row(fuse_rig, row).point
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    store_dir = point / f"store-{os.getpid()}-{row}-{engine}"
+    try:
+        with running_on(engine):
+            with pytest.raises(OSError, match=r"cannot commit atomically: this filesystem \(fuse\.\w+\) supports "
+                                              r"neither renameat2\(RENAME_NOREPLACE\) \(EINVAL\) nor link\(2\) "
+                                              r"\((ENOTSUP|EIO)\)") as refused:
+                _published_to(local, store_dir)
+            assert refused.value.errno in (errno.ENOTSUP, errno.EIO, errno.EINVAL)
+            assert exit_code_of(refused.value) == EXIT_SETUP
+            assert Store(store_dir).list() == []
+            left = [p for p in store_dir.rglob("*") if p.is_file() and p.parent != store_dir / "locks"]
+            assert left == [], "no staged, moved or committed file is left (only the store's own locks)"
+    finally:
+        remove_tree(local)
+        remove_tree(store_dir)

@@ -112,7 +112,10 @@ _SSHFS_TRIPS = {"both": _WHOLE_SECONDS, "store-only": "exact", "dest-only": _WHO
 _MODE_IGNORED: Final = "NotRestorableError: mode 0700 not applied"
 _SSHFS = ("the server (OpenSSH's internal-sftp on a relatime tmpfs) moves atime at once; sshfs keeps attributes by "
           "path for 20 s (dir_cache) whatever the kernel's attr_timeout; SFTP v3 carries u32 whole seconds")
-_S3 = {"both": "OSError: ENOTSUP", "store-only": "OSError: ENOTSUP", "dest-only": _MODE_IGNORED}
+#: Neither RENAME_NOREPLACE nor link(2): a publish says so before it moves anything.
+_S3_COMMIT: Final = "OSError: ENOTSUP: cannot commit atomically"
+_RCLONE_COMMIT: Final = "OSError: EIO: cannot commit atomically"
+_S3 = {"both": _S3_COMMIT, "store-only": _S3_COMMIT, "dest-only": _MODE_IGNORED}
 
 MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("sshfs", ("sshfs", "sshd"), lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs"),
@@ -152,20 +155,19 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              _probe("fuse.s3fs", UNVERIFIED, "cannot tell", granularity=1, extremes=(False, True),
                     unverified=("atime_policy", "granularity_ns", "post_2038_ok")),
              "IsolationError:client-cache", {**_KEPT, -NS_PER_S: None, 0: None}, _S3,
-             "no link(2) and no RENAME_NOREPLACE; mkdir ignores mode 0700 (0750); 900 s stat cache"),
+             "no link(2) (ENOTSUP) and no RENAME_NOREPLACE (EINVAL); mkdir ignores mode 0700 (0750), chmod of a new "
+             "dir ENOENT; 900 s stat cache"),
     FuseSpec("rclone-mount", ("rclone",),
              lambda rig: rig.fuse.rclone(rig.seaweed, options=["--vfs-cache-mode", "writes"]),
              _probe("fuse.rclone", UNVERIFIED, "cannot tell", granularity=1, extremes=(True, True),
                     unverified=("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")),
              "IsolationError:client-cache", {**_KEPT, 2**62 * NS_PER_S: 0},
-             {"both": "OSError: EIO", "store-only": "OSError: EIO", "dest-only": _MODE_IGNORED},
-             "no link(2); rename without RENAME_NOREPLACE answers EIO; mkdir ignores mode 0700 (0755)"),
+             {"both": _RCLONE_COMMIT, "store-only": _RCLONE_COMMIT, "dest-only": _MODE_IGNORED},
+             "no link(2) (EIO); RENAME_NOREPLACE EINVAL; mkdir and chmod ignore mode 0700 (0755)"),
 )
 
 #: What each failing round trip above needs from the store (issue 49 item 2), for the report and the docs.
 ROUND_TRIP_FAILURES: Final = {
-    "OSError: ENOTSUP": "neither RENAME_NOREPLACE nor link(2): say the commit cannot be atomic here",
-    "OSError: EIO": "rclone answers EIO for RENAME_NOREPLACE: name the call",
     "atime not kept": "the read-back ran inside weed's attribute cache: verify after it, or name atime unverified",
 }
 
@@ -192,6 +194,8 @@ def _tag(err: Exception) -> str:
         return "atime not kept"
     if isinstance(err, TimestampNotRepresentable) and (held := _HELD.search(text)):
         return f"TimestampNotRepresentable: {held[1]} {held[2]}"
+    if isinstance(err, OSError) and "cannot commit atomically" in text:
+        return f"{errno_tag(err)}: cannot commit atomically"
     if isinstance(err, OSError) and not type(err).__module__.startswith("artifactkit"):
         return errno_tag(err)
     if "does not apply mode 0700" in text:
