@@ -345,3 +345,22 @@ def test_on_weed_mount_a_download_is_verified_past_the_attribute_cache_and_never
     finally:
         remove_tree(local)
         remove_tree(work)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_publish_from_rclone_mount_names_the_file_the_calls_and_the_source_s_filesystem(
+        fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
+    point = _row(fuse_rig, "rclone-mount").point
+    local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
+    src = point / f"src-{os.getpid()}-{engine}"
+    src.mkdir()
+    try:
+        (src / "a.txt").write_bytes(b"a\n")
+        with running_on(engine), pytest.raises(OSError) as refused:
+            Store(local / "store").publish(src, "tree")
+        assert refused.value.errno == errno.EIO
+        assert refused.value.filename in (str(src), str(src / "a.txt"))
+        assert "the source's filesystem failed llistxattr/lgetxattr (Input/output error)" in str(refused.value)
+    finally:
+        remove_tree(local)
+        remove_tree(src)

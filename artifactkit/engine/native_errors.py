@@ -13,7 +13,14 @@ from typing import Any, NoReturn
 
 from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
 from artifactkit.engine.reference.restore_meta import _read_back, xattrs_not_restorable
-from artifactkit.engine.reference.scan import dir_replaced, link_changed, not_a_directory, unsupported, vanished
+from artifactkit.engine.reference.scan import (
+    dir_replaced,
+    link_changed,
+    not_a_directory,
+    unsupported,
+    vanished,
+    xattrs_unreadable,
+)
 from artifactkit.engine.values import StageItem
 from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
 from artifactkit.manifest.extended import too_many_runs
@@ -34,6 +41,8 @@ def raise_scan(kind: str, fields: dict[str, Any], root: str) -> NoReturn:
     if kind == "os":
         code = fields["errno"]
         raise OSError(code, os.strerror(code), fields.get("filename"))
+    if kind == "source_xattrs":
+        raise xattrs_unreadable(fields["path"], fields["errno"])
     if kind == "scan_root":
         raise not_a_directory(root)
     if kind == "dir_replaced":
