@@ -56,7 +56,7 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
             if engine is None:
                 engine = stack.enter_context(contextlib.closing(engine_for(None, "download")))
             _materialize(layout, private, source, engine, progress or Reporter(None))
-        if may_cache_attributes(mount_info(parent or ".").fs_type):
+        if _may_cache(parent):
             _verify_past_the_cache(entries, private)
         # Every entry, the root included, was verified exact above; the rename moves no time.
         _rename_into_place(private.fd, private.parent_fd, name, dest)
@@ -93,6 +93,14 @@ def _materialize(layout: Layout, private: PrivateDir, blobs: BlobSource, engine:
             f"download refused: {err.filename!r} in the staging directory {private.where!r} was replaced by a "
             f"symlink or another entry while restoring ({err.strerror}); nothing was written outside it",
             path=str(err.filename)) from err
+
+
+def _may_cache(parent: str) -> bool:
+    """Whether ``parent``'s filesystem may answer ``stat`` from a client cache (unknown without /proc: no)."""
+    try:
+        return may_cache_attributes(mount_info(parent or ".").fs_type)
+    except OSError:
+        return False
 
 
 def _verify_past_the_cache(entries: Parsed, private: PrivateDir) -> None:
