@@ -1,4 +1,4 @@
-"""``publish``, ``download``, ``verify``, ``gc``, ``forget`` and ``ls``: thin shells over :class:`Store`."""
+"""``publish``, ``download``, ``diff``, ``verify``, ``gc``, ``forget`` and ``ls``: thin shells over :class:`Store`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from artifactkit.cli.common import EXIT_CODES_HELP, EXIT_FAILED, EXIT_OK, human_
 from artifactkit.cli.progress import store_activity
 from artifactkit.cli.result import Result, command, success
 from artifactkit.errors import ArtifactkitError, ReownedWarning, RepairedBlobsWarning, UnreadableManifestWarning
+from artifactkit.metadata.mismatch import PRESENCE
 from artifactkit.store.layout import parse_ref
 from artifactkit.store.store import Store
 
@@ -92,8 +93,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--owners", choices=("exact", "current"), default="exact",
                    help="exact (default): restore every owner, refuse (exit 2) where this user cannot; current: "
                         "take your own ownership and clear setuid/setgid and privileged xattrs of re-owned entries")
+    p.add_argument("--path", dest="paths", action="append", default=None, metavar="SUB",
+                   help="only SUB (a path in the version: a directory with everything under it, or one entry) and the "
+                        "directories on the way to it, each as recorded; repeat for more. Of a format-3 version only "
+                        "the tree objects on the way are read. A path the version lacks: exit 2")
     _workers_option(p, "create and restore files")
     p.set_defaults(func=_store_command(_download))
+
+    p = _parser(subparsers, "diff", "what changed between two versions: entries added, removed and changed",
+                "List every entry added, removed or changed from NAME@V1 to NAME@V2 (or another artifact's version), "
+                "each changed field with both values and the diagnosis the shared assertion gives; only the "
+                "directories whose tree objects differ are read. Exit 0 whether or not they differ.")
+    p.add_argument("a", metavar="NAME@V1", help="the version to compare from")
+    p.add_argument("b", metavar="NAME@V2", help="the version to compare to")
+    p.set_defaults(func=_store_command(_diff))
 
     p = _parser(subparsers, "verify", "check every manifest and blob (read-only); exit 1 on findings",
                 "Hash every manifest and every blob it needs, and list corrupt, missing, unreadable and "
@@ -182,7 +195,8 @@ def _download(a: argparse.Namespace) -> Result:
         warnings.simplefilter("always", ReownedWarning)
         with store_activity(f"downloading {a.ref}", json_output=a.json) as progress:
             store = Store(a.store)
-            ref = store.download(a.ref, a.dest, owners=a.owners, workers=a.workers, progress=progress)
+            ref = store.download(a.ref, a.dest, owners=a.owners, workers=a.workers, progress=progress,
+                                 paths=a.paths)
     warned = [w.message for w in caught if issubclass(w.category, ReownedWarning)]
     # Every changed entry as data ("path (what changed)"); the warnings' messages are summaries for people.
     # reowned_entries: the same list under the name docs/store.md gave it first.
@@ -192,6 +206,22 @@ def _download(a: argparse.Namespace) -> Result:
                     "reowned_entries": entries, "retries": store.backend.retries, **_ref_doc(ref)},
                    f"downloaded {ref} into {a.dest}: every entry verified exact (mode, owner, xattrs, links, "
                    f"holes, flags, mtime_ns, atime_ns){notes}")
+
+
+def _diff(a: argparse.Namespace) -> Result:
+    store = Store(a.store)
+    changes = store.diff(a.a, a.b)
+    added = [m.path for m in changes if m.field == PRESENCE and m.expected is None]
+    removed = [m.path for m in changes if m.field == PRESENCE and m.actual is None]
+    changed = [m for m in changes if m.field != PRESENCE]
+    lines = [f"added    {path}" for path in added] + [f"removed  {path}" for path in removed]
+    lines += [f"changed  {m.path}: {m.describe()}" for m in changed]
+    summary = (f"{a.a} -> {a.b}: {len(added)} added, {len(removed)} removed, "
+               f"{len({m.path for m in changed})} changed")
+    return success({"schema": "artifactkit.diff/1", "a": a.a, "b": a.b, "added": added, "removed": removed,
+                    "changed": [{"path": m.path, "field": m.field, "a": m.expected, "b": m.actual,
+                                 "delta_ns": m.delta_ns, "diagnosis": m.diagnosis} for m in changed]},
+                   "\n".join([*lines, summary]))
 
 
 def _verify(a: argparse.Namespace) -> Result:

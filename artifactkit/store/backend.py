@@ -132,6 +132,12 @@ class Opened(Protocol):
         caller passes that checks the digest itself (:func:`~artifactkit.store.manifest_file.verified_manifest`
         and ``verified_entries``): a download's native parse hashes them on a thread of its own meanwhile."""
 
+    def tree_object(self, digest: str) -> bytes:
+        """The stored bytes of the tree object ``digest`` (a format-3 manifest's; kept in the blob directory), at most
+        the manifest limit (else :class:`ManifestLimitError`); :class:`IntegrityError` (``MISSING``) if absent,
+        (``CORRUPT``) if no regular object. Their digest is the reader's to check
+        (:mod:`~artifactkit.manifest.tree_read`)."""
+
     def blob_names(self) -> dict[str, int | None]:
         """Every name in the blob directory with its size where the listing gives it for free (else ``None``)."""
 

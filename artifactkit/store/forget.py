@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from artifactkit.errors import IntegrityError, ManifestLimitError
 from artifactkit.store.backend import Opened
 from artifactkit.store.layout import ArtifactRef, parse_ref
-from artifactkit.store.verify import each
+from artifactkit.store.versions import each
 
 #: A name -> the versions to forget, or ``None``: all but the newest ``keep_last``.
 Wanted = Mapping[str, Collection[int] | None]

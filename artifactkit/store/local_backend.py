@@ -28,7 +28,7 @@ from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, check_commit, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
-from artifactkit.store.manifest_file import read_manifest_bytes
+from artifactkit.store.manifest_file import read_manifest_bytes, read_tree_object
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import local_site
@@ -113,6 +113,9 @@ class LocalStore:
 
     def manifest_bytes(self, ref: ArtifactRef, *, check_digest: bool = True) -> tuple[bytes, str]:
         return read_manifest_bytes(self.dirs, ref, check_digest=check_digest), self.dirs.layout.manifest_path(ref)
+
+    def tree_object(self, digest: str) -> bytes:
+        return read_tree_object(self.dirs.blobs, digest, where=self.where)
 
     def blob_names(self) -> dict[str, int | None]:
         return dict.fromkeys(listdir_fd(self.dirs.blobs))

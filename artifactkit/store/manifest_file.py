@@ -14,6 +14,7 @@ from artifactkit.engine.values import Parsed
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.limits import manifest_size_limit
+from artifactkit.store.content import open_regular
 from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 from artifactkit.store.store_dirs import StoreDirs
 
@@ -80,3 +81,29 @@ def read_manifest_bytes(dirs: StoreDirs, ref: ArtifactRef, *, check_digest: bool
     if check_digest:
         check_manifest_digest(ref, body, path)
     return body
+
+
+def read_tree_object(blobs_fd: int, digest: str, *, where: str) -> bytes:
+    """The bytes of the tree object ``digest`` in a local store's ``blobs/`` (its digest is the reader's to check): a
+    regular file (nothing else under the name is ever opened) of at most :func:`manifest_size_limit` bytes."""
+    path = f"{where}/blobs/{digest}"
+    try:
+        fd, st = open_regular(digest, dir_fd=blobs_fd)
+    except FileNotFoundError as err:
+        raise IntegrityError(f"tree object {digest} is missing from {where}", path=path, blob=digest,
+                             failed=IntegrityFailure.MISSING) from err
+    if fd is None:
+        raise IntegrityError(f"tree object {digest} in {where} is not a regular file", path=path, blob=digest,
+                             failed=IntegrityFailure.CORRUPT)
+    with open(fd, "rb") as handle:
+        check_object_size(digest, st.st_size, path)
+        return handle.read(st.st_size + 1)  # one that grew meanwhile fails its digest
+
+
+def check_object_size(digest: str, size: int, where: str) -> None:
+    """:class:`ManifestLimitError` for a tree object larger than any manifest may be, before a byte is read."""
+    if size > (limit := manifest_size_limit()):
+        raise ManifestLimitError(
+            f"tree object {digest} has {size} bytes, more than the limit of {limit}; raise "
+            "ARTIFACTKIT_MAX_MANIFEST_BYTES if it is genuine", path=where, limit=limit, actual=size,
+            setting="ARTIFACTKIT_MAX_MANIFEST_BYTES")

@@ -13,6 +13,7 @@ claim runs under. A visible name therefore always refers to stored bytes (git's 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,16 +23,20 @@ import attrs
 
 from artifactkit.engine.plan import Plan, plan_reads
 from artifactkit.engine.protocol import Engine, StageJob
+from artifactkit.engine.reference.lists import ReadList
 from artifactkit.engine.select import engine_for
-from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged
+from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged, staging_name
 from artifactkit.errors import RepairedBlobsWarning
-from artifactkit.manifest.encode import check_representable, digest_of, encode_entry, file_line, manifest_bytes
+from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
+from artifactkit.manifest.tree_write import write_tree
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.store.content import write_staged
+from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stat_cache import StatCache
+from artifactkit.store.versions import proven_manifest
 
 
 def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents | None) -> FileMeta:
@@ -87,7 +92,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
         if engine is None:
             engine = stack.enter_context(contextlib.closing(engine_for(None, "publish")))
         guard, txn = stack.enter_context(opened.publishing())
-        planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
+        planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: proven_manifest(opened, ref))
         if planned.reuse is not None:
             txn.seal(engine.move_files)  # nothing staged, so no barrier either: the seal only ends staging
             body, digest = planned.reuse
@@ -98,21 +103,36 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
             for batch in engine.stage(job, planned.reads):
                 txn.add(batch)  # a bucket sends these while the next batch is read
                 found.add(batch)
-            # The barrier; a directory's blobs then move into place while the manifest is assembled.
-            txn.seal(engine.move_files)
             # Read: their items (100 bytes a file) go before the manifest, the publish's peak of memory, is made.
             if isinstance(planned.reads, list):
                 planned.reads.clear()
-            body, recorded = assemble(tree, name, planned, found, encode=engine.encode)
+            listing, recorded = assemble(tree, name, planned, found, encode=engine.encode)
             if cache is not None:
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
-            digest = digest_of(body)
+            # The tree's new objects are staged as blobs are, as they are made, so the one barrier covers them too.
+            objects = ReadList()
+            body, digest = write_tree(listing, functools.partial(stage_object, txn, planned.has_blob, objects))
+            del listing
+            txn.add(objects)
+            txn.seal(engine.move_files)
         txn.flush(body)  # a bucket's checks of what it deduplicated end here, their repairs too
         ref = claim_version(txn, guard, name, body, digest)
     if planned.has_blob.repaired:
         warnings.warn(repaired_warning(planned.has_blob.repaired), stacklevel=3)
     return ref
+
+
+def stage_object(txn: PublishTxn, has_blob: HasBlob, staged: ReadList, digest: str, data: bytes) -> None:
+    """A tree object into ``staged`` unless the store holds it (an unchanged directory's object is there: checked by
+    content, as every blob a publish deduplicates against): a directory's written into staging (the barrier makes
+    it durable), a bucket's kept in memory for its upload. Its position is negative: no file's read has one."""
+    if has_blob(digest, len(data), data):
+        return
+    position = -1 - len(staged)
+    if not txn.in_memory:
+        write_staged(txn.stage_fd, staging_name(position), data)
+    staged.append(Staged(position, digest, True, None, None, True, data if txn.in_memory else None))
 
 
 #: Digests a :class:`~artifactkit.errors.RepairedBlobsWarning`'s message names (its ``blobs`` lists them all).

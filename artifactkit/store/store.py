@@ -13,7 +13,7 @@ import errno
 import importlib
 import os
 import warnings
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager, closing
 from typing import Any, Final
 
@@ -22,16 +22,18 @@ from artifactkit.engine.values import Owners
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
 from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy
+from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.store.backend import Backend, Opened
+from artifactkit.store.diff import diff_versions
 from artifactkit.store.download import restore_tree
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import ArtifactRef, parse_ref
-from artifactkit.store.manifest_file import verified_entries, verified_manifest
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.stat_cache import inode_clock_ns
-from artifactkit.store.verify import VerifyReport, each, verify_store
+from artifactkit.store.verify import VerifyReport, verify_store
+from artifactkit.store.versions import each, read_entries, read_manifest
 
 #: URL scheme -> ``module:class`` of its backend. A path (no scheme) and ``file://`` are local directories.
 BACKENDS: Final = {
@@ -54,6 +56,8 @@ def backend_for(root: str | os.PathLike[str], **options: Any) -> Backend:
 
 #: What ``forget`` returns (named here: inside :class:`Store`, ``list`` is its method).
 Refs = list[ArtifactRef]
+#: What ``diff`` returns.
+Changes = list[Mismatch]
 
 
 class Store:
@@ -131,17 +135,20 @@ class Store:
         """The verified manifest of a version: its bytes must hash to the digest that names it."""
         with self._open() as opened:
             resolved = _resolve_in(opened, ref, version)
-            return verified_manifest(resolved, *opened.manifest_bytes(resolved, check_digest=False))  # checks it
+            return read_manifest(opened, resolved)[0]  # every byte checked against its digest
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None, *,
-                 progress: ProgressCallback | None = None) -> ArtifactRef:
+                 progress: ProgressCallback | None = None, paths: Sequence[str] | None = None) -> ArtifactRef:
         """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing.
 
         ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
         where this user cannot; ``owners="current"`` takes the downloader's ownership and clears
         setuid/setgid and privileged xattrs of the re-owned entries (a :class:`ReownedWarning` lists them).
-        ``workers`` and ``progress`` as :meth:`publish`'s. Every guarantee is the same.
+        ``workers`` and ``progress`` as :meth:`publish`'s. ``paths``: only these entries (relative paths) and
+        everything under them, with the directories on the way to them, each as recorded; of a format-3 version
+        only the tree objects on their way are read (:class:`LookupError` for a path the version lacks). Every
+        guarantee is the same.
         """
         target = os.path.abspath(os.fspath(dest))
         with self._open() as opened, closing(engine_for(workers, "download")) as engine:
@@ -151,15 +158,21 @@ class Store:
             # Held from before the manifest is read until the last blob is: no forget removes it meanwhile.
             with opened.holding(name, number):
                 ref = name_or_ref if isinstance(name_or_ref, ArtifactRef) else _ref_in(opened, name, number)
-                # The digest is verified_entries' to check: the core hashes the bytes while it parses them.
-                body, where = opened.manifest_bytes(ref, check_digest=False)
-                entries = verified_entries(ref, body, where, engine)
+                entries = read_entries(opened, ref, engine, select=None if paths is None else list(paths))
                 needed = entries.blobs()
                 reporter = Reporter(progress)
                 reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
                 with opened.blob_source(needed, target, reporter) as blobs:
                     restore_tree(entries, target, blob_path=blobs, owners=owners, engine=engine, progress=reporter)
         return ref
+
+    def diff(self, a: str | ArtifactRef, b: str | ArtifactRef) -> Changes:
+        """What changed from version ``a`` to ``b`` (each a ref or ``name@V``): every entry removed (diagnosis
+        ``missing``), added (``unexpected``) and changed (each field, ``a``'s value as expected, ``b``'s as actual,
+        the shared assertion's diagnosis), in path order. Of format-3 versions only the directories whose tree
+        objects differ are read."""
+        with self._open() as opened:
+            return diff_versions(opened, _resolve_in(opened, a, None), _resolve_in(opened, b, None))
 
     def verify(self, *, progress: ProgressCallback | None = None) -> VerifyReport:
         """Check every manifest and blob without changing anything (:class:`NotAStoreError` if no store)."""

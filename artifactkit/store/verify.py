@@ -3,21 +3,14 @@ size and bytes, and report leftovers; change nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
-
 import attrs
 
 from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailure
 from artifactkit.manifest.encode import Manifest
 from artifactkit.store.backend import Opened
 from artifactkit.store.layout import ArtifactRef
-from artifactkit.store.manifest_file import verified_manifest
 from artifactkit.store.progress import Reporter
-
-T = TypeVar("T")
-R = TypeVar("R")
+from artifactkit.store.versions import each, read_manifest
 
 #: blob digest -> ``(name@version:path, size recorded)`` of every entry that needs it.
 Needed = dict[str, list[tuple[str, int]]]
@@ -54,19 +47,11 @@ class VerifyReport:
         return self.ok and not self.orphaned
 
 
-def each(opened: Opened, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not."""
-    if opened.concurrency <= 1:
-        yield from map(function, items)
-        return
-    with ThreadPoolExecutor(opened.concurrency, thread_name_prefix="artifactkit-store") as pool:
-        yield from pool.map(function, items)
-
-
-def read_version(opened: Opened, name: str, version: int) -> Manifest | None:
-    """The verified manifest of ``name@version`` (``None``: it vanished since the listing)."""
+def read_version(opened: Opened, name: str, version: int) -> tuple[Manifest, dict[str, int]] | None:
+    """The verified manifest of ``name@version`` and its tree objects' sizes (``None``: it vanished since the
+    listing)."""
     ref = opened.ref(name, version)
-    return None if ref is None else verified_manifest(ref, *opened.manifest_bytes(ref, check_digest=False))
+    return None if ref is None else read_manifest(opened, ref)
 
 
 def mark(opened: Opened, progress: Reporter | None = None, *,
@@ -79,7 +64,7 @@ def mark(opened: Opened, progress: Reporter | None = None, *,
     unreadable: list[str] = []
     versions = 0
 
-    def read(pair: tuple[str, int]) -> tuple[tuple[str, int], Manifest | None, str]:
+    def read(pair: tuple[str, int]) -> tuple[tuple[str, int], tuple[Manifest, dict[str, int]] | None, str]:
         try:
             return pair, read_version(opened, *pair), ""
         except IntegrityError as err:
@@ -90,16 +75,19 @@ def mark(opened: Opened, progress: Reporter | None = None, *,
     listed = opened.versions()
     progress = progress or Reporter(None)
     progress.phase("manifests", entries_total=len(listed))
-    for (name, version), manifest, problem in each(opened, read, listed):
+    for (name, version), read_back, problem in each(opened, read, listed):
         progress.advance(1)
         if problem:
             kind, _, why = problem.partition(":")
             (corrupt if kind == "corrupt" else unreadable).append(f"manifest {ArtifactRef(name, version, '')}: {why}")
             if broken is not None:
                 broken.add((name, version))
-        if manifest is None:
+        if read_back is None:
             continue
+        manifest, objects = read_back
         versions += 1
+        for digest, size in objects.items():
+            needed.setdefault(digest, []).append((f"{name}@{version}:(tree object)", size))
         for entry in manifest.files():
             assert entry.sha256 is not None
             needed.setdefault(entry.sha256, []).append((f"{name}@{version}:{entry.path}", entry.size))

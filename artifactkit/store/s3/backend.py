@@ -20,10 +20,12 @@ from datetime import UTC, datetime
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure
+from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.store.backend import Garbage, Guard
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import CHUNK
 from artifactkit.store.layout import ArtifactRef, check_manifest_digest
+from artifactkit.store.manifest_file import check_object_size
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
 from artifactkit.store.s3.forget import BucketForgetter
@@ -122,6 +124,16 @@ class BucketStore:
         if check_digest:  # as a local store's file name pins it
             check_manifest_digest(ref, body, where)
         return body, where
+
+    def tree_object(self, digest: str) -> bytes:
+        key = blob_key(digest)
+        found = self.bucket.get_bounded(key, manifest_size_limit())
+        if found is None:
+            raise IntegrityError(f"tree object {digest} is missing from {self.where}", path=self.bucket.url(key),
+                                 blob=digest, failed=IntegrityFailure.MISSING)
+        data, _, length = found
+        check_object_size(digest, length, self.bucket.url(key))
+        return data
 
     def blob_names(self) -> dict[str, int | None]:
         # The listing gives every object's length for free: a wrong size is found without a GET.
