@@ -12,10 +12,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
-from artifactkit.engine.reference.restore_meta import flags_not_restorable, read_back_mismatch
-from artifactkit.engine.reference.scan import dir_replaced, link_changed, not_a_directory, unsupported, vanished
+from artifactkit.engine.reference.restore_meta import (
+    flags_not_restorable,
+    read_back_mismatch,
+    xattrs_not_restorable,
+)
+from artifactkit.engine.reference.scan import (
+    dir_replaced,
+    link_changed,
+    not_a_directory,
+    unsupported,
+    vanished,
+    xattrs_unreadable,
+)
 from artifactkit.engine.values import StageItem
-from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
+from artifactkit.errors import IntegrityError, IntegrityFailure, SourceChangedError
 from artifactkit.manifest.extended import too_many_runs
 from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.flags import FlagResult
@@ -34,6 +45,8 @@ def raise_scan(kind: str, fields: dict[str, Any], root: str) -> NoReturn:
     if kind == "os":
         code = fields["errno"]
         raise OSError(code, os.strerror(code), fields.get("filename"))
+    if kind == "source_xattrs":
+        raise xattrs_unreadable(fields["path"], fields["errno"])
     if kind == "scan_root":
         raise not_a_directory(root)
     if kind == "dir_replaced":
@@ -110,8 +123,7 @@ def raise_create(kind: str, fields: dict[str, Any], flat: Callable[[int], FileMe
             failed=IntegrityFailure.CORRUPT)
     if kind == "xattrs":
         cause = OSError(fields["errno"], os.strerror(fields["errno"]))
-        raise NotRestorableError(f"download refused: cannot restore the xattrs of {entry.path!r} here "
-                                 f"({cause.strerror}); nothing was made visible", entries=[entry.path]) from cause
+        raise xattrs_not_restorable(entry.path, cause) from cause
     if kind == "flags":
         code = fields["errno"]
         assert entry.flags is not None

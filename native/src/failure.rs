@@ -65,6 +65,8 @@ pub enum Failure {
     SourceLength { path: OsString, count: u64 },
     /// A blob is missing, a symlink, not a regular file, of the wrong size, or does not hash to its name.
     Blob { what: &'static str, sha: String, path: OsString, actual_size: u64, actual_sha: String },
+    /// The source's filesystem failed `llistxattr`/`lgetxattr` of `path` (rclone mount answers `EIO`).
+    SourceXattrs { path: OsString, errno: Errno },
     /// Setting xattrs exactly was refused (`NotRestorableError`).
     Xattrs { path: OsString, errno: Errno },
     /// Inode flags could not be set (`errno` 0: the filesystem reports none).

@@ -71,6 +71,8 @@ _SETID: Final = stat.S_ISUID | stat.S_ISGID
 _COMPARED_INT: Final = int(COMPARED_FLAGS)
 #: linux/capability.h: CAP_MKNOD, bit 27 of the effective set in /proc/self/status.
 _CAP_MKNOD: Final = 27
+#: ``listxattr``/``setxattr`` on a filesystem without xattrs (on Linux the two are one value).
+_NO_XATTRS: Final = frozenset({errno.ENOTSUP, errno.EOPNOTSUPP})
 #: What overlayfs writes for a deleted name: the one device any user may make (vfs_mknod, Linux >= 5.8).
 WHITEOUT: Final = (0, 0)
 
@@ -283,7 +285,13 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
     open fd or the path of a FIFO or device (never followed: os refuses ``follow_symlinks=False`` with an fd)."""
     by_path = {} if isinstance(fd, int) else {"follow_symlinks": False}
     try:
-        present = set(os.listxattr(fd, **by_path))
+        try:
+            present = set(os.listxattr(fd, **by_path))
+        except OSError as err:
+            # sshfs, s3fs, ramfs: no xattrs at all. The filesystem holds none, and none is wanted: exact.
+            if err.errno in _NO_XATTRS and not wanted:
+                return ()
+            raise
         if not present and not wanted:
             return ()  # the common case: that listing was the read-back
         for name, value in wanted:
@@ -292,10 +300,16 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
             os.removexattr(fd, name, **by_path)  # e.g. an ACL inherited from the destination's default ACL
         return read_xattrs(fd)
     except OSError as err:
-        if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        if err.errno not in (*_NO_XATTRS, errno.EPERM):
             raise
-        raise NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here "
-                                 f"({err.strerror}); nothing was made visible", entries=[where]) from err
+        raise xattrs_not_restorable(where, err) from err
+
+
+def xattrs_not_restorable(where: str, err: OSError) -> NotRestorableError:
+    """The refusal of xattrs this filesystem cannot hold (``ENOTSUP``: it has none) or this user may not set."""
+    lack = ": this filesystem does not support xattrs" if err.errno in _NO_XATTRS else ""
+    return NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here{lack} "
+                              f"({err.strerror}); nothing was made visible", entries=[where])
 
 
 def read_back_mismatch(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> MetadataMismatchError | None:
