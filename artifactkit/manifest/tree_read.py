@@ -18,10 +18,21 @@ import attrs
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.fields import SHA256_RE
-from artifactkit.manifest.limits import MAX_PATH_BYTES, clip, decode_manifest, manifest_size_limit, show
+from artifactkit.manifest.limits import (
+    MAX_PATH_BYTES,
+    TREE_BYTES_SETTING,
+    check_containers,
+    clip,
+    decode_manifest,
+    decode_text,
+    manifest_size_limit,
+    show,
+    tree_size_limit,
+)
 from artifactkit.manifest.paths import check_artifact_name, check_relpath
 from artifactkit.manifest.tree_format import (
     FORMAT,
+    PATH_IN_LINE,
     TREE_FORMAT,
     digest_of_object,
     entries_object,
@@ -34,6 +45,8 @@ Fetch = Callable[[Sequence[str]], Sequence[bytes]]
 
 #: An entry line as a canonical manifest writes it.
 canonical_line: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": ")).encode
+#: Objects asked of the store at once (a bucket's requests for them overlap).
+FETCHED_AT_ONCE: Final = 64
 _ROOT_KEYS: Final = frozenset({"bytes", "entries", "files", "format", "name", "root", "source_read_noatime", "tree"})
 _ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
 _INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
@@ -88,6 +101,56 @@ def names_tree(body: bytes, name: str, source_read_noatime: bool) -> bool:
     return root.name == name and root.source_read_noatime == source_read_noatime
 
 
+_PATH_KEY: Final = '"path": "'
+_KIND_KEY: Final = '"kind": "'
+_DIR_KIND: Final = '"kind": "dir"'
+_LATER_NAME: Final = '"hardlink": '
+#: How an object of entries begins (with some, or none) and where its entries end: no line holds a newline.
+_ENTRIES_OPEN: Final = '{"entries": [\n'
+_NO_ENTRIES_OPEN: Final = '{"entries": [], '
+_ENTRIES_CLOSE: Final = "\n], "
+
+
+def decode_object(data: bytes, *, where: str) -> dict[str, Any]:
+    """A tree object's value, its ``entries`` as their lines (the listing's, parsed with it, never decoded here or
+    encoded again), the rest decoded as one JSON object. Every container is counted first
+    (:func:`~artifactkit.manifest.limits.check_containers`)."""
+    check_containers(data, where=where)
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as err:
+        raise corrupt(where, "holds bytes beyond ASCII, which no object is written with") from err
+    lines: list[str] | None = None
+    if text.startswith(_ENTRIES_OPEN) and (end := text.find(_ENTRIES_CLOSE, len(_ENTRIES_OPEN))) >= 0:
+        lines, rest = text[len(_ENTRIES_OPEN):end].split(",\n"), "{" + text[end + len(_ENTRIES_CLOSE):]
+    elif text.startswith(_NO_ENTRIES_OPEN):
+        lines, rest = [], "{" + text[len(_NO_ENTRIES_OPEN):]
+    else:
+        rest = text  # an index of parts, or nothing an object is
+    doc = decode_text(rest, where=where)
+    if not isinstance(doc, dict) or "entries" in doc:
+        raise corrupt(where, f"is not a {TREE_FORMAT} object")
+    if lines is not None:
+        doc["entries"] = lines
+    return doc
+
+
+def line_facts(line: str, *, where: str) -> tuple[str, bool]:
+    """An entry line's path and whether it is a directory, read from its text: a line holds one ``"path": "`` and
+    one ``"kind": "`` (a quote inside a JSON string is always escaped, so these are its keys' own), else it is no
+    entry as the writer makes one. The line itself is parsed later with the listing, as format 2 parses it."""
+    if not (line.startswith("{") and line.endswith("}")) or line.count(_PATH_KEY) != 1 or line.count(_KIND_KEY) != 1:
+        raise corrupt(where, f"line {show(line)} is not one entry as a manifest writes it")
+    found = PATH_IN_LINE.search(line)
+    if found is None:
+        raise corrupt(where, f"line {show(line)} has no path")
+    literal = found.group(1)
+    path = decode_text(literal, where=where) if "\\" in literal else literal[1:-1]
+    if type(path) is not str:
+        raise corrupt(where, f"line {show(line)} has no path")
+    return path, _DIR_KIND in line
+
+
 def listing_body(root: TreeRoot, lines: list[tuple[str, str]]) -> bytes:
     """The format-2 manifest of ``lines`` (``(path, line)``; sorted here, then emptied) under ``root``'s head: what
     the engines parse. No size limit: every object was held to it."""
@@ -108,6 +171,9 @@ class Walk:
     where: str
     select: tuple[str, ...] | None
     limit: int = attrs.field(factory=manifest_size_limit)
+    tree_limit: int = attrs.field(factory=tree_size_limit)
+    #: Bytes of objects read so far.
+    read: int = 0
     lines: list[tuple[str, str]] = attrs.field(factory=list)
     links: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
     found: set[str] = attrs.field(factory=set)
@@ -117,9 +183,21 @@ class Walk:
             path == sub or path.startswith(f"{sub}/") or sub.startswith(f"{path}/") for sub in self.select)
 
     def objects(self, wanted: list[tuple[str, str]]) -> Iterator[tuple[str, str, Any]]:
-        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded."""
-        for (directory, digest), data in zip(wanted, self.fetch([digest for _, digest in wanted]), strict=True):
+        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded;
+        fetched :data:`FETCHED_AT_ONCE` at a time (a level of 10,000 directories is not held at once)."""
+        for start in range(0, len(wanted), FETCHED_AT_ONCE):
+            chunk = wanted[start:start + FETCHED_AT_ONCE]
+            yield from self._checked(chunk, self.fetch([digest for _, digest in chunk]))
+
+    def _checked(self, wanted: list[tuple[str, str]], found: Sequence[bytes]) -> Iterator[tuple[str, str, Any]]:
+        for (directory, digest), data in zip(wanted, found, strict=True):
             where = f"{self.where}: tree object {digest} of {directory!r}"
+            self.read += len(data)
+            if self.read > self.tree_limit:
+                raise ManifestLimitError(
+                    f"{self.where}: its tree objects hold more than the limit of {self.tree_limit} bytes; raise "
+                    f"{TREE_BYTES_SETTING} if it is genuine", path=self.where, limit=self.tree_limit,
+                    actual=self.read, setting=TREE_BYTES_SETTING)
             if len(data) > self.limit:
                 raise ManifestLimitError(
                     f"{where} has {len(data)} bytes, more than the limit of {self.limit}; raise "
@@ -128,8 +206,8 @@ class Walk:
             if (actual := digest_of_object(data)) != digest:
                 raise IntegrityError(f"{where} is corrupt: its bytes hash to {actual}", path=where,
                                      expected=digest, actual=actual, failed=IntegrityFailure.CORRUPT)
-            doc = decode_manifest(data, where=where)
-            if not isinstance(doc, dict) or doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
+            doc = decode_object(data, where=where)
+            if doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
                 raise corrupt(where, f"is not the {TREE_FORMAT} object of {directory!r}")
             yield directory, digest, (doc, data)
 
@@ -157,16 +235,18 @@ class Walk:
             else:
                 following.extend(self._entries(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
-            if set(doc) != _ENTRIES_KEYS:
+            if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
                 raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
             following.extend(self._entries(directory, digest, doc, data, last))
         return following
 
     def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
+        # Each part at most once: an index naming one part a million times would cost a million reads before the
+        # order of their names (strictly increasing across parts) could refuse it.
         if (not isinstance(parts, list) or len(parts) < 2
                 or not all(type(part) is str and SHA256_RE.fullmatch(part) for part in parts)
-                or index_object(directory, parts) != data):
+                or len(set(parts)) != len(parts) or index_object(directory, parts) != data):
             raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {directory!r}'s parts")
         return parts
 
@@ -179,23 +259,24 @@ class Walk:
         lines: list[str] = []
         subdirs: list[str] = []
         previous = last.get(directory, "")
-        for raw in doc["entries"]:
-            path = raw.get("path") if isinstance(raw, dict) else None
+        for line in doc["entries"]:
+            path, is_dir = line_facts(line, where=where)
             if type(path) is not str or not path.startswith(prefix) or "/" in path[len(prefix):] or path <= previous:
                 raise corrupt(where, f"entry {show(path)} is not the next child of {directory!r} in path order")
             check_relpath(path, where=where)
             if len(path) > MAX_PATH_BYTES:
                 raise corrupt(where, f"entry {show(path)} is longer than any path a system call takes")
             previous = path
-            line = canonical_line(raw)
             lines.append(line)
-            if raw.get("kind") == "dir":
+            if is_dir:
                 subdirs.append(path)
             if self.wanted(path):
                 self.lines.append((path, line))
                 self.found.add(path)
-                if "hardlink" in raw:
-                    self.links.append((path, raw))
+                if _LATER_NAME in line and self.select is not None:
+                    raw = decode_text(line, where=where)
+                    if isinstance(raw, dict) and "hardlink" in raw:
+                        self.links.append((path, raw))
         last[directory] = previous
         trees = doc["trees"]
         if (not all(isinstance(pair, list) and len(pair) == 2 and type(pair[1]) is str
@@ -203,7 +284,7 @@ class Walk:
                 or [pair[0] for pair in trees] != subdirs):
             raise corrupt(where, "its trees must name exactly its subdirectories' objects, in order")
         if entries_object(directory, lines, [(path, sha) for path, sha in trees]) != data:
-            raise corrupt(where, "not canonical (its bytes are not those its entries are written as)")
+            raise corrupt(where, "not canonical (its bytes are not those its entries and trees are written as)")
         return [(path, sha) for path, sha in trees if self.wanted(path)]
 
 

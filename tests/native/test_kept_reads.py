@@ -56,7 +56,8 @@ def test_a_native_publish_moves_its_blobs_by_ranges_of_the_state_and_makes_no_st
     with running_on("python"):
         assert Store(fast_tmp / "store-python").publish(fast_tmp / "src", "t").digest == ref.digest
     blobs = sorted(os.listdir(fast_tmp / "store-native" / "blobs"))
-    assert blobs == sorted(os.listdir(fast_tmp / "store-python" / "blobs")) and len(blobs) == 201
+    # 201 contents, and the tree's objects (the same in both stores: both engines' objects are byte-identical).
+    assert blobs == sorted(os.listdir(fast_tmp / "store-python" / "blobs")) and len(blobs) > 201
     assert os.listdir(fast_tmp / "store-native" / "staging") == []
 
 
@@ -136,9 +137,6 @@ class _Held(ReadBatch):
     def move_chunks(self, per_call: int) -> Iterator[Sequence[tuple[str, str]]]:
         pairs = [(found.path(), found.sha256) for found in self.found if found.staged]
         return iter([pairs[at:at + per_call] for at in range(0, len(pairs), per_call)])
-
-    def read_with_atime(self) -> list[int]:
-        return [found.position for found in self.found if not found.noatime]
 
 
 def test_batches_of_two_kinds_in_one_transaction_are_all_moved_after_the_barrier(fast_tmp: Path) -> None:

@@ -60,9 +60,6 @@ class ReadList(list[Staged], ReadBatch):
         while chunk := [(found.path(), found.sha256) for found in itertools.islice(pending, per_call)]:
             yield chunk
 
-    def read_with_atime(self) -> list[int]:
-        return [found.position for found in self if not found.noatime]
-
 
 class Run(list[FileMeta], EntryRun):
     """Entries of one directory to create (:class:`~artifactkit.engine.values.EntryRun`)."""
