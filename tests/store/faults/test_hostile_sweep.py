@@ -20,6 +20,7 @@ import pytest
 
 from artifactkit import IntegrityError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.store import user_cache
 from tests.support.crash import snapshot
 from tests.support.hostile_store import blob_bytes, put_blob
 from tests.support.leftovers import killed_download, killed_private_dir
@@ -141,6 +142,9 @@ def test_a_user_cache_dir_others_can_write_proves_nothing_and_a_download_still_w
     left = killed_download(store, "demo", work / "dest")
     # Whoever can write the cache dir could put a key of theirs there and forge markers: it is not used.
     os.chmod(user_cache_dir, 0o777)  # noqa: S103 - the unsafe mode under test
+    # A key once read stays good for its process (user_cache), and a bucket publish reads it for its local staging:
+    # the download is that of a process that starts with the directory unsafe.
+    user_cache._KEYS.clear()
     store.download("demo", work / "dest")
     assert sorted(os.listdir(work)) == sorted(["dest", *left])
     os.chmod(user_cache_dir, 0o700)
