@@ -93,6 +93,8 @@ class Walk:
     lines: list[tuple[str, str]] = attrs.field(factory=list)
     links: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
     found: set[str] = attrs.field(factory=set)
+    files: int = 0
+    file_bytes: int = 0
 
     def wanted(self, path: str) -> bool:
         return self.select is None or any(
@@ -176,6 +178,10 @@ class Walk:
             if self.wanted(path):
                 self.lines.append((path, line))
                 self.found.add(path)
+                if raw.get("kind") == "file":
+                    self.files += 1
+                    size = raw.get("size")
+                    self.file_bytes += size if "hardlink" not in raw and type(size) is int else 0
                 if "hardlink" in raw:
                     self.links.append((path, raw))
         last[directory] = previous
@@ -198,8 +204,11 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
-        if len(lines) != root.entries:
-            raise corrupt(where, f"its tree holds {len(lines)} entries, not the {root.entries} it states")
+        # Every count the root states, not only the entries': a reader may size its work by any of them.
+        held = (len(lines), walk.files, walk.file_bytes)
+        if held != (root.entries, root.files, root.file_bytes):
+            raise corrupt(where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not the "
+                                 f"{root.entries}, {root.files} and {root.file_bytes} it states")
         return lines
     missing = [sub for sub in chosen if sub not in walk.found and sub != "."]
     if missing:
