@@ -103,7 +103,7 @@ class Walk:
     def objects(self, wanted: list[tuple[str, str]]) -> Iterator[tuple[str, str, Any]]:
         """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded."""
         for (directory, digest), data in zip(wanted, self.fetch([digest for _, digest in wanted]), strict=True):
-            where = f"{self.where}: tree object {digest} of {directory!r}"
+            where = f"{self.where}: tree object {digest} of {show(directory)}"
             if len(data) > self.limit:
                 raise ManifestLimitError(
                     f"{where} has {len(data)} bytes, more than the limit of {self.limit}; raise "
@@ -114,7 +114,7 @@ class Walk:
                                      expected=digest, actual=actual, failed=IntegrityFailure.CORRUPT)
             doc = decode_manifest(data, where=where)
             if not isinstance(doc, dict) or doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
-                raise corrupt(where, f"is not the {TREE_FORMAT} object of {directory!r}")
+                raise corrupt(where, f"is not the {TREE_FORMAT} object of {show(directory)}")
             yield directory, digest, (doc, data)
 
     def run(self) -> list[tuple[str, str]]:
@@ -142,7 +142,7 @@ class Walk:
                 following.extend(self._entries(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
             if set(doc) != _ENTRIES_KEYS:
-                raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
+                raise corrupt(f"{self.where}: tree object {digest}", f"a part of {show(directory)} must hold entries")
             following.extend(self._entries(directory, digest, doc, data, last))
         return following
 
@@ -151,12 +151,12 @@ class Walk:
         if (not isinstance(parts, list) or len(parts) < 2
                 or not all(type(part) is str and SHA256_RE.fullmatch(part) for part in parts)
                 or index_object(directory, parts) != data):
-            raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {directory!r}'s parts")
+            raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {show(directory)}'s parts")
         return parts
 
     def _entries(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
                  last: dict[str, str]) -> list[tuple[str, str]]:
-        where = f"{self.where}: tree object {digest} of {directory!r}"
+        where = f"{self.where}: tree object {digest} of {show(directory)}"
         if set(doc) != _ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
             raise corrupt(where, "must hold entries and trees")
         prefix = "" if directory == "." else f"{directory}/"
@@ -166,7 +166,7 @@ class Walk:
         for raw in doc["entries"]:
             path = raw.get("path") if isinstance(raw, dict) else None
             if type(path) is not str or not path.startswith(prefix) or "/" in path[len(prefix):] or path <= previous:
-                raise corrupt(where, f"entry {show(path)} is not the next child of {directory!r} in path order")
+                raise corrupt(where, f"entry {show(path)} is not the next child of {show(directory)} in path order")
             check_relpath(path, where=where)
             if len(path) > MAX_PATH_BYTES:
                 raise corrupt(where, f"entry {show(path)} is longer than any path a system call takes")
