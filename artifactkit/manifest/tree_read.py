@@ -201,6 +201,8 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     those paths, and the directories on the way to them), reading only the objects needed; each object verified
     and checked before it is used. A whole walk must find the counts the manifest states."""
     chosen = None if select is None else tuple(check_relpath(sub, where=where) for sub in select)
+    if chosen is not None and "." in chosen:
+        chosen = None  # the root is a directory of the version like any other: it and everything under it
     walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
