@@ -183,3 +183,21 @@ def test_diff_json_has_its_schema_and_each_change_as_data(any_store: Store, fast
     text = capsys.readouterr().out
     assert "added    new" in text and "removed  top" in text and "changed  a/h: mode" in text
     assert text.rstrip().splitlines()[-1].startswith("demo@1 -> demo@2: 3 added, 1 removed, ")
+
+
+def test_diff_of_an_entry_that_changed_kind_lists_the_subtree_it_had_or_has(any_store: Store, fast_tmp: Path) -> None:
+    src = _tree(fast_tmp / "src")
+    first = any_store.publish(src, "demo")
+    for path in ("x/z/w", "x/z/third"):
+        (src / path).unlink()
+    (src / "x/z").rmdir()
+    (src / "x/z").write_bytes(b"a file where a directory was\n")
+    (src / "top").unlink()
+    (src / "top").mkdir()
+    (src / "top/inside").write_bytes(b"i\n")
+    second = any_store.publish(src, "demo")
+    changes = any_store.diff(first, second)
+    assert changes == compare(any_store.manifest(first).entries, any_store.manifest(second).entries)
+    assert {(m.path, m.field, m.expected, m.actual) for m in changes if m.field in ("kind", "presence")} == {
+        ("x/z", "kind", "dir", "file"), ("x/z/w", "presence", "file", None), ("x/z/third", "presence", "file", None),
+        ("top", "kind", "file", "dir"), ("top/inside", "presence", None, "file")}
