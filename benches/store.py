@@ -32,6 +32,7 @@ even ones); one untimed warm-up round first. The issue's figures for the code be
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Final
 
 from benches.env import (
@@ -53,6 +55,7 @@ from benches.env import (
     cpu_set,
     environment,
     page_reporting,
+    reset_source_atimes,
     scale_shape,
     tmpfs_base,
 )
@@ -98,7 +101,8 @@ def _engine(env: dict[str, str]) -> dict[str, str]:
     return {"engine_name": said.stdout.strip(), "version_output": (version.stdout or version.stderr).strip()}
 
 
-def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str) -> dict[str, Any]:
+def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
+                trees: bool = False) -> dict[str, Any]:
     shape = scale_shape(files)
     src, store, dest, copy = (os.path.join(base, f"scale-{n}") for n in ("src", "store", "dest", "cp"))
     env = child_env(engine)
@@ -123,17 +127,77 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str) -> 
                 got = _timed(commands[op], cores, env, os.path.join(base, "scale.time"))
                 if round_no:
                     raw[op].append(got)
+        tree_ops = bench_tree_ops(base, src, cores, env) if trees else None
     finally:
         for path in (src, store, dest, copy):
             if os.path.lexists(path):
                 shutil.rmtree(path)
-    return {"files": shape[0], "bytes_per_file": shape[1], "dirs": shape[2], "rounds": rounds, "cores": cores,
+    return {"trees": tree_ops, "files": shape[0], "bytes_per_file": shape[1], "dirs": shape[2], "rounds": rounds,
+            "cores": cores,
             "engine": engine, **said, "cli": [os.path.basename(cli[0]), *cli[1:]], "loadavg_per_round": loads[1:],
             "ops": {op: _summary(raw[op]) for op in OPS},
             "vs_cp_a": {op: round(statistics.median([a["wall_s"] / b["wall_s"] for a, b in zip(raw[op], raw["cp_a"],
                                                                                        strict=True)]), 3)
                         for op in ("publish", "download")},
             "today": TODAY}
+
+
+def bench_tree_ops(base: str, src: str, cores: int, env: dict[str, str]) -> dict[str, Any]:
+    """Issue 52's operations on the scale tree, one CLI process each (wall time, peak RSS): a publish of it as
+    the corpus gave it (atimes put back), verify, a re-publish after 10 files in 10 directories changed (and
+    the bytes it added outside their blobs: tree objects and manifest), a ``download --path`` of one directory,
+    and the ``diff`` of the two versions (which must name exactly those 10 files)."""
+    cli, store = cli_command(), os.path.join(base, "trees-store")
+    # Ten files in ten directories spread over the tree, chosen before the atimes are put back: listing a
+    # directory moves its atime, which a diff would then rightly report.
+    dirs = sorted(os.listdir(src))
+    chosen = [os.path.join(group, sorted(os.listdir(os.path.join(src, group)))[0])
+              for group in dirs[::max(1, len(dirs) // 10)][:10]]
+    reset_source_atimes(src)
+
+    def run(name: str, *args: str) -> dict[str, Any]:
+        return _timed([*cli, *args], cores, env, os.path.join(base, f"{name}.time"))
+    out: dict[str, Any] = {"publish": run("publish", "publish", "--store", store, "--name", "trees", src)}
+    out["verify"] = run("verify", "verify", "--store", store)
+    before = _stored(store)
+    for path in chosen:  # the same size, other bytes: content, mtime and (the read) atime change
+        with open(os.path.join(src, path), "r+b") as handle:
+            first = handle.read(1)
+            handle.seek(0)
+            handle.write(bytes([first[0] ^ 0xFF]))
+    out["republish_10_changed"] = run("republish", "publish", "--store", store, "--name", "trees", src)
+    added = {name: size for name, size in _stored(store).items() if name not in before}
+    new_content = {hashlib.sha256(Path(src, path).read_bytes()).hexdigest() for path in chosen}
+    out["republish_bytes_outside_blobs"] = sum(size for name, size in added.items()
+                                                if name.rpartition("/")[2] not in new_content)
+    part = os.path.join(base, "trees-part")
+    middle = dirs[len(dirs) // 2]
+    out["download_path_one_dir"] = run("path", "download", "--store", store, "trees@2", part, "--path", middle)
+    shutil.rmtree(part)
+    out["diff"] = _timed_diff(cli, store, cores, env, base)
+    shutil.rmtree(store)
+    out["changed_files"] = chosen
+    return out
+
+
+def _timed_diff(cli: list[str], store: str, cores: int, env: dict[str, str], base: str) -> dict[str, Any]:
+    """``diff --json`` of the two versions, timed, with the paths it names."""
+    full = [*cpu_set(cores), "/usr/bin/time", "-f", "%M %U %S", "-o", os.path.join(base, "diff.time"),
+            *cli, "diff", "--store", store, "trees@1", "trees@2", "--json"]
+    start = time.perf_counter_ns()
+    done = subprocess.run(full, env=env, capture_output=True, text=True, check=True)
+    wall = time.perf_counter_ns() - start
+    with open(os.path.join(base, "diff.time"), encoding="ascii") as handle:
+        peak_kib = int(handle.read().split()[-3])
+    doc = json.loads(done.stdout)
+    return {"wall_s": round(wall / 1e9, 3), "peak_rss_kib": peak_kib,
+            "paths": sorted({change["path"] for change in doc["changed"]} | set(doc["added"]) | set(doc["removed"]))}
+
+
+def _stored(store: str) -> dict[str, int]:
+    """Every file of the store (``blobs/<sha>``, ``manifests/...``) with its size."""
+    return {os.path.relpath(os.path.join(top, name), store): os.lstat(os.path.join(top, name)).st_size
+            for top, _, names in os.walk(store) for name in names if not top.endswith(("locks", "staging"))}
 
 
 def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,15 +242,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-docs", action="store_true", help="do not write the tables into docs/performance.md")
     parser.add_argument("--scale-only", action="store_true", help="the scale run alone, on --engine")
     parser.add_argument("--engine", choices=("native", "python"), default="native", help="--scale-only's engine")
+    parser.add_argument("--trees", action="store_true",
+                        help="--scale-only: then verify, re-publish after 10 changes, download --path and diff "
+                             "(issue 52)")
     return parser
 
 
 def scale_only(args: argparse.Namespace, argv: list[str]) -> int:
     cores = len(os.sched_getaffinity(0))
-    with tmpfs_base() as (tmpfs, note):
+    files = args.scale_files or SCALE_FILES
+    # Four trees (source, store, download, copy) of a page a file, and their inodes: 4 KiB a file each, doubled.
+    with tmpfs_base(f"{max(4, files * 4 * 8 // (1 << 20) + 1)}g") as (tmpfs, note):
         base = tempfile.mkdtemp(prefix="ak-scale-", dir=tmpfs)
         try:
-            scale = bench_scale(base, args.scale_files or SCALE_FILES, args.scale_rounds or 3, cores, args.engine)
+            scale = bench_scale(base, files, args.scale_rounds or 3, cores, args.engine, trees=args.trees)
             env = environment(tmpfs, note)
         finally:
             shutil.rmtree(base, ignore_errors=True)

@@ -41,7 +41,7 @@ from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.engine.reference.stage import stage_file
 from artifactkit.engine.values import CacheHits, CreateItem, Layout, Parsed, ScannedTree, Staged, StageItem, covered
 from artifactkit.errors import ManifestLimitError
-from artifactkit.manifest.encode import check_manifest_size, manifest_head
+from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
@@ -139,8 +139,6 @@ class NativeEngine:
         except _native.NativeFailure as failure:
             kind, at, fields = failure.args
             errors.raise_encode(kind, fields, entries, at)
-        if body is not None:
-            check_manifest_size(name, body)
         return body
 
     def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> Parsed:

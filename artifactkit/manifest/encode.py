@@ -11,10 +11,10 @@ from typing import Any, Final
 
 import attrs
 
-from artifactkit.errors import ManifestLimitError, TimestampNotRepresentable
+from artifactkit.errors import TimestampNotRepresentable
 from artifactkit.manifest.extended import too_many_runs
 from artifactkit.manifest.fields import NS_LIMIT, SHA256_RE, WRITTEN, FieldType
-from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING, MAX_EXTENTS, manifest_size_limit
+from artifactkit.manifest.limits import MAX_EXTENTS
 from artifactkit.metadata.model import FileMeta
 
 FORMAT: Final = "artifactkit.manifest/2"
@@ -120,19 +120,8 @@ def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, 
     # The lines go before the text is encoded: each of the three is a manifest's worth of memory (29 MB for
     # 100,000 files), and all three alive at once were the peak of a large publish.
     del texts
-    body = text.encode()
-    check_manifest_size(name, body)
-    return body
-
-
-def check_manifest_size(name: str, body: bytes) -> None:
-    """Refuse a manifest its own readers would refuse (every publish's manifest is built here or by the native
-    core's manifest (:meth:`~artifactkit.engine.native.NativeEngine.encode`, which calls this)."""
-    if len(body) > (limit := manifest_size_limit()):
-        raise ManifestLimitError(
-            f"the manifest of {name!r} would have {len(body)} bytes, more than the limit of {limit} its readers "
-            f"take; set {MANIFEST_BYTES_SETTING} higher where it is published and downloaded",
-            limit=limit, actual=len(body), setting=MANIFEST_BYTES_SETTING)
+    # Not held to the manifest limit here: format 3 stores it as tree objects, each held to it (tree_write).
+    return text.encode()
 
 
 def _head(name: str, source_read_noatime: bool) -> str:

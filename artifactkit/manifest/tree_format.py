@@ -34,15 +34,17 @@ TREE_FORMAT: Final = "artifactkit.tree/1"
 ROOT_START: Final = re.compile(rb'\{"bytes": [0-9]+, "entries": [0-9]+, "files": [0-9]+, "format": "artifactkit'
                                rb'\.manifest/3", ')
 
-#: A directory with at most this many entries is one object.
-WHOLE_ENTRIES: Final = 1024
+#: A directory with at most this many entries is one object. Small parts keep what a change rewrites small: ten
+#: files changed in ten directories under one root of 10,000 directories rewrite ten parts of the root's listing
+#: (about 35 KB each at this size) besides the ten directories' own objects.
+WHOLE_ENTRIES: Final = 256
 #: A larger one's parts end, on average, every this many entries (where a path's hash says so)...
-PART_AVERAGE: Final = 512
+PART_AVERAGE: Final = 128
 #: ...but never before this many,
-PART_MIN_ENTRIES: Final = 64
+PART_MIN_ENTRIES: Final = 16
 #: and at the latest after this many entries or bytes of lines.
-PART_MAX_ENTRIES: Final = 4096
-PART_BYTES: Final = 4 << 20
+PART_MAX_ENTRIES: Final = 1024
+PART_BYTES: Final = 1 << 20
 
 #: A canonical entry line's path, as written (quoted, escaped): ``"path": "`` cannot occur inside a JSON string of
 #: such a line (every quote in a string is escaped), so the first match is the key's.

@@ -2,12 +2,17 @@
 
 Both engines write the same format-2 lines byte for byte (the differential suites hold them to it); making the
 objects from those lines, in this one place, gives both engines the same objects by construction.
+
+One pass over the lines, in their (path) order, with a stack of the directories whose subtree it is in: the
+subtree of a directory is contiguous in path order, so a directory's object is made (and handed to the sink) as
+soon as the walk leaves its subtree, its subdirectories' before it. Only the open directories' lines are held.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import attrs
@@ -29,6 +34,9 @@ _DIR: Final = '"kind": "dir"'
 _FILE: Final = '"kind": "file"'
 _LATER_NAME: Final = '"hardlink": '
 
+#: Takes each object as it is made: ``(digest, bytes)``.
+Sink = Callable[[str, bytes], None]
+
 
 @attrs.frozen
 class TreeObjects:
@@ -41,17 +49,91 @@ class TreeObjects:
 
 
 def split_manifest(body: bytes) -> TreeObjects:
-    """The format-3 manifest and objects of a canonical format-2 manifest ``body`` (as both engines write it)."""
-    text = body.decode("ascii")
-    rows = text.split("\n")
-    # The head is its own line, ending in a comma; then '"entries": [', the entries, ']}' and the final newline.
-    head = json.loads(rows[0][:-1] + "}")
-    children: dict[str, list[tuple[str, str]]] = {}
-    dirs: list[str] = []
+    """The format-3 manifest and every object of a canonical format-2 manifest ``body`` (as both engines write it)."""
+    objects: dict[str, bytes] = {}
+    root, digest = write_tree(body, objects.__setitem__)
+    return TreeObjects(root, digest, objects)
+
+
+@attrs.define
+class _Open:
+    """A directory whose subtree the pass is in: its path, its children's ``(quoted path, line)`` so far."""
+
+    path: str
+    prefix: str
+    lines: list[tuple[str, str]] = attrs.field(factory=list)
+
+
+@attrs.define
+class _Pass:
+    sink: Sink
+    limit: int = attrs.field(factory=manifest_size_limit)
+    #: Every directory's object digest, once made; a directory seen but not yet made is absent.
+    made: dict[str, str] = attrs.field(factory=dict)
+    stack: list[_Open] = attrs.field(factory=list)
+
+    def enter(self, path: str, literal: str, line: str) -> None:
+        parent = path.rpartition("/")[0] or "."
+        while self.stack and self.stack[-1].path != parent and not path.startswith(self.stack[-1].prefix):
+            self.close()
+        if not self.stack or self.stack[-1].path != parent:
+            self.stack.append(_Open(parent, "" if parent == "." else f"{parent}/"))
+        self.stack[-1].lines.append((literal, line))
+
+    def close(self) -> str:
+        """Make the innermost open directory's object; its digest."""
+        directory = self.stack.pop()
+        digest = self.made[directory.path] = self.directory(directory.path, directory.lines)
+        return digest
+
+    def directory(self, path: str, lines: list[tuple[str, str]]) -> str:
+        """Make ``path``'s object (or its parts and their index); return its digest. A subdirectory not made yet
+        has no entries (the pass never entered its subtree): its empty object is made first."""
+        shas: list[str] = []
+        for part in split_parts(lines):
+            trees = []
+            for literal, line in part:
+                if _DIR in line:
+                    child: str = json.loads(literal)
+                    digest = self.made.pop(child, None)
+                    trees.append((child, digest if digest is not None else self.add(entries_object(child, [], []),
+                                                                                     child)))
+            shas.append(self.add(entries_object(path, [line for _, line in part], trees), path))
+        return shas[0] if len(shas) == 1 else self.add(index_object(path, shas), path)
+
+    def add(self, data: bytes, directory: str) -> str:
+        if len(data) > self.limit:  # a directory whose one entry is larger than any object may be: no reader takes it
+            raise ManifestLimitError(
+                f"the tree object of {directory!r} would have {len(data)} bytes, more than the limit of {self.limit} "
+                f"its readers take; set {MANIFEST_BYTES_SETTING} higher where it is published and downloaded",
+                limit=self.limit, actual=len(data), setting=MANIFEST_BYTES_SETTING)
+        digest = digest_of_object(data)
+        self.sink(digest, data)
+        return digest
+
+
+def _lines(body: bytes) -> Iterator[str]:
+    """The entry lines of a canonical format-2 ``body``, without their commas, one at a time (a list of them all
+    would be the manifest's size again)."""
+    start = body.index(b"\n", body.index(b"\n") + 1) + 1  # past the head and '"entries": ['
+    end = len(body) - len(b"\n]}\n")
+    while start < end:
+        stop = body.find(b"\n", start, end)
+        stop = end if stop == -1 else stop
+        line = body[start:stop].decode("ascii")
+        yield line[:-1] if line.endswith(",") else line
+        start = stop + 1
+
+
+def write_tree(body: bytes, sink: Sink) -> tuple[bytes, str]:
+    """Hand every object of the canonical format-2 manifest ``body`` to ``sink`` as it is made (a directory's after
+    its subdirectories'); return the format-3 manifest and its digest."""
+    head = json.loads(body[:body.index(b"\n")].decode("ascii")[:-1] + "}")
+    walk = _Pass(sink)
     root_line = ""
-    files = file_bytes = 0
-    for row in rows[2:-2]:
-        line = row[:-1] if row.endswith(",") else row
+    entries = files = file_bytes = 0
+    for line in _lines(body):
+        entries += 1
         found = PATH_IN_LINE.search(line)
         if found is None:  # a bug in a writer, never input: the engines wrote these lines
             raise ValueError(f"a manifest line without a path: {line[:200]!r}")
@@ -60,48 +142,14 @@ def split_manifest(body: bytes) -> TreeObjects:
         if path == ".":
             root_line = line
             continue
-        children.setdefault(path.rpartition("/")[0] or ".", []).append((literal, line))
-        if _DIR in line:
-            dirs.append(path)
-        elif _FILE in line:
+        walk.enter(path, literal, line)
+        if _FILE in line:
             files += 1
             if _LATER_NAME not in line and (size := _SIZE.search(line)) is not None:
                 file_bytes += int(size.group(1))
-    objects: dict[str, bytes] = {}
-    digests: dict[str, str] = {}
-    limit = manifest_size_limit()
-    # Deepest first: a directory's object names its subdirectories' digests.
-    for directory in [*sorted(dirs, key=lambda path: -path.count("/")), "."]:
-        digests[directory] = _store_directory(directory, children.get(directory, []), digests, objects, limit)
-    root = root_manifest(head["name"], head["source_read_noatime"], root_line, digests["."],
-                         entries=len(rows) - 4, files=files, file_bytes=file_bytes)
-    return TreeObjects(root, digest_of_object(root), objects)
-
-
-def _store_directory(directory: str, lines: list[tuple[str, str]], digests: dict[str, str],
-                     objects: dict[str, bytes], limit: int) -> str:
-    """Make ``directory``'s object (or its parts and their index) into ``objects``; return its digest."""
-    prefix = "" if directory == "." else f"{directory}/"
-    shas: list[str] = []
-    for part in split_parts(lines):
-        trees = []
-        for literal, line in part:
-            if _DIR in line:
-                path = json.loads(literal)
-                if path.startswith(prefix) and path in digests:
-                    trees.append((path, digests[path]))
-        shas.append(_add(objects, entries_object(directory, [line for _, line in part], trees), directory, limit))
-    if len(shas) == 1:
-        return shas[0]
-    return _add(objects, index_object(directory, shas), directory, limit)
-
-
-def _add(objects: dict[str, bytes], data: bytes, directory: str, limit: int) -> str:
-    if len(data) > limit:  # a directory whose one entry is larger than any object may be: no reader takes it
-        raise ManifestLimitError(
-            f"the tree object of {directory!r} would have {len(data)} bytes, more than the limit of {limit} its "
-            f"readers take; set {MANIFEST_BYTES_SETTING} higher where it is published and downloaded",
-            limit=limit, actual=len(data), setting=MANIFEST_BYTES_SETTING)
-    digest = digest_of_object(data)
-    objects[digest] = data
-    return digest
+    while walk.stack:
+        walk.close()
+    tree = walk.made.get(".") or walk.directory(".", [])  # none made: a tree of nothing but its root
+    root = root_manifest(head["name"], head["source_read_noatime"], root_line, tree, entries=entries, files=files,
+                         file_bytes=file_bytes)
+    return root, digest_of_object(root)

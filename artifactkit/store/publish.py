@@ -13,6 +13,7 @@ claim runs under. A visible name therefore always refers to stored bytes (git's 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged, sta
 from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
-from artifactkit.manifest.tree_write import split_manifest
+from artifactkit.manifest.tree_write import write_tree
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
 from artifactkit.store.content import write_staged
@@ -108,12 +109,12 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
             if cache is not None:
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
-            made = split_manifest(listing)
+            # The tree's new objects are staged as blobs are, as they are made, so the one barrier covers them too.
+            objects = ReadList()
+            body, digest = write_tree(listing, functools.partial(stage_object, txn, planned.has_blob, objects))
             del listing
-            # The tree's new objects are staged as blobs are, so the one barrier covers them too.
-            txn.add(stage_objects(txn, made.objects, planned.has_blob))
+            txn.add(objects)
             txn.seal(engine.move_files)
-            body, digest = made.root, made.digest
         txn.flush(body)  # a bucket's checks of what it deduplicated end here, their repairs too
         ref = claim_version(txn, guard, name, body, digest)
     if planned.has_blob.repaired:
@@ -121,20 +122,16 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
     return ref
 
 
-def stage_objects(txn: PublishTxn, objects: dict[str, bytes], has_blob: HasBlob) -> ReadList:
-    """The tree objects the store does not hold yet (an unchanged directory's object is there: checked by content,
-    as every blob a publish deduplicates against), staged as blobs: a directory's written into staging (the
-    barrier makes them durable), a bucket's kept in memory for its upload. Their positions are negative: no
-    file's read has one."""
-    staged = ReadList()
-    for digest, data in objects.items():
-        if has_blob(digest, len(data), data):
-            continue
-        position = -1 - len(staged)
-        if not txn.in_memory:
-            write_staged(txn.stage_fd, staging_name(position), data)
-        staged.append(Staged(position, digest, True, None, None, True, data if txn.in_memory else None))
-    return staged
+def stage_object(txn: PublishTxn, has_blob: HasBlob, staged: ReadList, digest: str, data: bytes) -> None:
+    """A tree object into ``staged`` unless the store holds it (an unchanged directory's object is there: checked by
+    content, as every blob a publish deduplicates against): a directory's written into staging (the barrier makes
+    it durable), a bucket's kept in memory for its upload. Its position is negative: no file's read has one."""
+    if has_blob(digest, len(data), data):
+        return
+    position = -1 - len(staged)
+    if not txn.in_memory:
+        write_staged(txn.stage_fd, staging_name(position), data)
+    staged.append(Staged(position, digest, True, None, None, True, data if txn.in_memory else None))
 
 
 #: Digests a :class:`~artifactkit.errors.RepairedBlobsWarning`'s message names (its ``blobs`` lists them all).

@@ -13,7 +13,7 @@ from artifactkit import Store
 from artifactkit.store.gc import GcReport
 from artifactkit.store.s3.leases import LeasePolicy
 from artifactkit.store.verify import VerifyReport
-from tests.support.stores import is_bucket, plant_staging, staging_names, stored_names
+from tests.support.stores import content_blob_names, is_bucket, plant_staging, staging_names, stored_names
 
 
 def _orphan(store: Store, data: bytes) -> str:
@@ -113,13 +113,14 @@ def test_grace_zero_removes_a_killed_publishs_leftovers_and_the_next_publish_dow
     child.start()
     child.join(60)
     assert child.exitcode == -9
-    assert store.list() == [] and len(stored_names(store, "blobs")) == 20  # every blob up, no version
+    # Every blob up, and the tree's one object (its root directory's), but no version.
+    assert store.list() == [] and len(content_blob_names(store)) == 20 and len(stored_names(store, "blobs")) == 21
     verify = store.verify()  # kept (bucket), orphaned (local), or in progress while the dead lease looks live
     assert verify.ok and len(verify.kept + verify.orphaned + verify.in_progress) >= 20
     # The killed publisher's lease (ttl 1 s) is no proof of a running publish once stale: gc breaks it.
     collector = Store(store.root, policy=LeasePolicy(ttl_s=1, wait_s=30)) if is_bucket(store) else store
     report = collector.gc(grace_s=0)
-    assert len(report.removed_blobs) == 20 and report.freed_bytes >= 20 * 2048
+    assert len(report.removed_blobs) == 21 and report.freed_bytes >= 20 * 2048
     assert stored_names(store, "blobs") == [] and staging_names(store) == []
     after = store.verify()
     assert after.clean and (after.orphaned, after.kept, after.in_progress) == ([], [], [])

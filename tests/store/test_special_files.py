@@ -24,7 +24,7 @@ from artifactkit.errors import IntegrityError, NotRestorableError, UnsupportedFi
 from artifactkit.metadata.model import FileMeta, capture
 from tests.support.both_parses import parse_both
 from tests.support.capability import can_own_for_others, require_real_root, require_tool
-from tests.support.stores import is_bucket, raw_manifest, stored_names
+from tests.support.stores import is_bucket, root_directory_entries, stored_names
 
 OLD = 1_000_000_000_123_456_789  # 2001, with every ns digit set
 NOBODY = 65534
@@ -90,8 +90,7 @@ def test_the_manifest_records_rdev_as_major_and_minor(fast_tmp: Path, any_store:
     os.mknod(src / "whiteout", stat.S_IFCHR | 0o600, os.makedev(0, 0))  # any user may (Linux >= 5.8)
     store = any_store
     ref = store.publish(src, "p")
-    doc = json.loads(raw_manifest(store, ref))
-    lines = {entry["path"]: entry for entry in doc["entries"]}
+    lines = {entry["path"]: entry for entry in root_directory_entries(store, ref)}
     assert lines["whiteout"]["kind"] == "char" and lines["whiteout"]["rdev"] == [0, 0]
     assert lines["pipe"]["kind"] == "fifo" and "rdev" not in lines["pipe"] and "sha256" not in lines["pipe"]
 

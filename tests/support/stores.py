@@ -15,6 +15,7 @@ keys.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -68,6 +69,39 @@ def stored_names(store: Store, under: str) -> list[str]:
         return sorted({info.key[len(prefix):].partition("/")[0] for info in bucket.objects_under(prefix)})
     path = Path(store.root, under)
     return sorted(os.listdir(path)) if path.is_dir() else []
+
+
+#: How a tree object begins (format 3, docs/store.md): a directory's entries, or a large one's index of parts.
+TREE_OBJECT_STARTS = (b'{"entries": [', b'{"format": "artifactkit.tree/1"')
+
+
+def stored_head(store: Store, key: str, size: int = 64) -> bytes:
+    """The first ``size`` bytes of what is stored at ``key`` ("blobs/<sha>"): a file's, or an object's."""
+    bucket = _bucket(store)
+    if bucket is not None:
+        return bytes(bucket.get_bytes(key)[:size])
+    with open(Path(store.root, key), "rb") as handle:
+        return handle.read(size)
+
+
+def tree_object_names(store: Store) -> list[str]:
+    """The names in ``blobs/`` that are tree objects (format 3's directories), not content."""
+    return [name for name in stored_names(store, "blobs")
+            if stored_head(store, f"blobs/{name}").startswith(TREE_OBJECT_STARTS)]
+
+
+def root_directory_entries(store: Store, ref: ArtifactRef) -> list[dict[str, Any]]:
+    """The entries of a format-3 version's root directory, read as a person would: the manifest names the root's
+    tree object, a JSON file in ``blobs/`` (a small directory's one object) holding its children's entries."""
+    tree = json.loads(raw_manifest(store, ref))["tree"]
+    entries: list[dict[str, Any]] = json.loads(stored_head(store, f"blobs/{tree}", 1 << 20))["entries"]
+    return entries
+
+
+def content_blob_names(store: Store) -> list[str]:
+    """The names in ``blobs/`` that hold files' content: every one but the tree objects."""
+    objects = set(tree_object_names(store))
+    return [name for name in stored_names(store, "blobs") if name not in objects]
 
 
 def staging_names(store: Store) -> list[str]:
@@ -131,6 +165,13 @@ def stat_cache_path(store: Store) -> Path:
     site = bucket_site(bucket.url()) if bucket is not None else local_site(store.root, os.stat(store.root))
     assert site.where is not None, "no user cache directory: ARTIFACTKIT_CACHE_DIR is set by every test"
     return Path(site.where, CACHE_NAME)
+
+
+def listing_doc(store: Store, ref: ArtifactRef) -> dict[str, Any]:
+    """A version's entries as one format-2 manifest document (``format``, ``name``, ``entries``): what a forger
+    starts from, whatever format the version was stored in (format 3 keeps them in tree objects)."""
+    doc: dict[str, Any] = json.loads(store.manifest(ref).to_bytes())
+    return doc
 
 
 def raw_manifest(store: Store, ref: ArtifactRef) -> bytes:
