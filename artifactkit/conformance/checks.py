@@ -76,6 +76,7 @@ from artifactkit.conformance.copiers import (
     excerpt,
     resolve_copier,
 )
+from artifactkit.conformance.copy_reads import watch_reads
 from artifactkit.conformance.corpus import corpus_names, devices_left_out, load_tree, materialize, needs_root
 from artifactkit.conformance.destination import flag_for_reading, private_tree, read_moves, unflagged_parent
 from artifactkit.conformance.failure import Failure
@@ -109,6 +110,8 @@ class _TreeOutcome:
     carried: set[str]
     #: Why ``special_files`` could not cover every device node of the tree (``None`` when it could).
     devices_withheld: str | None = None
+    #: Why the copy's reads were not watched (``None`` when they were): the diagnoses then rest on times alone.
+    unwatched: str | None = None
 
 
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeTree,
@@ -122,7 +125,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     timeout_s = copier_timeout_s()
     fifos = [path for path, meta in expected.items() if meta.kind == "fifo" and meta.hardlink is None]
     try:
-        with release_blocked_fifos(src, fifos, timeout_s=timeout_s) as watch:
+        with release_blocked_fifos(src, fifos, timeout_s=timeout_s) as watch, watch_reads(dst_parent) as reads:
             copier(src, dst)
     except CopierSetupError:
         raise  # a named adapter that cannot run on this tree: no verdict for it, never a row of passes
@@ -155,12 +158,14 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     source_failures, source_after, links_moved, ctimes_moved = _source_untouched(corpus, src, expected,
                                                                                 source_times)
     failures += source_failures
+    unwatched = None if reads.watched and reads.complete else reads.why or "fanotify lost events"
     if before is None:
         failures += _destination_failures(corpus, expected, compare(expected, []))
-        return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries, devices)
+        return _TreeOutcome(failures, links_moved, ctimes_moved, None, carries, devices, unwatched)
     actual = {m.path: m for m in before}
     rivals: dict[tuple[str, str], tuple[str, ...]] = {}
-    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after, rivals)
+    seen = reads.evidence(dst, before)  # lstat and statx alone: nothing of the copy moves
+    found = with_tree_diagnoses(compare(expected, actual), expected, actual, source_after, rivals, seen=seen)
     found += shared_with_source(src, expected, dst, actual)
     failures += _destination_failures(corpus, expected, found, actual, rivals)
     # survives_read: the kit's own flag on the copy, whatever flags the copier restored, then one read.
@@ -175,7 +180,7 @@ def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeT
     if refused:
         shown = ", ".join(f"{path}: {why}" for path, why in sorted(refused.items())[:3])
         withheld = f"not run on {len(refused)} entr{'y' if len(refused) == 1 else 'ies'} of {corpus} ({shown})"
-    return _TreeOutcome(failures, links_moved, ctimes_moved, withheld, carries, devices)
+    return _TreeOutcome(failures, links_moved, ctimes_moved, withheld, carries, devices, unwatched)
 
 
 def _blocked(released: list[str], timeout_s: float) -> str:
@@ -219,7 +224,7 @@ def _copier_failed(err: Exception, corpus: str, src: str, dst: str) -> Failure:
                    None if stderr is None else clean(stderr))
 
 
-def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:
+def _environment(source: AtimeProbe, tree: NoatimeTree, unwatched: str | None) -> dict[str, str]:
     # Sanitized evidence: filesystem facts and versions, never a path, user or host name.
     return {
         "kernel": platform.release(),
@@ -232,6 +237,8 @@ def _environment(source: AtimeProbe, tree: NoatimeTree) -> dict[str, str]:
         "copier_destination": ("no inherited FS_NOATIME_FL, a read there moved a historical atime; the kit "
                                "sets the flag on the copy itself before survives_read" if tree.mode == "flag"
                                else "a noatime mount: reads move no atime there, for the copier or the kit"),
+        # Whether a read of the copy's inodes during the copy was seen (a read and a time set to "now" differ).
+        "copy_reads": "watched with fanotify" if unwatched is None else f"not watched: {unwatched}",
     }
 
 
@@ -299,6 +306,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     withheld: list[str] = []
     devices_withheld: list[str] = []
     carried: set[str] = set()
+    unwatched: str | None = None
     with private_tree(dst_base, source_probe) as tree:
         dst_parent = unflagged_parent(tree)
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
@@ -321,6 +329,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     links_moved += outcome.links_moved
                     ctimes_moved += outcome.ctimes_moved
                     carried |= outcome.carried
+                    unwatched = unwatched or outcome.unwatched
                     if outcome.withheld is not None:
                         withheld.append(outcome.withheld)
                     if outcome.devices_withheld is not None:
@@ -329,7 +338,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                 remove_tree(dst, ignore_errors=True)
         finally:
             remove_tree(src_parent, ignore_errors=True)
-        environment = _environment(source_probe, tree)
+        environment = _environment(source_probe, tree, unwatched)
     ordered = tuple((name, not_run[name]) for name in names if name in not_run)
     none_ran = "; ".join(sorted({f"{name}: {why}" for name, why in ordered})) if len(ordered) == len(names) else None
     failures = rivals_settled_by_the_run(read_first_only_where_consistent(failures))

@@ -7,6 +7,7 @@ from typing import Final
 
 import attrs
 
+from artifactkit.conformance.copy_reads import CopyEvidence
 from artifactkit.conformance.failure import Failure
 from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata import drift as dx
@@ -121,11 +122,13 @@ def _lost_with_the_entry(item: Mismatch, exp: FileMeta, act: FileMeta | None) ->
 
 def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, FileMeta], actual: dict[str, FileMeta],
                         source_after: dict[str, FileMeta],
-                        rivals: dict[tuple[str, str], tuple[str, ...]] | None = None) -> list[Mismatch]:
+                        rivals: dict[tuple[str, str], tuple[str, ...]] | None = None, *,
+                        seen: CopyEvidence | None = None) -> list[Mismatch]:
     """The time mismatches re-explained with what only the whole run knows: the source's values after the
-    copy (an atime the copier recorded after its own read) and the tree's other differences (one rule
-    applied to every entry, see :func:`drift.uniform_diagnoses`; a ``differs`` two rules explain alike gets
-    their names in ``rivals`` by path and field). Other mismatches pass unchanged."""
+    copy (an atime the copier recorded after its own read), what the kit saw of the copy (reads of each inode
+    while the copier ran, each entry's birth time: ``seen``) and the tree's other differences (one rule
+    applied to every entry, see :func:`drift.uniform_diagnoses`; a ``differs`` several explanations fit alike
+    gets their names in ``rivals`` by path and field). Other mismatches pass unchanged."""
     items = list(mismatches)
     timed = [i for i, m in enumerate(items) if m.field in TIME_FIELDS and m.delta_ns is not None]
     cases = []
@@ -135,7 +138,9 @@ def with_tree_diagnoses(mismatches: Iterable[Mismatch], expected: dict[str, File
         assert isinstance(item.expected, int) and isinstance(item.actual, int)
         cases.append(dx.TimeCase(item.expected, item.actual, item.field, act.ctime_ns, act.mtime_ns,
                                  expected[item.path].mtime_ns,
-                                 None if after is None else getattr(after, item.field)))
+                                 None if after is None else getattr(after, item.field),
+                                 None if seen is None else seen.reads.get(item.path),
+                                 None if seen is None else seen.btime_ns.get(item.path)))
     tied: dict[int, tuple[str, ...]] = {}
     for i, diagnosis in zip(timed, dx.uniform_diagnoses(cases, tied), strict=True):
         if diagnosis is not None:
@@ -182,18 +187,29 @@ def destination_failures(corpus: str, expected: dict[str, FileMeta], mismatches:
     return found
 
 
+#: Checks whose failures are not differences of the copy from the source as the copier made it.
+_NOT_THE_COPY: Final = frozenset({"source_untouched", "survives_read"})
+
+
 def rivals_settled_by_the_run(failures: list[Failure]) -> list[Failure]:
-    """A ``differs`` that two rules explained alike on its tree, named by the one of them the same copier shows
-    unambiguously elsewhere in the run for that field (rsync's whole-second atimes on ``edge-times`` settle
+    """A ``differs`` that several rules explained alike on its tree, named by the one of them the same copier shows
+    unambiguously elsewhere in the run: first in the same check (entries of the same kind, copied the same way:
+    ``shutil.copytree``'s directories whose recorded atime is also their birth stamp, settled by its directories
+    where the two differ), else for that field anywhere (rsync's whole-second atimes on ``edge-times`` settle
     ``special-files``, where every atime shares its second with its mtime); ``differs`` where the run does not
-    settle it (neither shown, or both)."""
-    shown: dict[str, set[str]] = {}
+    settle it (none shown, or several)."""
+    shown: dict[tuple[str, str], set[str]] = {}
     for f in failures:
-        if not f.rivals:
-            shown.setdefault(f.field, set()).add(f.diagnosis)
+        # The copy's own differences only: the source's moved atimes say nothing of how the copy's were set.
+        if not f.rivals and f.check not in _NOT_THE_COPY:
+            shown.setdefault((f.check, f.field), set()).add(f.diagnosis)
+            shown.setdefault(("", f.field), set()).add(f.diagnosis)
     settled = []
     for f in failures:
-        names = [name for name in f.rivals if name in shown.get(f.field, set())]
+        for where in (f.check, ""):
+            names = [name for name in f.rivals if name in shown.get((where, f.field), set())]
+            if names:
+                break
         settled.append(attrs.evolve(f, mismatch=attrs.evolve(f.mismatch, diagnosis=names[0]), rivals=())
                        if len(names) == 1 else f)
     return settled

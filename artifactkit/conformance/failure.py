@@ -23,7 +23,7 @@ class Failure:
     #: For ``copier-failed``: the full command (when it was one) and the whole of its stderr.
     command: str | None = None
     stderr: str | None = None
-    #: For a ``differs`` two rules explained alike on its tree: their names, for the run to settle.
+    #: For a value several rules explained alike on its tree: their names, for the run to settle.
     rivals: tuple[str, ...] = ()
 
     @property

@@ -47,8 +47,9 @@ short strings alone cost 16.5x, distinct short keys 14.6x (18.4x with short valu
 Before the count (the same script on 88b0400), ``[[[...]]]`` 900 deep under a key nobody reads cost both
 engines 50 times its size and ``[{},{},...]`` 26 (``tests/store/faults/test_hostile_memory.py``). At the
 default 128 MiB a manifest therefore costs at most 3 GiB, a valid one of ~500,000 usual entries about
-600 MiB (at 512 MiB it would have been 12 GiB): raise ``ARTIFACTKIT_MAX_MANIFEST_BYTES`` for bigger trees
-on machines that can afford it.
+600 MiB (at 512 MiB it would have been 12 GiB). Since format 3 the limit holds each tree object (a directory of
+~500,000 entries), and :data:`MAX_TREE_BYTES` a version's objects in all: raise ``ARTIFACTKIT_MAX_TREE_BYTES`` for
+trees of more than ~3,000,000 entries on machines that can afford it.
 
 Why a file has a limit below the kernel's: the digest covers every byte, holes too, and a sparse blob costs
 its writer no space. An entry claiming 2**62 bytes over a planted blob of 2**62 bytes of hole made a download
@@ -78,6 +79,10 @@ from artifactkit.metadata.model import FileMeta
 #: Read whole, a manifest costs a few times its size in memory (4.7x for usual entries, at most 24x).
 MAX_MANIFEST_BYTES: Final = 128 << 20
 MANIFEST_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_MANIFEST_BYTES"
+#: The most bytes of tree objects one version's walk reads (format 3; each object is held to the manifest limit):
+#: a 1,000,000-file tree has about 300 MB of them. What a hostile store's version can cost a reader.
+MAX_TREE_BYTES: Final = 1 << 30
+TREE_BYTES_SETTING: Final = "ARTIFACTKIT_MAX_TREE_BYTES"
 #: Data runs one file entry may list: a file with a hole every other 4 KiB block over 8 GiB. Each run is
 #: a tuple in memory and a copy call in a download; without a bound one manifest line could ask for 50
 #: million of them.
@@ -130,6 +135,12 @@ def manifest_size_limit() -> int:
     never silently the default: a limit someone meant to set must not quietly be another.
     """
     return _bytes_setting(MANIFEST_BYTES_SETTING, MAX_MANIFEST_BYTES, "a manifest size limit")
+
+
+def tree_size_limit() -> int:
+    """The most bytes of tree objects a walk of one version reads: :data:`MAX_TREE_BYTES`, unless
+    ``ARTIFACTKIT_MAX_TREE_BYTES`` is set (read as :func:`manifest_size_limit` reads its setting)."""
+    return _bytes_setting(TREE_BYTES_SETTING, MAX_TREE_BYTES, "a tree size limit")
 
 
 def file_size_limit() -> int:

@@ -34,6 +34,9 @@ TREE_FORMAT: Final = "artifactkit.tree/1"
 ROOT_START: Final = re.compile(rb'\{"bytes": [0-9]+, "entries": [0-9]+, "files": [0-9]+, "format": "artifactkit'
                                rb'\.manifest/3", ')
 
+#: How every tree object begins: a directory's entries, or a large one's index of its parts.
+OBJECT_STARTS: Final = (b'{"entries": [', b'{"format": "' + TREE_FORMAT.encode() + b'", "parts": [')
+
 #: A directory with at most this many entries is one object. Small parts keep what a change rewrites small: ten
 #: files changed in ten directories under one root of 10,000 directories rewrite ten parts of the root's listing
 #: (about 35 KB each at this size) besides the ten directories' own objects.

@@ -18,15 +18,32 @@ import attrs
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
 from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.fields import SHA256_RE
-from artifactkit.manifest.limits import MAX_PATH_BYTES, clip, decode_manifest, manifest_size_limit, show
+from artifactkit.manifest.limits import (
+    MAX_PATH_BYTES,
+    TREE_BYTES_SETTING,
+    clip,
+    decode_manifest,
+    manifest_size_limit,
+    show,
+    tree_size_limit,
+)
 from artifactkit.manifest.paths import check_artifact_name, check_relpath
-from artifactkit.manifest.tree_format import FORMAT, TREE_FORMAT, digest_of_object, entries_object, index_object
+from artifactkit.manifest.tree_format import (
+    FORMAT,
+    TREE_FORMAT,
+    digest_of_object,
+    entries_object,
+    index_object,
+    is_tree_manifest,
+)
 
 #: Reads the objects of the given digests from the store, in order; each is checked here, not there.
 Fetch = Callable[[Sequence[str]], Sequence[bytes]]
 
 #: An entry line as a canonical manifest writes it.
 canonical_line: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": ")).encode
+#: Objects asked of the store at once (a bucket's requests for them overlap).
+FETCHED_AT_ONCE: Final = 64
 _ROOT_KEYS: Final = frozenset({"bytes", "entries", "files", "format", "name", "root", "source_read_noatime", "tree"})
 _ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
 _INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
@@ -70,6 +87,17 @@ def parse_root(body: bytes, *, where: str) -> TreeRoot:
     return TreeRoot(name, noatime, canonical_line(root), tree, *counts)
 
 
+def names_tree(body: bytes, name: str, source_read_noatime: bool) -> bool:
+    """Whether ``body`` is a format-3 manifest of ``name`` whose source was read as ``source_read_noatime`` says."""
+    if not is_tree_manifest(body):
+        return False
+    try:
+        root = parse_root(body, where="a recorded manifest")
+    except (IntegrityError, ManifestLimitError):
+        return False
+    return root.name == name and root.source_read_noatime == source_read_noatime
+
+
 def listing_body(root: TreeRoot, lines: list[tuple[str, str]]) -> bytes:
     """The format-2 manifest of ``lines`` (``(path, line)``; sorted here, then emptied) under ``root``'s head: what
     the engines parse. No size limit: every object was held to it."""
@@ -90,6 +118,9 @@ class Walk:
     where: str
     select: tuple[str, ...] | None
     limit: int = attrs.field(factory=manifest_size_limit)
+    tree_limit: int = attrs.field(factory=tree_size_limit)
+    #: Bytes of objects read so far.
+    read: int = 0
     lines: list[tuple[str, str]] = attrs.field(factory=list)
     links: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
     found: set[str] = attrs.field(factory=set)
@@ -101,9 +132,21 @@ class Walk:
             path == sub or path.startswith(f"{sub}/") or sub.startswith(f"{path}/") for sub in self.select)
 
     def objects(self, wanted: list[tuple[str, str]]) -> Iterator[tuple[str, str, Any]]:
-        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded."""
-        for (directory, digest), data in zip(wanted, self.fetch([digest for _, digest in wanted]), strict=True):
+        """``(directory, digest, decoded object)`` for each ``(directory, digest)``: verified, bounded, decoded;
+        fetched :data:`FETCHED_AT_ONCE` at a time (a level of 10,000 directories is not held at once)."""
+        for start in range(0, len(wanted), FETCHED_AT_ONCE):
+            chunk = wanted[start:start + FETCHED_AT_ONCE]
+            yield from self._checked(chunk, self.fetch([digest for _, digest in chunk]))
+
+    def _checked(self, wanted: list[tuple[str, str]], found: Sequence[bytes]) -> Iterator[tuple[str, str, Any]]:
+        for (directory, digest), data in zip(wanted, found, strict=True):
             where = f"{self.where}: tree object {digest} of {show(directory)}"
+            self.read += len(data)
+            if self.read > self.tree_limit:
+                raise ManifestLimitError(
+                    f"{self.where}: its tree objects hold more than the limit of {self.tree_limit} bytes; raise "
+                    f"{TREE_BYTES_SETTING} if it is genuine", path=self.where, limit=self.tree_limit,
+                    actual=self.read, setting=TREE_BYTES_SETTING)
             if len(data) > self.limit:
                 raise ManifestLimitError(
                     f"{where} has {len(data)} bytes, more than the limit of {self.limit}; raise "
@@ -141,16 +184,18 @@ class Walk:
             else:
                 following.extend(self._entries(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
-            if set(doc) != _ENTRIES_KEYS:
+            if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
                 raise corrupt(f"{self.where}: tree object {digest}", f"a part of {show(directory)} must hold entries")
             following.extend(self._entries(directory, digest, doc, data, last))
         return following
 
     def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
+        # Each part at most once: an index naming one part a million times would cost a million reads before the
+        # order of their names (strictly increasing across parts) could refuse it.
         if (not isinstance(parts, list) or len(parts) < 2
                 or not all(type(part) is str and SHA256_RE.fullmatch(part) for part in parts)
-                or index_object(directory, parts) != data):
+                or len(set(parts)) != len(parts) or index_object(directory, parts) != data):
             raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {show(directory)}'s parts")
         return parts
 

@@ -4,8 +4,15 @@ The classifier is a flat decision list; order matters and is part of the contrac
 exact match, then clamping to a range edge, seconds wrapped modulo 2**32, truncation (coarsest unit
 that explains the value first: s, ms, us, 100 ns), float round trips, an atime the copier recorded from
 the source *after* its own read had moved it, an atime that was given the entry's mtime (also
-floored), a 2 s floor, and finally a move forward (a later read) or a value that dates from the copy rather than
-from the source.
+floored), a 2 s floor, and finally a move forward (a later read), a value the copier set to its own "now", or one
+that dates from the copy rather than from the source.
+
+A name is given only where the evidence fits it better than every other; where two explanations fit alike the
+value is ``differs`` (both values shown) and the candidates go to the caller as *rivals*, for a run that knows more
+(the same copier elsewhere) to settle. Around the copy's ctime the times alone are ambiguous: a fine clock read
+just before ``utime`` lies up to one tick past the coarse ctime it stamps, and a read in that tick lands there too.
+Where the copy was watched (conformance, :mod:`artifactkit.conformance.copy_reads`), a read event on the inode and
+its birth time decide; where it was not, the times alone say what they always said.
 
 One value alone cannot always tell these apart (a 100 ns floor of ``...000000001`` is a whole second;
 "atime := floored mtime" is a second truncation when both share a second), so
@@ -15,13 +22,15 @@ covers them all, where there is one.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from collections.abc import Sequence
 from typing import Final
 
 import attrs
 
-NS_PER_S: Final = 1_000_000_000
+from artifactkit.metadata.range_edges import NS_PER_S, is_clamped, is_wrapped
 
 SECOND_TRUNCATED: Final = "second-truncated"
 #: Floored to an even second: FAT's mtime, zip's DOS time, 2-second time archives.
@@ -36,6 +45,8 @@ SET_TO_MTIME: Final = "set-to-mtime"
 HUNDRED_NS_TRUNCATED: Final = "100ns-truncated"
 WRAPPED: Final = "wrapped"
 READ_BEFORE_RECORDED: Final = "read-before-recorded"
+#: The copier set atime to its own clock (``utime(now, mtime)``): no read moved it, yet it is not the inode's birth.
+SET_TO_COPY_TIME: Final = "set-to-copy-time"
 SPARSE_COARSENED: Final = "sparse-coarsened"
 DIFFERS: Final = "differs"
 MODE_DIFFERS: Final = "mode-differs"
@@ -75,28 +86,26 @@ _TRUNCATION_UNITS: Final = (
     (100, HUNDRED_NS_TRUNCATED),  # Windows FILETIME, 7-Zip, ntfs3: 100 ns ticks
 )
 
-# Whole-second range edges a value gets clamped to, as (floors, ceilings): a clamped value lands on
-# one of them *from outside* the range. Filesystems (kernel sources, s_time_min / s_time_max): 32-bit
-# signed (ext4 -I 128, xfs without bigtime), ext4's 34-bit extra epoch, xfs bigtime, unsigned 32-bit.
-# Tools: borg 1.2's safe_s/safe_ns clamp to 0 ... MAX_S = 2**31-1 minus 48 h ("to avoid any issues
-# that could be caused by tz calculations", borg/helpers/time.py; seen: 2100-01-01 restored as
-# 2147310847), its 64-bit MAX_NS likewise 48 h short of 2**63-1 ns; zip's DOS time runs 1980-01-01 to
-# 2107-12-31T23:59:58 (seen: a 1966 mtime unzipped as 315532800).
-_HOURS_48_NS: Final = 48 * 3600 * NS_PER_S
-_CLAMP_FLOORS_S: Final = frozenset({
-    -(2**31),                  # S32_MIN: also ext4's and xfs bigtime's minimum
-    0,                         # the epoch: unsigned seconds, borg's lower clamp
-    315_532_800,               # 1980-01-01T00:00:00Z, the DOS (zip) epoch
-})
-_CLAMP_CEILINGS_S: Final = frozenset({
-    2**31 - 1,                 # S32_MAX: ext4 -I 128, xfs without bigtime (2038-01-19)
-    2**31 - 1 - 48 * 3600,     # borg's MAX_S (2038-01-17T03:14:07)
-    (2**63 - 1 - _HOURS_48_NS) // NS_PER_S,  # borg's MAX_NS on 64-bit-only builds (2262)
-    2**32 - 1,                 # unsigned 32-bit seconds (2106-02-07)
-    2**34 - 1 - 2**31,         # EXT4_EXTRA_TIMESTAMP_MAX (2446-05-10)
-    16299260424,               # XFS_BIGTIME_TIME_MAX (2486-07-02)
-    4_354_819_198,             # 2107-12-31T23:59:58Z, the end of DOS time
-})
+#: What the kit saw of reads of an entry while the copier ran (``TimeCase.reads``; ``None``: nothing watched):
+#: a read event on its inode, none on a watched inode, or a symlink, whose reads (``readlink``, following it)
+#: raise no event.
+READS_SEEN: Final = "seen"
+READS_NONE: Final = "none"
+READS_BLIND: Final = "blind"
+
+#: CLOCK_REALTIME_COARSE (include/uapi/linux/time.h): the clock inode times are stamped from.
+_CLOCK_REALTIME_COARSE: Final = 5
+
+
+@functools.cache
+def coarse_tick_ns() -> int:
+    """One tick of the clock the kernel stamps inode times from (4 ms at HZ=250): how far a fine "now" taken
+    before a ``utime`` can lie past the ctime that call stamps. 10 ms (HZ=100, the coarsest) where unknown."""
+    try:
+        return max(1, int(time.clock_getres(_CLOCK_REALTIME_COARSE) * NS_PER_S))
+    except (OSError, AttributeError):
+        return 10_000_000
+
 
 # A restored value that dates from the copy itself sits shortly before the entry's ctime: the copy
 # created the inode, then set the other time (utime sets ctime to now). An hour is generous for any
@@ -130,39 +139,6 @@ def float_round_trips(value_ns: int) -> set[int]:
     return results
 
 
-#: The ends of a signed 64-bit count of ns (1677-09-21 and 2262-04-11): a tool keeping times as ``i64`` ns
-#: clamps there, off the whole second, where xfs bigtime, btrfs and tmpfs hold far more.
-_I64_NS_EDGES: Final = (-(2**63), 2**63 - 1)
-
-
-def is_clamped(expected_ns: int, actual_ns: int) -> bool:
-    """Whether ``actual_ns`` is a range edge that ``expected_ns`` lies beyond (by at least a second)."""
-    if abs(actual_ns - expected_ns) < NS_PER_S:
-        return False
-    if actual_ns in _I64_NS_EDGES:
-        return (expected_ns > actual_ns) == (actual_ns > 0)
-    if actual_ns % NS_PER_S:
-        return False
-    edge = actual_ns // NS_PER_S
-    return (edge in _CLAMP_CEILINGS_S and expected_ns > actual_ns) or (
-        edge in _CLAMP_FLOORS_S and expected_ns < actual_ns)
-
-
-def is_wrapped(expected_ns: int, actual_ns: int) -> bool:
-    """Whether the whole seconds moved by a non-zero multiple of 2**32, the fraction kept or dropped.
-
-    A ``uint32`` of seconds turns 1966 into 2102, an ``int32`` turns 2100 into 1963 (both seen in archive
-    formats with 32-bit time fields); either way the distance is whole turns of 2**32 seconds.
-    """
-    seconds, frac = divmod(actual_ns, NS_PER_S)
-    toward_zero = -((-expected_ns) // NS_PER_S) if expected_ns < 0 else expected_ns // NS_PER_S
-    for source_seconds in {expected_ns // NS_PER_S, toward_zero}:
-        turns, rest = divmod(seconds - source_seconds, 2**32)
-        if turns and not rest and frac in (0, expected_ns - source_seconds * NS_PER_S):
-            return True
-    return False
-
-
 def _floors(value_ns: int) -> set[int]:
     """``value_ns`` and every truncation of it to a granularity a tool or filesystem really has."""
     return {value_ns}.union(*(truncations(value_ns, unit) for unit in GRANULARITIES_NS[1:]))
@@ -175,7 +151,8 @@ def _from_the_copy(actual_ns: int, ctime_ns: int | None) -> bool:
 @attrs.frozen
 class TimeCase:
     """One timestamp to explain, with its context: the actual entry's ctime and mtime, the supplied mtime,
-    and (conformance only) the source's value of this field after the copy."""
+    and (conformance only) the source's value of this field after the copy, what the kit saw of reads of the
+    entry during the copy (:data:`READS_SEEN`, :data:`READS_NONE`, :data:`READS_BLIND`) and its birth time."""
 
     expected_ns: int
     actual_ns: int
@@ -184,6 +161,8 @@ class TimeCase:
     mtime_ns: int | None = None
     expected_mtime_ns: int | None = None
     source_after_ns: int | None = None
+    reads: str | None = None
+    btime_ns: int | None = None
 
 
 def _given_mtime(case: TimeCase) -> bool:
@@ -204,7 +183,68 @@ def _recorded_after_read(case: TimeCase) -> bool:
     after = case.source_after_ns
     if case.field != "atime_ns" or after is None or after == case.expected_ns or not _mtime_restored(case):
         return False
-    return case.actual_ns == after or any(case.actual_ns in truncations(after, unit) for unit, _ in _TRUNCATION_UNITS)
+    return case.actual_ns == after or _unit_of_match(case) is not None
+
+
+def _unit_of_match(case: TimeCase) -> int | None:
+    """The unit the copy's value is the source's moved value floored to, if it is one (and not that value)."""
+    after = case.source_after_ns
+    if after is None or case.actual_ns == after:
+        return None
+    return next((unit for unit, _ in _TRUNCATION_UNITS if case.actual_ns in truncations(after, unit)), None)
+
+
+def _copy_time_fits_floored(case: TimeCase) -> bool:
+    """Whether the copy's own time, floored to the unit the value matched the source in, gives it as well.
+
+    The copier reads the source while it copies that entry, so the source's moved value and the copy's own
+    time (from its birth to its last change) usually share a second: a same-second match is then no evidence
+    that the source's value was recorded. Only where that span lies in another unit does the match say so.
+    """
+    unit, ctime = _unit_of_match(case), case.ctime_ns
+    if unit is None or ctime is None:
+        return False
+    born = ctime if case.btime_ns is None else min(case.btime_ns, ctime)
+    return case.actual_ns + unit > born and case.actual_ns <= ctime + coarse_tick_ns()
+
+
+#: How far past ctime a "now" set just before the ``utime`` can lie, in ticks: the coarse clock lags the fine one
+#: by a tick, more where the timekeeping tick itself comes late (4.01 ms seen at HZ=250 in a virtual machine).
+_SET_REACH_TICKS: Final = 4
+
+
+def _past_ctime(case: TimeCase) -> tuple[str, tuple[str, ...]]:
+    """An atime past the last metadata change: a read moved it, or the copier set its own "now" there (a fine
+    clock read just before ``utime`` lies past the coarse ctime that call stamps by the coarse clock's lag)."""
+    assert case.ctime_ns is not None
+    if case.reads is None or case.reads == READS_SEEN:
+        return ADVANCED_BY_READ, ()  # unwatched: what the times alone say
+    if case.reads == READS_NONE:
+        return SET_TO_COPY_TIME, ()  # a watched file or directory no read touched: only a utime moved it
+    if case.actual_ns > case.ctime_ns + _SET_REACH_TICKS * coarse_tick_ns():
+        return ADVANCED_BY_READ, ()  # a symlink, whose reads raise no event: only a read reaches that far
+    # Near ctime a symlink's value fits both. A copier sets a link's times as it sets its files': a run whose files
+    # and directories show it setting "now" names the link so; else it stays a read (rclone's links, read back
+    # after their times were set, checked by hand).
+    return ADVANCED_BY_READ, (ADVANCED_BY_READ, SET_TO_COPY_TIME)
+
+
+def _before_ctime(case: TimeCase) -> tuple[str, tuple[str, ...]]:
+    """An atime from the copy, at or before its last metadata change: the inode's birth stamp (never set), or a
+    value the copier set, or a read's (one before that change, or one in its tick)."""
+    if case.reads is None or case.btime_ns is None or case.actual_ns == case.btime_ns:
+        return OMITTED, ()  # unwatched: what the times alone say; or the very stamp the inode was born with
+    if case.reads == READS_NONE:
+        # Not its birth stamp, and no read moved it: only a utime did, to a time of the copy. Where the copier read
+        # the source, that was likely one of the source's moved values, recorded after an earlier read than the
+        # last (rclone stats a file while its threads read it, checked by hand); a run whose other entries show
+        # "now" set names it so.
+        source_moved = case.source_after_ns not in (None, case.expected_ns)
+        if source_moved:
+            return READ_BEFORE_RECORDED, (SET_TO_COPY_TIME, READ_BEFORE_RECORDED)
+        return SET_TO_COPY_TIME, ()
+    ties = (ADVANCED_BY_READ,) if case.actual_ns == case.ctime_ns else ()
+    return DIFFERS, (OMITTED, SET_TO_COPY_TIME, *ties)
 
 
 def _mtime_restored(case: TimeCase) -> bool:
@@ -220,6 +260,31 @@ def _float_rounded(case: TimeCase) -> bool:
 
 def classify_case(case: TimeCase) -> str | None:
     """:func:`classify_time` of one :class:`TimeCase`."""
+    return explain_case(case)[0]
+
+
+def explain_case(case: TimeCase) -> tuple[str | None, tuple[str, ...]]:
+    """:func:`classify_case` with the rivals of a value several explanations fit alike (else ``()``): its name is
+    then ``differs``, or, for an exact match with the source's moved value that is also the copy's birth stamp,
+    ``read-before-recorded`` (a run that shows the same copier leaving atimes unset elsewhere says ``omitted``)."""
+    name = _classify(case)
+    if name != _AMBIGUOUS:
+        return name, ()
+    if _recorded_after_read(case):
+        if case.actual_ns == case.source_after_ns:
+            # The source's moved value to the ns, and the copy's own birth stamp: the source read and the copy made
+            # in one clock tick. Named as recorded (what the exact match says) unless the run shows otherwise.
+            return READ_BEFORE_RECORDED, (READ_BEFORE_RECORDED, OMITTED)
+        return DIFFERS, (READ_BEFORE_RECORDED, SET_TO_COPY_TIME, OMITTED)  # a same-unit match, copy time too
+    assert case.ctime_ns is not None
+    return _past_ctime(case) if case.actual_ns > case.ctime_ns else _before_ctime(case)
+
+
+#: :func:`_classify`'s answer where the copy's context decides (:func:`explain_case`).
+_AMBIGUOUS: Final = "(context)"
+
+
+def _classify(case: TimeCase) -> str | None:
     expected_ns, actual_ns, ctime_ns = case.expected_ns, case.actual_ns, case.ctime_ns
     if expected_ns == actual_ns:
         return None
@@ -234,7 +299,10 @@ def classify_case(case: TimeCase) -> str | None:
     if _float_rounded(case):
         return FLOAT_ROUNDED
     if _recorded_after_read(case):
-        return READ_BEFORE_RECORDED
+        # A same-second match where the copy's own time shares that second says nothing of a read; nor does an
+        # exact one that is also the copy's birth stamp (the source read and the copy made in one clock tick).
+        born = case.btime_ns is not None and actual_ns == case.btime_ns
+        return _AMBIGUOUS if born or _copy_time_fits_floored(case) else READ_BEFORE_RECORDED
     if _given_mtime(case):
         # Before the read test: a post-2038 mtime copied into atime lies past ctime, yet no read moved it.
         return SET_TO_MTIME
@@ -242,9 +310,10 @@ def classify_case(case: TimeCase) -> str | None:
         # After atime := mtime: an even second below an odd one is also where a whole-second mtime can sit.
         return TWO_SECOND_TRUNCATED
     if ctime_ns is not None:
-        if case.field == "atime_ns" and actual_ns > ctime_ns:
-            # Only a read moves atime past the last metadata change: utime() sets ctime to now.
-            return ADVANCED_BY_READ
+        if case.field == "atime_ns" and (actual_ns > ctime_ns or _from_the_copy(actual_ns, ctime_ns)):
+            # Past the last metadata change (utime() sets ctime to now) a read or a fine "now" moved it; before
+            # it, the copy's own stamp or a value set: :func:`explain_case` weighs what the kit saw.
+            return _AMBIGUOUS
         if _from_the_copy(actual_ns, ctime_ns):
             return OMITTED
     return DIFFERS
@@ -288,9 +357,13 @@ def uniform_diagnoses(cases: Sequence[TimeCase], rivals: dict[int, tuple[str, ..
     second too, and is still a 100 ns floor. Where no one rule covers them, each keeps its own name. Where
     a truncation and atime := floored mtime both cover every atime difference (each shares its second with
     its mtime), the evidence fits neither better: ``differs``, with both values (and both names in ``rivals``,
-    by index, for a caller that knows more: the same copier on another tree).
+    by index, for a caller that knows more: the same copier on another tree), as for every ``differs`` that
+    :func:`explain_case` found several explanations for.
     """
-    found = [classify_case(case) for case in cases]
+    explained = [explain_case(case) for case in cases]
+    found = [name for name, _ in explained]
+    if rivals is not None:
+        rivals.update({i: names for i, (_, names) in enumerate(explained) if names})
     shown = set(found)
     for field in sorted({case.field for case in cases}):
         group = [i for i, case in enumerate(cases) if case.field == field and found[i] in _SYSTEMATIC]

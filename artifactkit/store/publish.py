@@ -36,6 +36,7 @@ from artifactkit.store.content import write_staged
 from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stat_cache import StatCache
+from artifactkit.store.versions import proven_manifest
 
 
 def with_content(entry: FileMeta, sha: str, flags: int | None, extents: Extents | None) -> FileMeta:
@@ -91,7 +92,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
         if engine is None:
             engine = stack.enter_context(contextlib.closing(engine_for(None, "publish")))
         guard, txn = stack.enter_context(opened.publishing())
-        planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: opened.manifest_bytes(ref)[0])
+        planned = plan_reads(tree, name, txn, cache, read_manifest=lambda ref: proven_manifest(opened, ref))
         if planned.reuse is not None:
             txn.seal(engine.move_files)  # nothing staged, so no barrier either: the seal only ends staging
             body, digest = planned.reuse

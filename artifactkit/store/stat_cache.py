@@ -83,6 +83,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError, UnsafeCacheError
 from artifactkit.manifest.encode import ATIME_PREFIX, manifest_head
+from artifactkit.manifest.tree_read import names_tree
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
 from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.stat_cache_file import (
@@ -311,7 +312,8 @@ class StatCache:
             body = read_manifest(ArtifactRef(*file.version))
         except (OSError, ValueError, IntegrityError):
             return None
-        if not body.startswith(manifest_head(name, source_read_noatime)):
+        if not (body.startswith(manifest_head(name, source_read_noatime))
+                or names_tree(body, name, source_read_noatime)):
             return None
         self._reused = True
         return body, file.version[2]

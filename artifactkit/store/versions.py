@@ -75,6 +75,16 @@ def version_tree(opened: Opened, ref: ArtifactRef) -> VersionTree:
                        lambda digests: [made.objects[digest] for digest in digests], sizes)
 
 
+def proven_manifest(opened: Opened, ref: ArtifactRef) -> bytes:
+    """``ref``'s manifest, its digest checked, and, for format 3, every object of its tree read and verified: what a
+    publish may commit again as a new version (a stat cache's unchanged tree) only once its whole tree is proven
+    stored (a gc killed midway may have left some objects of a forgotten version and not others)."""
+    body = opened.manifest_bytes(ref)[0]
+    if is_tree_manifest(body):
+        read_tree(parse_root(body, where=f"manifest of {ref}"), store_fetch(opened, {}), where=f"manifest of {ref}")
+    return body
+
+
 def version_listing(opened: Opened, ref: ArtifactRef, *, select: Sequence[str] | None = None) -> Listing:
     """The entries of ``ref`` (``select``: only those at and under these paths, and the directories on the way),
     each tree object verified as it is read."""

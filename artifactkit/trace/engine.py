@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 import attrs
 
+from artifactkit._fanotify import FanotifyUnavailable
 from artifactkit._fsutil import remove_tree
 from artifactkit.conformance.corpus import corpus_names, materialize
 from artifactkit.engine.reference.scan import capture_tree
@@ -40,7 +41,6 @@ from artifactkit.metadata.model import FileMeta
 from artifactkit.metadata.times import deepest_first
 from artifactkit.store.store import Store
 from artifactkit.trace.attribution import Accesses, account
-from artifactkit.trace.fanotify import FanotifyUnavailable
 from artifactkit.trace.tracer import FanotifyTracer, start_tracer, tree_mount
 from artifactkit.trace.watcher import SelfOpenTracer, Watcher, WatchSummary
 

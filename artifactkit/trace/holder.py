@@ -3,7 +3,7 @@
 A short-lived reader (``find … -exec cat {} +``) used to be gone before its ``/proc/PID/exe`` was
 read: "unknown (exited)". Here a permission group (``FAN_CLASS_CONTENT``) marks the work tree's
 mount for ``FAN_OPEN_PERM`` as well as the counted ``FAN_OPEN``/``FAN_ACCESS``: every open on that
-mount waits in the kernel until :func:`~artifactkit.trace.fanotify.allow` answers. Most are answered
+mount waits in the kernel until :func:`~artifactkit._fanotify.allow` answers. Most are answered
 at once; only the *first* open inside the traced directories by a process not yet named waits
 while its executable, command line and parent chain are read (:func:`name_process`, within a
 budget, BUDGET_MS). ``FAN_ACCESS_PERM`` is not used: it would hold every ``read()`` on the mount,
@@ -42,8 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from artifactkit.trace.background import PathSet
-from artifactkit.trace.fanotify import (
+from artifactkit._fanotify import (
     COUNTED_EVENTS,
     FAN_NOFD,
     FanMask,
@@ -54,6 +53,7 @@ from artifactkit.trace.fanotify import (
     parse,
     path_of,
 )
+from artifactkit.trace.background import PathSet
 from artifactkit.trace.procnames import ProcessName, executable, name_process
 
 #: How long naming one opener may keep it waiting; what was read by then is kept. Naming takes

@@ -25,8 +25,8 @@ from typing import IO, Any, Final, Self
 
 import attrs
 
+from artifactkit._fanotify import FanotifyUnavailable, open_group
 from artifactkit._syscalls import bind_onto_itself, detach_mount
-from artifactkit.trace.fanotify import FanotifyUnavailable, open_group
 from artifactkit.trace.holder import BUDGET_MS, WATCHDOG_MS
 
 #: Python start-up on a loaded machine, then the handshake.

@@ -42,3 +42,60 @@ def test_a_time_past_2262_clamped_to_the_largest_i64_ns_is_clamped() -> None:
 def test_a_time_past_2038_clamped_to_32_bit_seconds_is_clamped() -> None:
     assert dx.classify_time(4_102_444_800_123_456_789, (2**31 - 1) * NS, field="mtime_ns",
                             ctime_ns=None) == dx.CLAMPED
+
+
+# -- around the copy's ctime: what the kit saw of the copy decides (issue 50 items 4a and 4d) ----------------------
+
+HISTORICAL = 1_500_000_000_123_456_789
+CTIME = 1_790_000_000_000_000_000
+TICK = dx.coarse_tick_ns()
+
+
+def _around_ctime(actual: int, reads: str | None, *, btime: int | None = CTIME - 50_000_000,
+                  source_after: int | None = None) -> tuple[str | None, tuple[str, ...]]:
+    return dx.explain_case(dx.TimeCase(HISTORICAL, actual, "atime_ns", CTIME, 1_400_000_000_000_000_001,
+                                       1_400_000_000_000_000_001, source_after, reads, btime))
+
+
+def test_past_ctime_a_read_event_says_read_and_none_on_a_watched_inode_says_set() -> None:
+    assert _around_ctime(CTIME + 300_000, dx.READS_SEEN) == (dx.ADVANCED_BY_READ, ())
+    assert _around_ctime(CTIME + 300_000, dx.READS_NONE) == (dx.SET_TO_COPY_TIME, ())
+    # A symlink's reads raise no event: near ctime both fit (the run settles it by the copier's files), far past
+    # it only a read reaches.
+    assert _around_ctime(CTIME + 300_000, dx.READS_BLIND) == (
+        dx.ADVANCED_BY_READ, (dx.ADVANCED_BY_READ, dx.SET_TO_COPY_TIME))
+    assert _around_ctime(CTIME + 60 * NS, dx.READS_BLIND) == (dx.ADVANCED_BY_READ, ())
+
+
+def test_before_ctime_the_birth_stamp_says_never_set_and_any_other_unread_value_says_set() -> None:
+    born = CTIME - 40_000
+    assert _around_ctime(born, dx.READS_NONE, btime=born) == (dx.OMITTED, ())
+    assert _around_ctime(born + 7, dx.READS_NONE, btime=born) == (dx.SET_TO_COPY_TIME, ())
+    # Read during the copy and not its birth stamp: a read before the last change, then never set, or a set.
+    assert _around_ctime(born + 7, dx.READS_SEEN, btime=born) == (dx.DIFFERS, (dx.OMITTED, dx.SET_TO_COPY_TIME))
+    # At ctime itself a read in the same tick fits as well.
+    assert _around_ctime(CTIME, dx.READS_SEEN, btime=born) == (
+        dx.DIFFERS, (dx.OMITTED, dx.SET_TO_COPY_TIME, dx.ADVANCED_BY_READ))
+
+
+def test_where_the_copy_was_not_watched_the_times_alone_say_what_they_always_said() -> None:
+    assert _around_ctime(CTIME + 5_000, None) == (dx.ADVANCED_BY_READ, ())
+    assert _around_ctime(CTIME - 40_000, None) == (dx.OMITTED, ())
+    assert _around_ctime(CTIME - 40_000, dx.READS_NONE, btime=None) == (dx.OMITTED, ())
+
+
+def test_a_same_second_match_with_the_sources_moved_atime_is_read_before_recorded_only_off_the_copys_second() -> None:
+    read = CTIME - 60 * NS + 250_000_000  # the source's atime after the copier's read, a minute before the copy
+    floored = read // NS * NS
+    assert _around_ctime(floored, None, btime=None, source_after=read) == (dx.READ_BEFORE_RECORDED, ())
+    # The same match where the copy itself happened in that second: its own time, floored, gives it as well.
+    read = CTIME - 2_000_000  # the source read two ms before the copy's last change, in the second before it
+    name, rivals = _around_ctime(read // NS * NS, None, btime=CTIME - 1_000, source_after=read)
+    assert name == dx.DIFFERS and dx.READ_BEFORE_RECORDED in rivals and dx.SET_TO_COPY_TIME in rivals
+
+
+def test_an_exact_match_that_is_also_the_copys_birth_stamp_leaves_the_run_to_settle_it() -> None:
+    stamp = CTIME - 30_000
+    assert _around_ctime(stamp, dx.READS_NONE, btime=stamp, source_after=stamp) == (
+        dx.READ_BEFORE_RECORDED, (dx.READ_BEFORE_RECORDED, dx.OMITTED))
+    assert _around_ctime(stamp, dx.READS_NONE, btime=stamp - 9, source_after=stamp) == (dx.READ_BEFORE_RECORDED, ())

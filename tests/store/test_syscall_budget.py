@@ -196,7 +196,9 @@ def test_publish_and_download_stay_within_their_syscall_budget_per_file(fast_tmp
     # A slope of zero means the measurement broke (e.g. the child did nothing), not a fast store.
     for op, per_name in slopes.items():
         assert sum(per_name.values()) >= 3, f"{op}: {per_name}"
-    assert slopes["publish"].get(_WRITES[engine]) == 1.0, f"not the {engine} engine's publish: {slopes['publish']}"
+    # One write a file, and one a directory's tree object (4 more directories per 100 files: 0.04 a file).
+    writes = slopes["publish"].get(_WRITES[engine], 0)
+    assert 1.0 <= writes <= 1.05, f"not the {engine} engine's publish: {slopes['publish']}"
 
 
 def test_the_budget_trips_when_the_per_file_work_doubles(fast_tmp: Path, engine: str) -> None:

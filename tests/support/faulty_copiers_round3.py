@@ -63,3 +63,21 @@ def names_as_text(src: str, dst: str) -> None:
                 subprocess.run(["rm", "-rf", "--", path], check=True)
             elif (text := name.decode("utf-8", "replace").encode()) != name:
                 os.rename(path, os.path.join(parent, text))
+
+
+def sets_atime_to_now_after_a_stat(src: str, dst: str) -> None:
+    """:func:`sets_atime_to_now`, with an ``lstat`` of each output first (a copier checking what it wrote): the
+    kernel then stamps the ``utime``'s ctime from the fine clock, so the atime set lies just *before* ctime, where
+    an atime never set lies too."""
+    def times(st: os.stat_result, dst_path: str) -> tuple[int, int]:
+        os.lstat(dst_path)
+        return time.time_ns(), st.st_mtime_ns
+    copy_tree(src, dst, Bugs(times=times))
+
+
+def sets_atime_to_the_copy_second(src: str, dst: str) -> None:
+    """Reads the source plainly (moving its atimes) and stores whole seconds: mtime floored, atime the copy's own
+    second (an archiver that keeps no atime and extracts with ``now``). Its atimes share a second with the
+    source's moved ones: a same-second match that says nothing of when the source's atime was recorded."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (time.time_ns() // NS * NS, st.st_mtime_ns // NS * NS),
+                             noatime_reads=False))

@@ -13,7 +13,8 @@ listings lie, as ``lie`` says:
 ``slow``     as ``advance``, with ``delay_s`` before each lying page (a server slow enough to stay under every
              request timeout)
 ``refuse``   no listing lies: every conditional create (``If-None-Match: *``) answers 412, as if the key existed
-``endless``  no listing lies: a GET of a blob sends its bytes and then more, under a length of a TiB more
+``endless``  no listing lies: a GET of a blob (not of a tree object) sends its bytes and then more, under a
+             length of a TiB more
 ===========  ====================================================================================================
 
 ``uploads=True`` makes ``ListMultipartUploads`` lie the same way (``repeat`` and ``advance``) instead of
@@ -35,6 +36,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from xml.sax.saxutils import escape
+
+from artifactkit.manifest.tree_format import OBJECT_STARTS
 
 LIES: Final = ("repeat", "advance", "empty", "slow", "refuse", "endless")
 _NS: Final = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
@@ -134,7 +137,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         listing = self.command == "GET" and ("uploads" in query if lying.uploads else query.get("list-type") == ["2"])
         if lying.lie == "endless" and self.command == "GET" and not listing and "/blobs/" in self.path:
-            self._endless(lying, self._forward(body)[2])
+            status, headers, real = self._forward(body)
+            if not real.startswith(OBJECT_STARTS):
+                self._endless(lying, real)
+                return
+            # A tree object is sent as it is: one claiming a TiB is refused by its length before a byte is read
+            # (tests/store/faults/test_hostile_trees.py), and the lie is aimed at the reads of content.
+            self._send(status, real, headers.get("Content-Type", "application/octet-stream"), headers)
             return
         if listing and lying.lie not in ("refuse", "endless"):
             prefix = query.get("prefix", [""])[0]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from artifactkit.trace.fanotify import FanMask, FanotifyUnavailable, allow, mark_file, open_group, parse
+from artifactkit._fanotify import FanMask, FanotifyUnavailable, allow, mark_file, open_group, parse
 from tests.support.capability import require_holding_openers, skip_or_fail
 
 

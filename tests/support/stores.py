@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from artifactkit import ArtifactRef, Store
+from artifactkit.manifest.tree_format import OBJECT_STARTS
 from artifactkit.store.layout import StoreLayout
 from artifactkit.store.stat_cache import CACHE_NAME
 from tests.support.crash import snapshot
@@ -71,10 +72,6 @@ def stored_names(store: Store, under: str) -> list[str]:
     return sorted(os.listdir(path)) if path.is_dir() else []
 
 
-#: How a tree object begins (format 3, docs/store.md): a directory's entries, or a large one's index of parts.
-TREE_OBJECT_STARTS = (b'{"entries": [', b'{"format": "artifactkit.tree/1"')
-
-
 def stored_head(store: Store, key: str, size: int = 64) -> bytes:
     """The first ``size`` bytes of what is stored at ``key`` ("blobs/<sha>"): a file's, or an object's."""
     bucket = _bucket(store)
@@ -87,7 +84,7 @@ def stored_head(store: Store, key: str, size: int = 64) -> bytes:
 def tree_object_names(store: Store) -> list[str]:
     """The names in ``blobs/`` that are tree objects (format 3's directories), not content."""
     return [name for name in stored_names(store, "blobs")
-            if stored_head(store, f"blobs/{name}").startswith(TREE_OBJECT_STARTS)]
+            if stored_head(store, f"blobs/{name}").startswith(OBJECT_STARTS)]
 
 
 def root_directory_entries(store: Store, ref: ArtifactRef) -> list[dict[str, Any]]:

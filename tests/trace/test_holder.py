@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from artifactkit._fanotify import _METADATA, FanMask, mark_mount, open_group, path_of
 from artifactkit.trace import holder as holder_module
-from artifactkit.trace.fanotify import _METADATA, FanMask, mark_mount, open_group, path_of
 from artifactkit.trace.holder import HOLD_MASK, Holder
 from artifactkit.trace.procnames import ProcessName, name_process
 from tests.support.capability import require_holding_openers

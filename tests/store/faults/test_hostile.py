@@ -23,7 +23,7 @@ from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.reference.scan import capture_tree
 from tests.support.hostile_store import blob_bytes, forge_manifest, put_blob, remove_blob
 from tests.support.read_race import changed_at_read
-from tests.support.stores import STORE_KINDS, is_bucket, plant_staging, store_snapshot, stored_names
+from tests.support.stores import STORE_KINDS, content_blob_names, is_bucket, plant_staging, store_snapshot
 
 Doc = dict[str, Any]
 
@@ -302,13 +302,13 @@ def run_verify_cli(store: str | Path, capsys: pytest.CaptureFixture[str]) -> tup
 
 
 def _corrupt_blob(store: Store) -> None:
-    sha = stored_names(store, "blobs")[0]
+    sha = content_blob_names(store)[0]
     put_blob(store, sha, blob_bytes(store, sha) + b"!")
 
 
 VERIFY_FINDINGS: dict[str, tuple[Callable[[Store], object], str]] = {
     "corrupt-blob": (_corrupt_blob, "corrupt"),
-    "missing-blob": (lambda s: remove_blob(s, stored_names(s, "blobs")[0]), "missing"),
+    "missing-blob": (lambda s: remove_blob(s, content_blob_names(s)[0]), "missing"),
     "orphaned-staging": (lambda s: plant_staging(s, "publish-1-00000000deadbeef"), "orphaned"),
     "unreadable-manifest": (lambda s: forge_bytes(s, b'{"format": "artifactkit.manifest/1", "entr'), "unreadable"),
 }

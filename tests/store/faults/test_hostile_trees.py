@@ -157,7 +157,7 @@ def _split(store: Store, fast_tmp: Path) -> tuple[ArtifactRef, list[str]]:
 
 
 #: Each forged index and the check that refuses it first.
-_INDEX_REFUSALS = {"swapped": "in path order", "repeated": "in path order",
+_INDEX_REFUSALS = {"swapped": "in path order", "repeated": "not a canonical index",
                    "nested": "a part of 'big' must hold entries", "one-part": "not a canonical index",
                    "dropped": "its tree holds"}
 

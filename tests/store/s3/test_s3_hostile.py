@@ -145,10 +145,11 @@ def test_a_loop_swapping_the_blob_dir_for_a_symlink_never_gets_a_byte_written_ou
     src = _tree(fast_tmp / "src", 3)
     store = Store(s3_url)
     ref = store.publish(src, "d")
-    from artifactkit.store.manifest_file import verified_entries
+    from artifactkit.engine.select import engine_for
+    from artifactkit.store.versions import read_entries
 
     with store.backend.open() as opened:  # fetched once: the race is in the blob dir, not in the lookups
-        entries = verified_entries(ref, *opened.manifest_bytes(ref, check_digest=False))
+        entries = read_entries(opened, ref, engine_for(None, "parse"))
     work, canary = fast_tmp / "work", fast_tmp / "canary"
     work.mkdir()
     canary.mkdir()

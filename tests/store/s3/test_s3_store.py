@@ -14,6 +14,7 @@ from artifactkit import Store, assert_metadata_equal
 from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.reference.scan import capture_tree
+from artifactkit.manifest.tree_format import OBJECT_STARTS
 from artifactkit.store.local_backend import LocalBackend
 from artifactkit.store.s3 import download as s3_download
 from artifactkit.store.s3 import objects
@@ -54,10 +55,12 @@ def test_publish_in_one_process_and_download_in_another_is_exact_and_blobs_hash_
     bucket, prefix = s3_url.removeprefix("s3://").split("/", 1)
     keys = [o["Key"] for o in raw_s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/blobs/")["Contents"]]
     wanted = {e.sha256 for e in supplied if e.kind == "file"} | {e.sha256 for e in got if e.kind == "file"}
-    assert {k.rpartition("/")[2] for k in keys} == wanted
-    for key in keys:
-        body = raw_s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-        assert hashlib.sha256(body).hexdigest() == key.rpartition("/")[2]
+    bodies = {k.rpartition("/")[2]: raw_s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+    # Every file's content, and the tree's objects (its directories, format 3): each named by its sha256.
+    assert {name for name, body in bodies.items() if not body.startswith(OBJECT_STARTS)} == wanted
+    assert any(body.startswith(OBJECT_STARTS) for body in bodies.values())
+    for name, body in bodies.items():
+        assert hashlib.sha256(body).hexdigest() == name
     manifest = raw_s3.get_object(Bucket=bucket, Key=f"{prefix}/manifests/e/1.json")["Body"].read()
     assert hashlib.sha256(manifest).hexdigest() == digest  # a person can sha256sum the manifest too
 

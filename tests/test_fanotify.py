@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit.trace.fanotify import (
+from artifactkit._fanotify import (
     FAN_ALLOW,
     FanMask,
     FanotifyUnavailable,
