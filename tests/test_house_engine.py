@@ -1,7 +1,9 @@
 """The engine room's door, checked (issue 51): the core is imported by the native engine alone, no module outside
 ``artifactkit/engine/`` names a type of the core or of an engine (nor asks which engine made a value), and every
-function the core exports has a caller in the package. Each guard is a function the tests below also aim at a
-broken tree. (``import artifactkit.pytest_plugin`` staying light is ``tests/test_house_store.py``'s.)"""
+function the core exports has a caller in the package; no module takes another's private name (the native
+engine's failures are built by public constructors, in the room each message belongs to). Each guard is a
+function the tests below also aim at a broken tree. (``import artifactkit.pytest_plugin`` staying light is
+``tests/test_house_store.py``'s.)"""
 
 from __future__ import annotations
 
@@ -79,6 +81,23 @@ def uncalled_core_functions(crate: Path, package: Path) -> list[str]:
     return sorted(exported - calls)
 
 
+def private_names_imported(package: Path) -> list[str]:
+    """Every ``from artifactkit.X import _name`` in ``package`` where ``_name`` is not a module (``_native``,
+    ``_fsutil``...): a private helper borrowed across modules instead of a public constructor."""
+    found = []
+    for name, tree in _modules(package).items():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.split(".")[0] == package.name):
+                continue
+            for alias in node.names:
+                where = package.parent.joinpath(*node.module.split("."), alias.name)
+                is_module = where.is_dir() or any(where.with_suffix(s).is_file() for s in (".py", ".pyi"))
+                if alias.name.startswith("_") and not is_module:
+                    found.append(f"{name}:{node.lineno} imports {node.module}.{alias.name}")
+    return found
+
+
 def test_at_most_two_modules_of_the_package_import_the_core_and_they_are_the_engines() -> None:
     importers = core_importers(PACKAGE)
     assert importers, "found no importer of the core: the guard would pass vacuously"
@@ -96,6 +115,10 @@ def test_every_function_the_core_exports_has_a_caller_in_the_package() -> None:
     crate = ROOT / "native" / "src"
     assert _EXPORTED.findall("\n".join(p.read_text() for p in crate.rglob("*.rs"))), "no export found: vacuous"
     assert uncalled_core_functions(crate, PACKAGE) == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    assert private_names_imported(PACKAGE) == []
 
 
 def _package(tmp: Path, modules: dict[str, str]) -> Path:
@@ -135,3 +158,13 @@ def test_the_caller_guard_sees_an_exported_function_nobody_calls(tmp_path: Path)
                                             "m.add_function(wrap_pyfunction!(scan_tree, m)?)?;\n")
     package = _package(tmp_path, {"engine/native.py": "from artifactkit import _native\n_native.stage_files()\n"})
     assert uncalled_core_functions(crate, package) == ["scan_tree"]
+
+
+def test_the_private_name_guard_sees_a_private_helper_imported_and_lets_a_private_module_be(tmp_path: Path) -> None:
+    package = _package(tmp_path, {
+        "engine/native_errors.py": "from artifactkit import _native\nfrom artifactkit.store.content import _changed\n",
+        "store/content.py": "def _changed(): ...\n", "_native.pyi": "", "_fsutil.py": "",
+        "store/publish.py": "def f():\n    from artifactkit._fsutil import naming\n"
+                            "    from artifactkit import _fsutil\n"})
+    assert private_names_imported(package) == [
+        "artifactkit/engine/native_errors.py:2 imports artifactkit.store.content._changed"]

@@ -143,6 +143,9 @@ def rust_drift(table: Sequence[Field], rust: dict[str, frozenset[str]]) -> list[
     problems += [f"the crate's {RUST_TABLE} has {key!r}, no row of the table" for key in sorted(rust.keys() - want)]
     problems += [f"{key!r} is carried by {sorted(rust[key])} in the crate, {sorted(kinds)} in the table"
                  for key, kinds in want.items() if key in rust and rust[key] != kinds]
+    # The crate passes its pair fields to FileMeta last, by position, where its own test holds its rows in order.
+    if [key for key in rust if key in want] != [key for key in want if key in rust]:
+        problems.append(f"the crate's {RUST_TABLE} is not in the table's order")
     return problems
 
 
@@ -208,6 +211,7 @@ def test_the_crate_guard_fails_on_a_table_with_a_field_the_crate_does_not_know(t
     problems = rust_drift(_with_a_field_added(), rust)
     assert "the crate's MANIFEST_FIELDS has no 'colour'" in problems
     assert "'path' is carried by ['dir', 'file'] in the crate, " + str(sorted(ALL_KINDS)) + " in the table" in problems
+    assert "the crate's MANIFEST_FIELDS is not in the table's order" in rust_drift(FIELDS, dict(reversed(rust.items())))
 
 
 def manifest_of(*entries: FileMeta) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from artifactkit.cli.result import failure, interrupted, render
 COMMAND_MODULES = {"probe": "artifactkit.cli.probe", "diagnose": "artifactkit.cli.diagnose",
                    "conformance": "artifactkit.cli.conformance", "publish": "artifactkit.cli.store",
                    "download": "artifactkit.cli.store", "verify": "artifactkit.cli.store",
-                   "gc": "artifactkit.cli.store", "forget": "artifactkit.cli.store", "ls": "artifactkit.cli.store"}
+                   "gc": "artifactkit.cli.store", "forget": "artifactkit.cli.store", "ls": "artifactkit.cli.store",
+                   "diff": "artifactkit.cli.store"}
 # Each module exposes ``register(subparsers)``, which adds its parsers and sets ``func`` to a
 # callable taking the parsed namespace and returning an exit code.
 SUBCOMMAND_MODULES = tuple(dict.fromkeys(COMMAND_MODULES.values()))

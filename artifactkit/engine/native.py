@@ -220,10 +220,10 @@ def _item_to_wire(item: StageItem) -> tuple[int, str, int, int, int | None, int,
 
 
 def _entry_to_wire(entry: FileMeta) -> tuple[Any, ...]:
-    """What creating ``entry`` needs, in the order ``create_files`` reads it (ctime, hard link and link count are
-    not: a created entry sets none of them)."""
+    """What creating ``entry`` (a file or symlink) needs, in the order ``create_files`` reads it (ctime, hard link,
+    link count and device number are not: a created file or symlink sets none of them)."""
     return (entry.path, entry.kind, entry.mode, entry.mtime_ns, entry.atime_ns, entry.size, entry.sha256,
-            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags, entry.rdev)
+            entry.target, entry.uid, entry.gid, entry.xattrs, entry.extents, entry.flags)
 
 
 def create_files(root_fd: int, blobs: BlobSource, batch: Sequence[CreateItem], threads: int, *,

@@ -12,16 +12,27 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
-from artifactkit.engine.reference.restore_meta import _read_back
-from artifactkit.engine.reference.scan import dir_replaced, link_changed, not_a_directory, unsupported, vanished
+from artifactkit.engine.reference.restore_meta import (
+    flags_not_restorable,
+    read_back_mismatch,
+    xattrs_not_restorable,
+)
+from artifactkit.engine.reference.scan import (
+    dir_replaced,
+    link_changed,
+    not_a_directory,
+    unsupported,
+    vanished,
+    xattrs_unreadable,
+)
 from artifactkit.engine.values import StageItem
-from artifactkit.errors import IntegrityError, IntegrityFailure, NotRestorableError, SourceChangedError
+from artifactkit.errors import IntegrityError, IntegrityFailure, SourceChangedError
 from artifactkit.manifest.extended import too_many_runs
 from artifactkit.manifest.paths import check_symlink_target
-from artifactkit.metadata.flags import COMPARED_FLAGS, _translate, flag_letters
+from artifactkit.metadata.flags import FlagResult
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import _changed, not_regular
+from artifactkit.store.content import not_regular, source_changed
 
 #: ``DirReplaced``'s ``when``: listing the directory, or reading its links.
 _WHILE = ("scanned", "published")
@@ -34,6 +45,8 @@ def raise_scan(kind: str, fields: dict[str, Any], root: str) -> NoReturn:
     if kind == "os":
         code = fields["errno"]
         raise OSError(code, os.strerror(code), fields.get("filename"))
+    if kind == "source_xattrs":
+        raise xattrs_unreadable(fields["path"], fields["errno"])
     if kind == "scan_root":
         raise not_a_directory(root)
     if kind == "dir_replaced":
@@ -63,8 +76,10 @@ def raise_stage(kind: str, fields: dict[str, Any], root: str, item: StageItem) -
         raise SourceChangedError(
             f"source {path!r} changed while read: {fields['count']} bytes read, {entry.size} captured", path=path)
     if kind == "source_changed":
-        _changed(path, entry, identity, _stat(fields["stat"]), _WHEN[fields["when"]])
-        raise SourceChangedError(f"source {path!r} changed {_WHEN[fields['when']]}", path=path)  # pragma: no cover
+        when = _WHEN[fields["when"]]
+        if changed := source_changed(path, entry, identity, _stat(fields["stat"]), when):
+            raise changed
+        raise SourceChangedError(f"source {path!r} changed {when}", path=path)  # pragma: no cover
     raise_common(kind, fields)
 
 
@@ -108,19 +123,16 @@ def raise_create(kind: str, fields: dict[str, Any], flat: Callable[[int], FileMe
             failed=IntegrityFailure.CORRUPT)
     if kind == "xattrs":
         cause = OSError(fields["errno"], os.strerror(fields["errno"]))
-        raise NotRestorableError(f"download refused: cannot restore the xattrs of {entry.path!r} here "
-                                 f"({cause.strerror}); nothing was made visible", entries=[entry.path]) from cause
+        raise xattrs_not_restorable(entry.path, cause) from cause
     if kind == "flags":
         code = fields["errno"]
-        status = _translate(OSError(code, os.strerror(code))).status
         assert entry.flags is not None
-        letters = flag_letters(entry.flags & COMPARED_FLAGS)
-        why = os.strerror(code) if code else "no flags"
-        raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {entry.path!r} here "
-                                 f"({status}: {why}); nothing was made visible", entries=[entry.path])
+        raise flags_not_restorable(entry.path, entry.flags, FlagResult.of_error(OSError(code, os.strerror(code))))
     if kind == "read_back":
         xattrs = fields["xattrs"]
-        _read_back(entry, xattrs=None if xattrs is None else tuple(sorted(xattrs)), flags=fields["flags"])
+        if mismatch := read_back_mismatch(entry, xattrs=None if xattrs is None else tuple(sorted(xattrs)),
+                                          flags=fields["flags"]):
+            raise mismatch
     elif kind == "verify":
         verify_entries([(flat(wrong), _stat(found)) for wrong, found in fields["wrong"]])
     raise_common(kind, fields)

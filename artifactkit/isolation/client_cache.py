@@ -30,23 +30,16 @@ from typing import Final, Literal
 
 import attrs
 
+from artifactkit._mounts import PAST_ATTRIBUTE_CACHE_S
 from artifactkit.isolation.reading import read_file
 
 #: What the probe could prove about a client cache of attributes on the probed filesystem.
 ClientCache = Literal["not applicable", "not seen", "seen", "cannot tell"]
 UNVERIFIED: Final = "unverified (client-cached attributes)"
-#: Filesystem types whose clients may serve attributes from a cache (mountinfo's type; ``fuse.*`` by prefix).
-CACHING_TYPES: Final = frozenset({"fuse", "fuseblk", "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "virtiofs",
-                                  "afs", "lustre", "glusterfs", "orangefs"})
-#: Longer than FUSE's default attribute and entry timeouts (1 s; rclone mount's --attr-timeout too).
-WAIT_S: Final = 1.5
+#: How long the probe waits before it looks (a module value: the tests' stand-ins have no timeout to wait out).
+WAIT_S: Final = PAST_ATTRIBUTE_CACHE_S
 _names = itertools.count()
 Times = tuple[int, int]
-
-
-def may_cache_attributes(fs_type: str) -> bool:
-    """Whether ``fs_type`` is a network or FUSE filesystem whose client can answer ``stat`` from a cache."""
-    return fs_type in CACHING_TYPES or fs_type.startswith(("fuse.", "nfs"))
 
 
 def _plain(path: str) -> Times:

@@ -18,7 +18,8 @@ from typing import Any, Final, Literal
 import attrs
 
 from artifactkit._fsutil import remove_tree
-from artifactkit.isolation.client_cache import UNVERIFIED, ClientCache, look_past_caches, may_cache_attributes
+from artifactkit._mounts import may_cache_attributes, mount_info
+from artifactkit.isolation.client_cache import UNVERIFIED, ClientCache, look_past_caches
 from artifactkit.isolation.reading import read_file
 from artifactkit.metadata.drift import GRANULARITIES_NS
 from artifactkit.metadata.flags import FlagResult, get_flags, set_noatime_flag
@@ -36,15 +37,6 @@ AtimePolicy = Literal["strictatime", "relatime", "noatime", "unverified (client-
 #: The findings a client cache could have faked, in the order ``unverified`` lists them.
 CACHE_FAKEABLE: Final = ("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")
 FlagSupport = Literal["supported", "unsupported", "forbidden"]
-
-
-@attrs.frozen
-class MountInfo:
-    """The mount that holds a path, from ``/proc/self/mountinfo``."""
-
-    mount_point: str
-    fs_type: str
-    options: tuple[str, ...]
 
 
 @attrs.frozen
@@ -117,41 +109,6 @@ class AtimeProbe:
             "client_cache": self.client_cache,
             "unverified": list(self.unverified),
         }
-
-
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and i + 3 < len(field) and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
-def mount_info(path: str | os.PathLike[str], mountinfo: str = "/proc/self/mountinfo") -> MountInfo:
-    """The mount holding ``path``: the longest mount point prefix of its realpath (last one wins)."""
-    real = os.path.realpath(path)
-    best: MountInfo | None = None
-    with open(mountinfo, encoding="utf-8") as handle:
-        for line in handle:
-            left, _, right = line.partition(" - ")
-            fields, tail = left.split(), right.split()
-            if len(fields) < 6 or len(tail) < 1:
-                continue
-            point = _unescape(fields[4])
-            inside = point in (real, "/") or real.startswith(point.rstrip("/") + "/")
-            if not inside or (best is not None and len(point) < len(best.mount_point)):
-                continue
-            options = fields[5].split(",") + (tail[2].split(",") if len(tail) > 2 else [])
-            # Later lines with the same point are mounts stacked on top: they win.
-            best = MountInfo(point, tail[0], tuple(dict.fromkeys(options)))
-    if best is None:
-        raise OSError(f"no mount in {mountinfo} holds {real!r}")
-    return best
 
 
 def read_moves_atime(path: str, atime_ns: int, mtime_ns: int = HISTORICAL_NS) -> bool:

@@ -191,7 +191,17 @@ def decode_manifest(data: bytes, *, where: str) -> object:
     """
     check_containers(data, where=where)
     try:
-        return _DECODER.decode(data.decode("utf-8"))
+        text = data.decode("utf-8")
+    except ValueError as err:
+        raise IntegrityError(f"{where}: manifest is not valid JSON ({clip(str(err))})", path=where) from err
+    return decode_text(text, where=where)
+
+
+def decode_text(text: str, *, where: str) -> object:
+    """The JSON value of ``text``, or a named error (:func:`decode_manifest`'s, whose caller counted the
+    containers of the bytes ``text`` is part of)."""
+    try:
+        return _DECODER.decode(text)
     except RecursionError as err:
         limit = sys.getrecursionlimit()
         raise ManifestLimitError(

@@ -10,6 +10,7 @@ manifest could not.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
@@ -21,8 +22,10 @@ from artifactkit.manifest.fields import SHA256_RE
 from artifactkit.manifest.limits import (
     MAX_PATH_BYTES,
     TREE_BYTES_SETTING,
+    check_containers,
     clip,
     decode_manifest,
+    decode_text,
     manifest_size_limit,
     show,
     tree_size_limit,
@@ -30,6 +33,7 @@ from artifactkit.manifest.limits import (
 from artifactkit.manifest.paths import check_artifact_name, check_relpath
 from artifactkit.manifest.tree_format import (
     FORMAT,
+    PATH_IN_LINE,
     TREE_FORMAT,
     digest_of_object,
     entries_object,
@@ -98,6 +102,58 @@ def names_tree(body: bytes, name: str, source_read_noatime: bool) -> bool:
     return root.name == name and root.source_read_noatime == source_read_noatime
 
 
+_PATH_KEY: Final = '"path": "'
+_KIND_KEY: Final = '"kind": "'
+_DIR_KIND: Final = '"kind": "dir"'
+_LATER_NAME: Final = '"hardlink": '
+_FILE_KIND: Final = '"kind": "file"'
+_SIZE: Final = re.compile(r'"size": ([0-9]+)')
+#: How an object of entries begins (with some, or none) and where its entries end: no line holds a newline.
+_ENTRIES_OPEN: Final = '{"entries": [\n'
+_NO_ENTRIES_OPEN: Final = '{"entries": [], '
+_ENTRIES_CLOSE: Final = "\n], "
+
+
+def decode_object(data: bytes, *, where: str) -> dict[str, Any]:
+    """A tree object's value, its ``entries`` as their lines (the listing's, parsed with it, never decoded here or
+    encoded again), the rest decoded as one JSON object. Every container is counted first
+    (:func:`~artifactkit.manifest.limits.check_containers`)."""
+    check_containers(data, where=where)
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as err:
+        raise corrupt(where, "holds bytes beyond ASCII, which no object is written with") from err
+    lines: list[str] | None = None
+    if text.startswith(_ENTRIES_OPEN) and (end := text.find(_ENTRIES_CLOSE, len(_ENTRIES_OPEN))) >= 0:
+        lines, rest = text[len(_ENTRIES_OPEN):end].split(",\n"), "{" + text[end + len(_ENTRIES_CLOSE):]
+    elif text.startswith(_NO_ENTRIES_OPEN):
+        lines, rest = [], "{" + text[len(_NO_ENTRIES_OPEN):]
+    else:
+        rest = text  # an index of parts, or nothing an object is
+    doc = decode_text(rest, where=where)
+    if not isinstance(doc, dict) or "entries" in doc:
+        raise corrupt(where, f"is not a {TREE_FORMAT} object")
+    if lines is not None:
+        doc["entries"] = lines
+    return doc
+
+
+def line_facts(line: str, *, where: str) -> tuple[str, bool]:
+    """An entry line's path and whether it is a directory, read from its text: a line holds one ``"path": "`` and
+    one ``"kind": "`` (a quote inside a JSON string is always escaped, so these are its keys' own), else it is no
+    entry as the writer makes one. The line itself is parsed later with the listing, as format 2 parses it."""
+    if not (line.startswith("{") and line.endswith("}")) or line.count(_PATH_KEY) != 1 or line.count(_KIND_KEY) != 1:
+        raise corrupt(where, f"line {show(line)} is not one entry as a manifest writes it")
+    found = PATH_IN_LINE.search(line)
+    if found is None:
+        raise corrupt(where, f"line {show(line)} has no path")
+    literal = found.group(1)
+    path = decode_text(literal, where=where) if "\\" in literal else literal[1:-1]
+    if type(path) is not str:
+        raise corrupt(where, f"line {show(line)} has no path")
+    return path, _DIR_KIND in line
+
+
 def listing_body(root: TreeRoot, lines: list[tuple[str, str]]) -> bytes:
     """The format-2 manifest of ``lines`` (``(path, line)``; sorted here, then emptied) under ``root``'s head: what
     the engines parse. No size limit: every object was held to it."""
@@ -155,8 +211,8 @@ class Walk:
             if (actual := digest_of_object(data)) != digest:
                 raise IntegrityError(f"{where} is corrupt: its bytes hash to {actual}", path=where,
                                      expected=digest, actual=actual, failed=IntegrityFailure.CORRUPT)
-            doc = decode_manifest(data, where=where)
-            if not isinstance(doc, dict) or doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
+            doc = decode_object(data, where=where)
+            if doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
                 raise corrupt(where, f"is not the {TREE_FORMAT} object of {show(directory)}")
             yield directory, digest, (doc, data)
 
@@ -208,27 +264,28 @@ class Walk:
         lines: list[str] = []
         subdirs: list[str] = []
         previous = last.get(directory, "")
-        for raw in doc["entries"]:
-            path = raw.get("path") if isinstance(raw, dict) else None
+        for line in doc["entries"]:
+            path, is_dir = line_facts(line, where=where)
             if type(path) is not str or not path.startswith(prefix) or "/" in path[len(prefix):] or path <= previous:
                 raise corrupt(where, f"entry {show(path)} is not the next child of {show(directory)} in path order")
             check_relpath(path, where=where)
             if len(path) > MAX_PATH_BYTES:
                 raise corrupt(where, f"entry {show(path)} is longer than any path a system call takes")
             previous = path
-            line = canonical_line(raw)
             lines.append(line)
-            if raw.get("kind") == "dir":
+            if is_dir:
                 subdirs.append(path)
             if self.wanted(path):
                 self.lines.append((path, line))
                 self.found.add(path)
-                if raw.get("kind") == "file":
+                if _FILE_KIND in line:  # the counts the root states, read as the writer counted them
                     self.files += 1
-                    size = raw.get("size")
-                    self.file_bytes += size if "hardlink" not in raw and type(size) is int else 0
-                if "hardlink" in raw:
-                    self.links.append((path, raw))
+                    if _LATER_NAME not in line and (size := _SIZE.search(line)) is not None:
+                        self.file_bytes += int(size.group(1))
+                if _LATER_NAME in line and self.select is not None:
+                    raw = decode_text(line, where=where)
+                    if isinstance(raw, dict) and "hardlink" in raw:
+                        self.links.append((path, raw))
         last[directory] = previous
         trees = doc["trees"]
         if (not all(isinstance(pair, list) and len(pair) == 2 and type(pair[1]) is str
@@ -236,7 +293,7 @@ class Walk:
                 or [pair[0] for pair in trees] != subdirs):
             raise corrupt(where, "its trees must name exactly its subdirectories' objects, in order")
         if entries_object(directory, lines, [(path, sha) for path, sha in trees]) != data:
-            raise corrupt(where, "not canonical (its bytes are not those its entries are written as)")
+            raise corrupt(where, "not canonical (its bytes are not those its entries and trees are written as)")
         return [(path, sha) for path, sha in trees if self.wanted(path)]
 
 

@@ -94,7 +94,7 @@ class _Pass:
             trees = []
             for literal, line in part:
                 if _DIR in line:
-                    child: str = json.loads(literal)
+                    child: str = json.loads(literal) if "\\" in literal else literal[1:-1]
                     digest = self.made.pop(child, None)
                     trees.append((child, digest if digest is not None else self.add(entries_object(child, [], []),
                                                                                      child)))
@@ -138,7 +138,7 @@ def write_tree(body: bytes, sink: Sink) -> tuple[bytes, str]:
         if found is None:  # a bug in a writer, never input: the engines wrote these lines
             raise ValueError(f"a manifest line without a path: {line[:200]!r}")
         literal = found.group(1)
-        path: str = json.loads(literal)
+        path: str = json.loads(literal) if "\\" in literal else literal[1:-1]
         if path == ".":
             root_line = line
             continue

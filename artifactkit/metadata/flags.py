@@ -83,18 +83,20 @@ class FlagResult:
     flags: int | None = None  #: an :class:`InodeFlag` from the getters; a plain int from the restore path
     errno: int | None = None
 
+    @classmethod
+    def of_error(cls, err: OSError) -> FlagResult:
+        """What a flag call that failed with ``err`` achieved: ``unsupported`` or ``forbidden``; any other error
+        is not ours (ENOENT, EBADF, ...) and is raised, an ``OSError`` with errno and filename."""
+        if err.errno in _UNSUPPORTED:
+            return cls("unsupported", errno=err.errno)
+        if err.errno in _FORBIDDEN:
+            return cls("forbidden", errno=err.errno)
+        raise err
+
     @property
     def noatime(self) -> bool:
         """Whether ``FS_NOATIME_FL`` was read back on the inode."""
         return self.flags is not None and bool(self.flags & FS_NOATIME_FL)
-
-
-def _translate(err: OSError) -> FlagResult:
-    if err.errno in _UNSUPPORTED:
-        return FlagResult("unsupported", errno=err.errno)
-    if err.errno in _FORBIDDEN:
-        return FlagResult("forbidden", errno=err.errno)
-    raise err  # not ours (ENOENT, EBADF, ...): stays an OSError with errno and filename
 
 
 def _ioctl_int(fd: int, request: int, value: int, where: str) -> int:
@@ -124,7 +126,7 @@ def get_flags_fd(fd: int, where: str = "<fd>") -> FlagResult:
     try:
         value = _ioctl_int(fd, FS_IOC_GETFLAGS, 0, where)
     except OSError as err:
-        return _translate(err)
+        return FlagResult.of_error(err)
     return FlagResult("ok", flags=InodeFlag(value))
 
 
@@ -149,7 +151,7 @@ def _set_fd(fd: int, on: bool, where: str) -> FlagResult:
     try:
         _ioctl_int(fd, FS_IOC_SETFLAGS, int(wanted), where)
     except OSError as err:
-        return _translate(err)
+        return FlagResult.of_error(err)
     return get_flags_fd(fd, where)  # read back: the caller decides whether the flag stuck
 
 
@@ -168,7 +170,7 @@ def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     try:
         current = _ioctl_int(fd, FS_IOC_GETFLAGS, 0, where)
     except OSError as err:
-        return _translate(err)
+        return FlagResult.of_error(err)
     # Plain ints: ~ of an IntFlag keeps only the named bits and would drop filesystem-internal ones (ext4's
     # EXTENTS, 0x80000), which SETFLAGS must be handed back unchanged; and an enum per file costs more
     # than the ioctl. The result holds the kernel's value as an int.
@@ -178,7 +180,7 @@ def restore_flags_fd(fd: int, wanted: int, where: str) -> FlagResult:
     try:
         _ioctl_int(fd, FS_IOC_SETFLAGS, target, where)
     except OSError as err:
-        return _translate(err)
+        return FlagResult.of_error(err)
     return get_flags_fd(fd, where)
 
 
@@ -205,7 +207,7 @@ def get_flags_int(fd: int, where: str = "<fd>") -> int | None:
     try:
         return _ioctl_int(fd, FS_IOC_GETFLAGS, 0, where)
     except OSError as err:
-        _translate(err)  # re-raises what is not "unsupported"/"forbidden"
+        FlagResult.of_error(err)  # re-raises what is not "unsupported"/"forbidden"
         return None
 
 

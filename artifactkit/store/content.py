@@ -24,7 +24,10 @@ CHUNK: Final = 1 << 20
 IN_MEMORY_LIMIT: Final = 8 << 20
 
 
-def _changed(path: str, captured: FileMeta, identity: tuple[int, int], st: os.stat_result, when: str) -> None:
+def source_changed(path: str, captured: FileMeta, identity: tuple[int, int], st: os.stat_result,
+                   when: str) -> SourceChangedError | None:
+    """The error a publish raises for the source ``path`` whose ``st`` differs from its capture (``identity``:
+    its ``(dev, ino)`` then) in what it names, ``when``; ``None`` where nothing differs."""
     what = []
     if (st.st_dev, st.st_ino) != identity:
         what.append("was replaced by another file")
@@ -36,10 +39,10 @@ def _changed(path: str, captured: FileMeta, identity: tuple[int, int], st: os.st
         what.append(f"ctime_ns {captured.ctime_ns} -> {st.st_ctime_ns}")
     if not stat.S_ISREG(st.st_mode):
         what.append("is no longer a regular file")
-    if what:
-        raise SourceChangedError(
-            f"source {path!r} changed {when}: {', '.join(what)}; publish again once it is stable",
-            path=path)
+    if not what:
+        return None
+    return SourceChangedError(f"source {path!r} changed {when}: {', '.join(what)}; publish again once it is stable",
+                              path=path)
 
 
 def read_small(fd: int, size: int) -> bytes:
@@ -273,7 +276,8 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
         raise SourceChangedError(f"source {path!r} changed between capture and read: it was replaced by a "
                                  "symlink; publish again once it is stable", path=path) from err
     try:
-        _changed(path, captured, identity, os.fstat(fd), "between capture and read")
+        if changed := source_changed(path, captured, identity, os.fstat(fd), "between capture and read"):
+            raise changed
         # Captured from the open fd before its first read, like everything else about the entry.
         flags, extents = read_flags(fd, path), data_extents(fd, captured.size)
         data: bytes | None = None
@@ -294,7 +298,8 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
             raise SourceChangedError(
                 f"source {path!r} changed while read: {count} bytes read, {captured.size} captured",
                 path=path)
-        _changed(path, captured, identity, os.fstat(fd), "while being read")
+        if changed := source_changed(path, captured, identity, os.fstat(fd), "while being read"):
+            raise changed
     finally:
         os.close(fd)
     return SourceRead(sha, noatime, data, flags, extents)

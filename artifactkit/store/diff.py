@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from artifactkit.manifest.limits import decode_text
 from artifactkit.manifest.parse import parse_entry
 from artifactkit.manifest.tree_diff import Lines, changed_region
 from artifactkit.metadata.compare import compare
@@ -24,4 +23,6 @@ def diff_versions(opened: Opened, a: ArtifactRef, b: ArtifactRef) -> list[Mismat
 
 
 def _entries(lines: Lines, where: str) -> list[FileMeta]:
-    return [parse_entry(json.loads(line), where=where) for _, line in lines]
+    """The entries of the lines read, each parsed as a format-2 manifest's entry is (a named error, never a bare
+    ValueError, for a line a writer of the store forged)."""
+    return [parse_entry(decode_text(line, where=where), where=where) for _, line in lines]

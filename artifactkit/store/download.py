@@ -11,14 +11,18 @@ import contextlib
 import errno
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from typing import Final
 
+from artifactkit._mounts import PAST_ATTRIBUTE_CACHE_S, may_cache_attributes, mount_info
 from artifactkit._syscalls import rename_noreplace
 from artifactkit.engine.protocol import CreateJob, Engine
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Layout, Owners, Parsed, covered
 from artifactkit.errors import UnsafePathError
+from artifactkit.metadata.mismatch import TIME_FIELDS
+from artifactkit.metadata.times import verify_stored
 from artifactkit.store.blobs import BlobSource
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
@@ -52,6 +56,8 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
             if engine is None:
                 engine = stack.enter_context(contextlib.closing(engine_for(None, "download")))
             _materialize(layout, private, source, engine, progress or Reporter(None))
+        if _may_cache(parent):
+            _verify_past_the_cache(entries, private)
         # Every entry, the root included, was verified exact above; the rename moves no time.
         _rename_into_place(private.fd, private.parent_fd, name, dest)
     finally:
@@ -87,6 +93,31 @@ def _materialize(layout: Layout, private: PrivateDir, blobs: BlobSource, engine:
             f"download refused: {err.filename!r} in the staging directory {private.where!r} was replaced by a "
             f"symlink or another entry while restoring ({err.strerror}); nothing was written outside it",
             path=str(err.filename)) from err
+
+
+def _may_cache(parent: str) -> bool:
+    """Whether ``parent``'s filesystem may answer ``stat`` from a client cache (unknown without /proc: no)."""
+    try:
+        return may_cache_attributes(mount_info(parent or ".").fs_type)
+    except OSError:
+        return False
+
+
+def _verify_past_the_cache(entries: Parsed, private: PrivateDir) -> None:
+    """Every entry's times read back again once the client's attribute cache has expired, before the tree is
+    made visible: a network or FUSE client shows what was just set from its cache, whatever the server kept.
+
+    ``weed mount`` keeps no atime: for a second its cache shows the value set, then atime reads back as
+    mtime; the read-back inside that second said "verified exact". Only the times are compared (a re-owned
+    download changes owner and setid bits as it planned); every other field was read back with them.
+    """
+    time.sleep(PAST_ATTRIBUTE_CACHE_S)
+    root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
+    try:
+        verify_stored([(entry, os.lstat(entry.path, dir_fd=root_fd)) for entry in entries], stage="download",
+                      fields=TIME_FIELDS)
+    finally:
+        os.close(root_fd)
 
 
 def _rename_into_place(private_fd: int, parent_fd: int, name: str, dest: str) -> None:

@@ -25,7 +25,7 @@ from artifactkit.store.blob_check import blob_lookup
 from artifactkit.store.blob_moves import Moving
 from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
-from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, commit_name
+from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, check_commit, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes, read_tree_object
@@ -143,6 +143,8 @@ class LocalStore:
             os.mkdir(txn, 0o700, dir_fd=dirs.staging)
             try:
                 txn_fd = os.open(txn, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirs.staging)
+                # A filesystem that cannot commit is named before a blob moves.
+                check_commit(txn_fd, f"{dirs.layout.staging_dir}/{txn}")
                 held = self._txn_class(dirs, f"{dirs.layout.staging_dir}/{txn}", txn_fd)
                 try:
                     yield _Held(), held

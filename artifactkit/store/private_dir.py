@@ -9,6 +9,9 @@ an attacker's link into DEST while saying "verified exact". So the directory is:
 * made with ``mkdirat(parent_fd, PREFIX + hex, 0700)`` and opened ``O_DIRECTORY | O_NOFOLLOW`` at
   once; the opened inode must be the one at that name (``lstat`` via the parent fd), a directory of
   ours (euid), private, empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
+  a directory of ours whose mode lets others in is no swap (only we or root can make one of our euid):
+  s3fs and rclone mount ignore ``mkdir``'s mode. It is ``chmod``-ed 0700, or, where the filesystem does
+  not apply that either, removed and refused as the filesystem's (:class:`NotRestorableError`);
 * flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download into the
   same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
 * marked as ours: once locked and proven empty it gets a file :data:`MARKER` (created through its fd,
@@ -46,7 +49,8 @@ import stat
 from typing import Final
 
 from artifactkit._fsutil import listdir_fresh, remove_tree
-from artifactkit.errors import UnsafeStoreError
+from artifactkit._mounts import mount_info
+from artifactkit.errors import NotRestorableError, UnsafeStoreError
 from artifactkit.store.locks import hold, hold_if_free
 from artifactkit.store.user_cache import private_dir_key
 
@@ -186,7 +190,7 @@ class PrivateDir:
         if held.st_nlink == 0:
             return False  # removed between our mkdir and our flock (an older artifactkit's sweep): it was empty
         problem = ""
-        if held.st_uid != os.geteuid() or stat.S_IMODE(held.st_mode) & 0o077:
+        if held.st_uid != os.geteuid():
             problem = f"it is owned by uid {held.st_uid} with mode {stat.S_IMODE(held.st_mode):o}, not ours"
         elif os.listdir(fd):
             problem = "it is not empty"
@@ -195,12 +199,44 @@ class PrivateDir:
         if problem:
             raise UnsafeStoreError(f"download refused: the private directory {where} was swapped: {problem}; "
                                    "nothing was written", path=where, why=problem)
+        if stat.S_IMODE(held.st_mode) & 0o077:
+            held = self._made_private(name, fd, held)
         if self.key is not None:  # locked, ours, empty and at its name: now, and only now, provably ours
             # Unmarked on a full disk (the download then fails as full, and close() removes the directory);
             # only a kill before close() would leave it, unprovable, for the user.
             with contextlib.suppress(OSError):
                 _mark(fd, held, name, self.key)
         return True
+
+    def _made_private(self, name: str, fd: int, held: os.stat_result) -> os.stat_result:
+        """Our euid's directory, at our name, whose mode lets others in: ``chmod`` it 0700 and go on, or refuse
+        naming the filesystem, whose ``mkdir`` and ``chmod`` do not apply the mode (s3fs, rclone mount), and
+        remove the directory.
+
+        Not a swap: only this euid (or root) can have made a directory of this euid, and once it is 0700, locked,
+        empty and at our name it is as private as the one we made, whoever made it.
+        """
+        why = ""
+        try:
+            os.fchmod(fd, 0o700)
+            held = os.fstat(fd)
+        except OSError as err:
+            why = f", and chmod answered {errno.errorcode.get(err.errno or 0, err.errno)}"
+        if stat.S_IMODE(held.st_mode) == 0o700:
+            return held
+        where = os.path.join(self.parent, name)
+        with contextlib.suppress(OSError):
+            if not os.listdir(fd) and self._still_ours(name, held):
+                os.rmdir(name, dir_fd=self.parent_fd)
+        try:
+            fs_type = mount_info(where if os.path.lexists(where) else self.parent or ".").fs_type
+        except OSError:
+            fs_type = "unknown"
+        raise NotRestorableError(
+            f"download refused: this filesystem ({fs_type}) does not apply mode 0700 to the private directory "
+            f"{where} (it reads {stat.S_IMODE(held.st_mode):o} after mkdir{why}), so the tree could not be built "
+            "where only this user can reach it; nothing was written: download onto a filesystem that keeps modes",
+            entries=[where])
 
     def _still_ours(self, name: str, held: os.stat_result | None = None) -> bool:
         try:

@@ -16,18 +16,18 @@ import contextlib
 import functools
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 import attrs
 
 from artifactkit.engine.plan import Plan, plan_reads
 from artifactkit.engine.protocol import Engine, StageJob
-from artifactkit.engine.reference.lists import ReadList
 from artifactkit.engine.select import engine_for
-from artifactkit.engine.values import CacheHits, Reads, ScannedTree, Staged, staging_name
+from artifactkit.engine.values import CacheHits, ReadBatch, Reads, ScannedTree, Staged, staging_name
 from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
+from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.manifest.tree_write import write_tree
 from artifactkit.metadata.model import Extents, FileMeta
@@ -54,6 +54,9 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
     (:class:`~artifactkit.store.stat_cache.StatCache`); ``links="contained"`` refuses a tree with links that
     may leave it (:func:`~artifactkit.manifest.paths.check_links_contained`); ``engine``: whose capture (``None``: the
     one selected now)."""
+    # Its tree objects are held to the manifest limit once every file is read: a setting that is no limit is
+    # refused now, before anything is.
+    manifest_size_limit()
     if check_link_policy(links) == "contained":
         # Every link must be in ``entries`` to be checked: the cache's listing and entry hits would leave
         # some out. Its content hits (by inode, in publish_tree) still spare the reads of unchanged files.
@@ -111,7 +114,7 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
                 for entry, line in recorded:
                     cache.record(entry, tree.identities[entry.path], line)
             # The tree's new objects are staged as blobs are, as they are made, so the one barrier covers them too.
-            objects = ReadList()
+            objects = StagedObjects()
             body, digest = write_tree(listing, functools.partial(stage_object, txn, planned.has_blob, objects))
             del listing
             txn.add(objects)
@@ -123,7 +126,20 @@ def publish_tree(opened: Opened, tree: ScannedTree, name: str, *, engine: Engine
     return ref
 
 
-def stage_object(txn: PublishTxn, has_blob: HasBlob, staged: ReadList, digest: str, data: bytes) -> None:
+class StagedObjects(list[Staged], ReadBatch):
+    """A publish's new tree objects as one batch of staged blobs (:class:`~artifactkit.engine.values.ReadBatch`)."""
+
+    __slots__ = ()
+
+    def staged_count(self) -> int:
+        return len(self)
+
+    def move_chunks(self, per_call: int) -> Iterator[list[tuple[str, str]]]:
+        for start in range(0, len(self), per_call):
+            yield [(item.path(), item.sha256) for item in self[start:start + per_call]]
+
+
+def stage_object(txn: PublishTxn, has_blob: HasBlob, staged: StagedObjects, digest: str, data: bytes) -> None:
     """A tree object into ``staged`` unless the store holds it (an unchanged directory's object is there: checked by
     content, as every blob a publish deduplicates against): a directory's written into staging (the barrier makes
     it durable), a bucket's kept in memory for its upload. Its position is negative: no file's read has one."""

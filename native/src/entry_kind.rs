@@ -47,10 +47,6 @@ impl Kind {
         matches!(self, Kind::Fifo | Kind::Char | Kind::Block)
     }
 
-    pub fn device(self) -> bool {
-        matches!(self, Kind::Char | Kind::Block)
-    }
-
     /// `model.LINKABLE_KINDS`: what a hard link may join within a tree.
     pub fn linkable(self) -> bool {
         self != Kind::Dir

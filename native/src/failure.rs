@@ -44,6 +44,11 @@ impl StatFacts {
             rdev: st.st_rdev,
         }
     }
+
+    /// The device number as `(major, minor)`, as `os.major` and `os.minor` split it.
+    pub fn device(&self) -> (u32, u32) {
+        (libc::major(self.rdev), libc::minor(self.rdev))
+    }
 }
 
 /// One failure, and `at`: the position of the item it happened to (the lowest one is reported, so a
@@ -60,6 +65,8 @@ pub enum Failure {
     SourceLength { path: OsString, count: u64 },
     /// A blob is missing, a symlink, not a regular file, of the wrong size, or does not hash to its name.
     Blob { what: &'static str, sha: String, path: OsString, actual_size: u64, actual_sha: String },
+    /// The source's filesystem failed `llistxattr`/`lgetxattr` of `path` (rclone mount answers `EIO`).
+    SourceXattrs { path: OsString, errno: Errno },
     /// Setting xattrs exactly was refused (`NotRestorableError`).
     Xattrs { path: OsString, errno: Errno },
     /// Inode flags could not be set (`errno` 0: the filesystem reports none).

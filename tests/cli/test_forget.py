@@ -40,7 +40,8 @@ def test_forget_by_version_and_keep_last_then_gc_frees_their_bytes(
     assert code == 0 and [v["version"] for v in doc["forgotten"]] == [2, 3]
     assert [r.version for r in Store(store).list()] == [4]
     assert main(["gc", "--store", store]) == 0
-    assert "removed 3 blob(s)" in capsys.readouterr().out
+    # Each forgotten version's own content and its tree's one object (its root directory's).
+    assert "removed 6 blob(s)" in capsys.readouterr().out
     assert main(["download", "demo", str(fast_tmp / "out"), "--store", store]) == 0
     assert (fast_tmp / "out" / "f").read_bytes() == (fast_tmp / "v4" / "f").read_bytes()
 

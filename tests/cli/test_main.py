@@ -44,8 +44,8 @@ def test_version_says_the_native_engine_and_its_threads_where_the_core_is_built(
 
 def test_every_subcommand_is_registered() -> None:
     assert len(SUBCOMMAND_MODULES) == 4
-    assert _subcommands() == ["conformance", "diagnose", "download", "forget", "gc", "ls", "probe", "publish",
-                              "verify"]
+    assert _subcommands() == ["conformance", "diagnose", "diff", "download", "forget", "gc", "ls", "probe",
+                              "publish", "verify"]
 
 
 @pytest.mark.parametrize("command", _subcommands())

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from artifactkit._mounts import may_cache_attributes
 from artifactkit.cli.probe import render
 from artifactkit.errors import IsolationError
 from artifactkit.isolation import client_cache, probe
-from artifactkit.isolation.client_cache import UNVERIFIED, look_past_caches, may_cache_attributes
+from artifactkit.isolation.client_cache import UNVERIFIED, look_past_caches
 from artifactkit.isolation.probe import HISTORICAL_NS, POST_2038_NS, PRE_1970_NS, probe_atime, write_file
 from artifactkit.isolation.tree import private_noatime_tree
 from tests.support.mounts import Mounts

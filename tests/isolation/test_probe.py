@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from artifactkit._mounts import mount_info
 from artifactkit.cli import probe as cli_probe
-from artifactkit.isolation.probe import SCHEMA, mount_info, probe_atime
+from artifactkit.isolation.probe import SCHEMA, probe_atime
 from tests.support.mounts import Mounts
 
 PROBE_KEYS = {"schema", "fs_type", "mount_options", "reads_move_historical_atime", "reads_move_future_atime",

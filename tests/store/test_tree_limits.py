@@ -68,3 +68,17 @@ def test_a_version_whose_tree_objects_hold_more_than_the_tree_limit_is_refused_b
     assert sorted(os.listdir(fast_tmp)) == ["src", "store"]
     monkeypatch.delenv(TREE_BYTES_SETTING)
     store.download(ref, fast_tmp / "out")
+
+
+@pytest.mark.parametrize("setting", ["0", "512M", "1e6"])
+def test_a_manifest_limit_that_is_no_limit_is_refused_before_a_publish_reads_anything(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    src = _tree(fast_tmp / "src", 1, 3)
+    files = [path for path in src.rglob("*") if path.is_file()]  # listing a directory moves its atime itself
+    before = {path: os.stat(path).st_atime_ns for path in files}
+    monkeypatch.setenv(MANIFEST_BYTES_SETTING, setting)
+    with pytest.raises(ManifestLimitError, match=MANIFEST_BYTES_SETTING):
+        Store(fast_tmp / "store").publish(src, "tree")
+    monkeypatch.delenv(MANIFEST_BYTES_SETTING)
+    assert not (fast_tmp / "store").exists() or Store(fast_tmp / "store").list() == []
+    assert {path: os.stat(path).st_atime_ns for path in files} == before  # no file was read

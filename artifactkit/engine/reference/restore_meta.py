@@ -54,7 +54,14 @@ from artifactkit._fsutil import naming
 from artifactkit.engine.values import Owners
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
-from artifactkit.metadata.flags import COMPARED_FLAGS, InodeFlag, flag_letters, flags_if_unchanged, restore_flags_fd
+from artifactkit.metadata.flags import (
+    COMPARED_FLAGS,
+    FlagResult,
+    InodeFlag,
+    flag_letters,
+    flags_if_unchanged,
+    restore_flags_fd,
+)
 from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, FileMeta, Xattrs
 
 OWNER_POLICIES: Final = ("exact", "current")
@@ -64,6 +71,8 @@ _SETID: Final = stat.S_ISUID | stat.S_ISGID
 _COMPARED_INT: Final = int(COMPARED_FLAGS)
 #: linux/capability.h: CAP_MKNOD, bit 27 of the effective set in /proc/self/status.
 _CAP_MKNOD: Final = 27
+#: ``listxattr``/``setxattr`` on a filesystem without xattrs (on Linux the two are one value).
+_NO_XATTRS: Final = frozenset({errno.ENOTSUP, errno.EOPNOTSUPP})
 #: What overlayfs writes for a deleted name: the one device any user may make (vfs_mknod, Linux >= 5.8).
 WHITEOUT: Final = (0, 0)
 
@@ -219,12 +228,10 @@ def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
         # result is the kernel's value read back after the change (or unchanged, as read).
         result = restore_flags_fd(fd, entry.flags, where)
         if result.flags is None and entry.flags & _COMPARED_INT:
-            letters = flag_letters(entry.flags & COMPARED_FLAGS)
-            why = os.strerror(result.errno) if result.errno else "no flags"
-            raise NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
-                                     f"({result.status}: {why}); nothing was made visible", entries=[where])
+            raise flags_not_restorable(where, entry.flags, result)
         flags = int(result.flags) if result.flags is not None else None
-    _read_back(entry, xattrs=xattrs, flags=flags)
+    if mismatch := read_back_mismatch(entry, xattrs=xattrs, flags=flags):
+        raise mismatch
 
 
 def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
@@ -265,7 +272,8 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
         xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
     os.chmod(name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
     os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
-    _read_back(entry, xattrs=xattrs, flags=None)
+    if mismatch := read_back_mismatch(entry, xattrs=xattrs, flags=None):
+        raise mismatch
 
 
 def _proc(fd: int) -> str:
@@ -277,7 +285,13 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
     open fd or the path of a FIFO or device (never followed: os refuses ``follow_symlinks=False`` with an fd)."""
     by_path = {} if isinstance(fd, int) else {"follow_symlinks": False}
     try:
-        present = set(os.listxattr(fd, **by_path))
+        try:
+            present = set(os.listxattr(fd, **by_path))
+        except OSError as err:
+            # sshfs, s3fs, ramfs: no xattrs at all. The filesystem holds none, and none is wanted: exact.
+            if err.errno in _NO_XATTRS and not wanted:
+                return ()
+            raise
         if not present and not wanted:
             return ()  # the common case: that listing was the read-back
         for name, value in wanted:
@@ -286,22 +300,40 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
             os.removexattr(fd, name, **by_path)  # e.g. an ACL inherited from the destination's default ACL
         return read_xattrs(fd)
     except OSError as err:
-        if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        if err.errno not in (*_NO_XATTRS, errno.EPERM):
             raise
-        raise NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here "
-                                 f"({err.strerror}); nothing was made visible", entries=[where]) from err
+        raise xattrs_not_restorable(where, err) from err
 
 
-def _read_back(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> None:
+def xattrs_not_restorable(where: str, err: OSError) -> NotRestorableError:
+    """The refusal of xattrs this filesystem cannot hold (``ENOTSUP``: it has none) or this user may not set."""
+    lack = ": this filesystem does not support xattrs" if err.errno in _NO_XATTRS else ""
+    return NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here{lack} "
+                              f"({err.strerror}); nothing was made visible", entries=[where])
+
+
+def read_back_mismatch(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> MetadataMismatchError | None:
+    """The error a download raises where the ``xattrs`` and ``flags`` read back of ``entry``'s new inode differ
+    from the manifest's (each ``None``: not read back); ``None`` where they agree."""
     # The common case, decided without building objects: exactly what compare_extended finds no
     # difference in (xattrs equal where both are recorded; the compared flag bits equal).
     if ((xattrs is None or entry.xattrs is None or xattrs == entry.xattrs)
             and (flags is None or entry.flags is None or not (flags ^ entry.flags) & _COMPARED_INT)):
-        return
+        return None
     # Only a mismatch needs the comparison modules: a download that finds none never imports them.
     from artifactkit.metadata.compare import format_mismatches  # noqa: PLC0415
     from artifactkit.metadata.extended_compare import compare_extended  # noqa: PLC0415
     stored = attrs.evolve(entry, xattrs=xattrs, flags=flags)
     found = [attrs.evolve(m, stage="download") for m in compare_extended(entry, stored, ("xattrs", "flags"))]
-    if found:
-        raise MetadataMismatchError(format_mismatches(found, stage="download"), stage="download", mismatches=found)
+    if not found:
+        return None
+    return MetadataMismatchError(format_mismatches(found, stage="download"), stage="download", mismatches=found)
+
+
+def flags_not_restorable(where: str, flags: int, result: FlagResult) -> NotRestorableError:
+    """The error a download raises where the inode flags ``flags`` of ``where`` could not be set (``result``:
+    what the attempt achieved)."""
+    letters = flag_letters(flags & COMPARED_FLAGS)
+    why = os.strerror(result.errno) if result.errno else "no flags"
+    return NotRestorableError(f"download refused: cannot set inode flag(s) {letters} on {where!r} here "
+                              f"({result.status}: {why}); nothing was made visible", entries=[where])

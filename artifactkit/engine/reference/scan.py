@@ -32,7 +32,7 @@ from artifactkit.errors import SourceChangedError, TreeTooDeepError, Unsupported
 from artifactkit.manifest.limits import check_source_sizes, file_size_limit, file_too_large
 from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
-from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
+from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, Xattrs, meta_from_stat
 from artifactkit.store.content import sha256_of_fd
 
 
@@ -128,7 +128,7 @@ class _Scan:
             hit = entry_line(relpath, st)
             if hit is None:
                 try:
-                    meta = meta_from_stat(relpath, st, owners=True, xattrs=read_xattrs(f"{top}/{name}"))
+                    meta = meta_from_stat(relpath, st, owners=True, xattrs=_source_xattrs(f"{top}/{name}"))
                 except UnsupportedFileType:
                     self.refused.append(relpath)  # the rest is scanned so that the error names every one
                     continue
@@ -196,7 +196,7 @@ def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     full = f"{tree.root}/{path}"
     now = os.lstat(full)
     _same_inode(tree, path, now)
-    meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=read_xattrs(full))
+    meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=_source_xattrs(full))
     if meta.kind == "symlink":
         return attrs.evolve(meta, target=read_target(full, None, tree.kept.get(path, now), path, tree.root))
     if meta.kind == "dir":
@@ -218,6 +218,25 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
 
 
 # The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.engine.native_errors`).
+
+def _source_xattrs(path: str) -> Xattrs:
+    try:
+        return read_xattrs(path)
+    except OSError as err:
+        if err.errno in _NOT_THE_FILESYSTEM:
+            raise
+        raise xattrs_unreadable(path, err.errno or errno.EIO) from err
+
+
+#: What ``llistxattr``/``lgetxattr`` answer about the entry itself (gone, or not ours to read), not the filesystem.
+_NOT_THE_FILESYSTEM = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM})
+
+
+def xattrs_unreadable(path: str, code: int) -> OSError:
+    """The source's filesystem failed ``llistxattr``/``lgetxattr`` of ``path`` (rclone mount answers ``EIO``): said
+    so, with the calls, where a bare "Input/output error" read as a failure of the file's content."""
+    return OSError(code, f"the source's filesystem failed llistxattr/lgetxattr ({os.strerror(code)})", path)
+
 
 def not_a_directory(root: str) -> NotADirectoryError:
     return NotADirectoryError(errno.ENOTDIR, "publish source must be a directory (not a link to one)", root)

@@ -159,6 +159,7 @@ impl Assembly {
 mod tests {
     use super::*;
     use crate::failure::Failure;
+    use crate::manifest::fields::no_pairs;
 
     fn text(s: &str) -> Text {
         Text::Utf8(s.to_string())
@@ -201,7 +202,7 @@ mod tests {
             hardlink: hardlink.map(|h| Json::Str(text(h))),
             extents: (runs > 0).then(|| vec![Json::List(vec![Json::Int(0), Json::Int(1)]); runs]),
             flags: None,
-            rdev: None,
+            pairs: no_pairs(),
         }
     }
 

@@ -10,6 +10,7 @@
 use std::cmp::Ordering;
 
 use crate::failure::Failure;
+use crate::manifest::fields::{Pairs, PAIR_FIELDS};
 
 /// A Python `str`: its UTF-8 when it has one, else its code points (lone surrogates included). A `str` has
 /// exactly one of the two forms, so equal texts are equal values (and hash alike).
@@ -86,7 +87,8 @@ pub struct Entry {
     pub hardlink: Option<Json>,
     pub extents: Option<Vec<Json>>,
     pub flags: Option<Json>,
-    pub rdev: Option<Json>,
+    /// The pair fields (`fields::PAIR_FIELDS`), each as its reader found it (a list, or `None`: left out).
+    pub pairs: Pairs<Json>,
 }
 
 /// What a read found for a file (`plan.Content`), which replaces the capture's values of these fields.
@@ -209,15 +211,17 @@ pub fn encode_entry(e: &Entry, max_runs: usize) -> Result<String, Failure> {
     }
     let (is_file, is_link) = (e.kind.is("file"), e.kind.is("symlink"));
     let mut out = String::with_capacity(256);
+    // The pair fields go among the others in sorted key order: each written before the first key above its own.
+    let mut recorded: [Option<(&str, &Json)>; PAIR_FIELDS.len()] =
+        std::array::from_fn(|at| e.pairs[at].as_ref().map(|value| (PAIR_FIELDS[at].key, value)));
+    recorded.sort_unstable_by_key(|pair| pair.map(|(key, _)| key));
+    let mut pairs = recorded.into_iter().flatten().peekable();
     let mut field = |key: &str, value: Option<Value<'_>>| {
-        let Some(value) = value else { return };
-        out.push_str(if out.is_empty() { "{\"" } else { ", \"" });
-        out.push_str(key);
-        out.push_str("\": ");
-        match value {
-            Value::Json(v) => push_json(&mut out, v),
-            Value::Text(t) => push_string(&mut out, t),
-            Value::Runs(runs) => push_list(&mut out, runs),
+        while let Some((pair_key, pair)) = pairs.next_if(|&(pair_key, _)| pair_key < key) {
+            push_field(&mut out, pair_key, Value::Json(pair));
+        }
+        if let Some(value) = value {
+            push_field(&mut out, key, value);
         }
     };
     field("atime_ns", Some(Value::Json(&e.atime_ns)));
@@ -229,15 +233,29 @@ pub fn encode_entry(e: &Entry, max_runs: usize) -> Result<String, Failure> {
     field("mode", Some(Value::Json(&e.mode)));
     field("mtime_ns", Some(Value::Json(&e.mtime_ns)));
     field("path", Some(Value::Text(&e.path)));
-    field("rdev", e.rdev.as_ref().map(Value::Json));
     field("sha256", Some(Value::Json(&e.sha256)).filter(|_| is_file));
     field("size", Some(Value::Json(&e.size)).filter(|_| is_file));
     field("source_ctime_ns", e.ctime_ns.as_ref().map(Value::Json));
     field("target", Some(Value::Json(&e.target)).filter(|_| is_link));
     field("uid", e.uid.as_ref().map(Value::Json));
     field("xattrs", e.xattrs.as_ref().map(Value::Json));
+    for (key, pair) in pairs {
+        push_field(&mut out, key, Value::Json(pair)); // those whose keys sort after every other
+    }
     out.push('}');
     Ok(out)
+}
+
+/// `"key": value`, after a comma unless it is the entry's first.
+fn push_field(out: &mut String, key: &str, value: Value<'_>) {
+    out.push_str(if out.is_empty() { "{\"" } else { ", \"" });
+    out.push_str(key);
+    out.push_str("\": ");
+    match value {
+        Value::Json(v) => push_json(out, v),
+        Value::Text(t) => push_string(out, t),
+        Value::Runs(runs) => push_list(out, runs),
+    }
 }
 
 /// A field's value as it is held: no copy of a path or a list to encode it.

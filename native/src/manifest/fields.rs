@@ -1,11 +1,22 @@
 //! The manifest's fields as `artifactkit/manifest/fields.py` has them: each key an entry may hold and the kinds
-//! that carry it. `tests/test_house_manifest.py` holds this table to the Python one (and the parse to both,
-//! through the reference's); the test here holds the encoder to this table.
+//! that carry it (`MANIFEST_FIELDS`), and the rows of the pair fields (`PAIR_FIELDS`: two bounded integers, the
+//! Python table's `device` type), from which the parse, the encoder, the conversions to and from `FileMeta`, the
+//! capture and a refusal's name all follow: adding a pair field is one row here. `tests/test_house_manifest.py`
+//! holds this table to the Python one (and the parse to both, through the reference's); `table_tests.rs` holds
+//! the encoder and the pair rows to it.
 
+use crate::entry_kind::Kind;
+use crate::failure::StatFacts;
+
+#[cfg(test)]
 const ALL: &[&str] = &["file", "dir", "symlink", "fifo", "char", "block"];
+#[cfg(test)]
 const LINKABLE: &[&str] = &["file", "symlink", "fifo", "char", "block"];
+const DEVICES: &[&str] = &["char", "block"];
 
-/// `(key, the kinds that carry it)`, in `FileMeta`'s order (`nlink` is never written).
+/// `(key, the kinds that carry it)`, in `FileMeta`'s order (`nlink` is never written). Read by tests (here and
+/// `tests/test_house_manifest.py`), which hold the encoder, the pair rows and the Python table to it.
+#[cfg(test)]
 pub const MANIFEST_FIELDS: &[(&str, &[&str])] = &[
     ("path", ALL),
     ("kind", ALL),
@@ -22,55 +33,44 @@ pub const MANIFEST_FIELDS: &[(&str, &[&str])] = &[
     ("hardlink", LINKABLE),
     ("extents", &["file"]),
     ("flags", &["file", "dir"]),
-    ("rdev", &["char", "block"]),
+    ("rdev", DEVICES),
 ];
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::manifest::encode::{encode_entry, Entry, Json, Text};
+/// One value of a pair field: its two integers, each within its row's bounds.
+pub type Pair = (u32, u32);
 
-    fn carries(key: &str, kind: &str) -> bool {
-        MANIFEST_FIELDS.iter().any(|(k, kinds)| *k == key && kinds.contains(&kind))
-    }
+/// A field of two bounded integers (`[a, b]` in a manifest, the tuple `(a, b)` on a `FileMeta`).
+pub struct PairField {
+    /// The JSON key, which is also `FileMeta`'s attribute and the check a refusal names.
+    pub key: &'static str,
+    /// The kinds that carry it (`MANIFEST_FIELDS`' row, as kinds): required of them, refused on any other.
+    pub kinds: &'static [&'static str],
+    /// `[low, high)` of each integer (the Python row's `bounds`).
+    pub bounds: [(i128, i128); 2],
+    /// What a capture records of an entry of a kind that carries it.
+    pub captured: fn(&StatFacts) -> Pair,
+}
 
-    /// An entry of `kind` with every field the table lets it carry recorded (and nothing else).
-    fn full(kind: &str) -> Entry {
-        let int = Json::Int(1);
-        let some = |key: &str, value: Json| carries(key, kind).then_some(value);
-        Entry {
-            path: Text::Utf8("d/p".into()),
-            kind: Text::Utf8(kind.into()),
-            mode: int.clone(),
-            mtime_ns: int.clone(),
-            atime_ns: int.clone(),
-            size: int.clone(),
-            sha256: Json::Str(Text::Utf8("ab".repeat(32))),
-            target: Json::Str(Text::Utf8("t".into())),
-            ctime_ns: some("source_ctime_ns", int.clone()),
-            uid: some("uid", int.clone()),
-            gid: some("gid", int.clone()),
-            xattrs: some("xattrs", Json::List(vec![Json::List(vec![Json::Str(Text::Utf8("user.a".into()))])])),
-            hardlink: some("hardlink", Json::Str(Text::Utf8("d/a".into()))),
-            extents: some("extents", int.clone()).map(|_| vec![Json::List(vec![Json::Int(0), Json::Int(1)])]),
-            flags: some("flags", int.clone()),
-            rdev: some("rdev", Json::List(vec![int.clone(), int])),
-        }
+impl PairField {
+    pub fn carried_by(&self, kind: Kind) -> bool {
+        self.kinds.contains(&kind.name())
     }
+}
 
-    #[test]
-    fn the_encoder_writes_every_key_the_table_gives_a_kind_and_no_other() {
-        for kind in ALL {
-            let line = encode_entry(&full(kind), 9).unwrap_or_default();
-            let written: Vec<&str> = MANIFEST_FIELDS
-                .iter()
-                .map(|(key, _)| *key)
-                .filter(|key| line.contains(&format!("\"{key}\": ")))
-                .collect();
-            let carried: Vec<&str> =
-                MANIFEST_FIELDS.iter().map(|(key, _)| *key).filter(|key| carries(key, kind)).collect();
-            assert_eq!(written, carried, "{kind}: {line}");
-            assert_eq!(line.matches("\": ").count(), carried.len(), "{kind} writes a key no row has: {line}");
-        }
-    }
+/// Every pair field, in `FileMeta`'s order, where they come last (after `MANIFEST_FIELDS`' other rows):
+/// `py/file_metas.rs` passes them there by position. `linux/kdev_t.h`'s bounds of a device number.
+pub const PAIR_FIELDS: [PairField; 1] =
+    [PairField { key: "rdev", kinds: DEVICES, bounds: [(0, 1 << 12), (0, 1 << 20)], captured: StatFacts::device }];
+
+/// One value (or none) per pair field, in `PAIR_FIELDS`' order.
+pub type Pairs<T> = [Option<T>; PAIR_FIELDS.len()];
+
+/// No pair field recorded.
+pub fn no_pairs<T>() -> Pairs<T> {
+    std::array::from_fn(|_| None)
+}
+
+/// The pair fields a capture of an entry of `kind` records, each where its kind carries it.
+pub fn captured_pairs(kind: Kind, st: &StatFacts) -> Pairs<Pair> {
+    PAIR_FIELDS.each_ref().map(|field| field.carried_by(kind).then(|| (field.captured)(st)))
 }

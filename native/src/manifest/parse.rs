@@ -131,8 +131,8 @@ fn hard_links(entries: &[Entry<'_>], by_path: &HashMap<&str, usize>) -> Result<(
             first.kind == entry.kind
                 && first.hardlink.is_none()
                 && first.path < entry.path
-                && (&first.sha256, first.size, first.rdev, &first.target)
-                    == (&entry.sha256, entry.size, entry.rdev, &entry.target)
+                && (&first.sha256, first.size, first.pairs, &first.target)
+                    == (&entry.sha256, entry.size, entry.pairs, &entry.target)
                 && (first.mode, first.uid, first.gid, first.mtime_ns, first.atime_ns)
                     == (entry.mode, entry.uid, entry.gid, entry.mtime_ns, entry.atime_ns)
                 && (&first.xattrs, first.flags, &first.extents) == (&entry.xattrs, entry.flags, &entry.extents)

@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::entry_kind::Kind;
 use crate::failure::Located;
 use crate::manifest::encode::{Entry as Doc, Json, Text};
+use crate::manifest::fields::captured_pairs;
 use crate::py::failure::failure_to_py;
 use crate::py::file_metas::Made;
 use crate::py::ints::{int_py, Ints};
@@ -81,8 +82,6 @@ impl CapturedTree {
             Some(target) => Json::Str(text(target)?),
             None => Json::Null,
         };
-        let rdev = matches!(e.kind, Kind::Char | Kind::Block)
-            .then(|| Json::List(vec![int(libc::major(e.st.rdev).into()), int(libc::minor(e.st.rdev).into())]));
         let doc = Doc {
             path: text(&e.path)?,
             kind: Text::Utf8(e.kind.name().to_owned()),
@@ -99,7 +98,8 @@ impl CapturedTree {
             hardlink,
             extents: None,
             flags: e.flags.map(|flags| int(flags.into())),
-            rdev,
+            pairs: captured_pairs(e.kind, &e.st)
+                .map(|pair| pair.map(|(a, b)| Json::List(vec![int(a.into()), int(b.into())]))),
         };
         Some((doc, e.st.nlink != 1))
     }

@@ -14,7 +14,7 @@ use crate::restore::create;
 use crate::restore::entry::{Dir, Entry, Kind};
 use crate::restore::metadata::flags_bits;
 
-/// `artifactkit/engine/native.py`'s `_entry_to_wire`'s 14 fields, as owned values (`Entry` borrows them).
+/// `artifactkit/engine/native.py`'s `_entry_to_wire`'s 13 fields, as owned values (`Entry` borrows them).
 struct Wire {
     path: Vec<u8>,
     kind: Kind,
@@ -34,8 +34,8 @@ struct Wire {
 impl Wire {
     fn of(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let t = obj.cast::<PyTuple>()?;
-        if t.len() != 14 {
-            return Err(PyValueError::new_err("a wire entry has 14 fields (download.to_wire)"));
+        if t.len() != 13 {
+            return Err(PyValueError::new_err("a wire entry has 13 fields (engine.native._entry_to_wire)"));
         }
         let kind: String = t.get_item(1)?.extract()?;
         let kind = match kind.as_str() {

@@ -75,6 +75,11 @@ fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'s
             d.set_item("actual_sha", actual_sha)?;
             "blob"
         }
+        Failure::SourceXattrs { path, errno } => {
+            d.set_item("path", path)?;
+            d.set_item("errno", errno)?;
+            "source_xattrs"
+        }
         Failure::Xattrs { path, errno } => {
             d.set_item("path", path)?;
             d.set_item("errno", errno)?;

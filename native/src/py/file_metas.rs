@@ -1,12 +1,13 @@
 //! An entry as the `FileMeta` the reference makes of it, its fields in `model.FIELD_ORDER`: a scanned one as the
 //! reference's scan makes it (`Made`: its path and its shared ints made once), a parsed one as the reference's
-//! parse does (`entry_args`).
+//! parse does (`entry_args`); the pair fields (`manifest::fields::PAIR_FIELDS`) last, as `FileMeta` orders them.
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::entry_kind::Kind;
+use crate::manifest::fields::{captured_pairs, Pair, Pairs, PAIR_FIELDS};
 use crate::manifest::parse::parsed::Entry as ParsedEntry;
 use crate::py::ints::{int_py, Ints};
 use crate::py::paths::fs_str;
@@ -73,11 +74,7 @@ impl<'py> Made<'py> {
             .iter()
             .map(|(n, v)| PyTuple::new(py, [fs_str(py, n)?, PyBytes::new(py, v).into_any()]))
             .collect::<PyResult<Vec<_>>>()?;
-        let rdev = match e.kind {
-            Kind::Char | Kind::Block => (libc::major(f.rdev), libc::minor(f.rdev)).into_pyobject(py)?.into_any(),
-            _ => none.clone(),
-        };
-        let fields = [
+        let fixed = [
             path,
             kind_str(py, e.kind).clone().into_any(),
             self.ints.of(f.mode & 0o7777)?,
@@ -97,8 +94,10 @@ impl<'py> Made<'py> {
                 Some(flags) => self.ints.of(flags)?,
                 None => none.clone(),
             },
-            rdev,
         ];
+        let mut fields = Vec::with_capacity(fixed.len() + PAIR_FIELDS.len());
+        fields.extend(fixed);
+        push_pairs(py, &captured_pairs(e.kind, f), &mut fields)?;
         let meta = self.file_meta.call1(PyTuple::new(py, fields)?)?;
         if self.metas.len() <= at {
             self.metas.resize(at + 1, None);
@@ -131,6 +130,15 @@ pub(crate) fn entry_args<'py>(
     let tail = (text(&e.sha256), text(&e.target), e.ctime_ns, e.uid, e.gid, xattrs, text(&e.hardlink), none());
     let mut args: Vec<Bound<'py, PyAny>> = head.into_pyobject(py)?.iter().collect();
     args.extend(tail.into_pyobject(py)?.iter());
-    args.extend((extents, e.flags, e.rdev).into_pyobject(py)?.iter());
+    args.extend((extents, e.flags).into_pyobject(py)?.iter());
+    push_pairs(py, &e.pairs, &mut args)?;
     PyTuple::new(py, args)
+}
+
+/// The pair fields as `FileMeta` holds them (`(a, b)` or `None`), in `PAIR_FIELDS`' order: its last arguments.
+fn push_pairs<'py>(py: Python<'py>, pairs: &Pairs<Pair>, args: &mut Vec<Bound<'py, PyAny>>) -> PyResult<()> {
+    for &pair in pairs {
+        args.push(pair.into_pyobject(py)?.into_any());
+    }
+    Ok(())
 }

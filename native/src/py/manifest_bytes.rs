@@ -9,6 +9,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::manifest::assemble::{Assembly, Lines};
 use crate::manifest::encode::{Entry, Facts, Json, Text};
+use crate::manifest::fields::{no_pairs, Pairs, PAIR_FIELDS};
 use crate::py::captured_tree::CapturedTree;
 use crate::py::failure::failure_to_py;
 use crate::py::stage::{facts_of_kept, StageState};
@@ -111,11 +112,14 @@ fn entry_of<'py>(meta: &Bound<'py, PyAny>) -> PyResult<Option<(Entry, bool)>> {
     let (Ok(path), Ok(kind)) = (path.cast_exact::<PyString>(), kind.cast_exact::<PyString>()) else {
         return Ok(None);
     };
-    let rdev = match exact!(optional(&get(intern!(py, "rdev"))?)) {
-        Some(Json::List(parts)) => Some(Json::List(parts)),
-        None => None,
-        Some(_) => return Ok(None),
-    };
+    let mut pairs: Pairs<Json> = no_pairs();
+    for (field, value) in PAIR_FIELDS.iter().zip(&mut pairs) {
+        *value = match exact!(optional(&get(&PyString::intern(py, field.key))?)) {
+            Some(Json::List(items)) => Some(Json::List(items)),
+            None => None,
+            Some(_) => return Ok(None),
+        };
+    }
     let linked = match exact!(json_of(&get(intern!(py, "nlink"))?)) {
         Json::Null => false,
         Json::Int(n) => n != 1,
@@ -137,7 +141,7 @@ fn entry_of<'py>(meta: &Bound<'py, PyAny>) -> PyResult<Option<(Entry, bool)>> {
         hardlink: exact!(optional(&get(intern!(py, "hardlink"))?)),
         extents: exact!(runs_of(&get(intern!(py, "extents"))?)),
         flags: exact!(optional(&get(intern!(py, "flags"))?)),
-        rdev,
+        pairs,
     };
     Ok(Some((entry, linked)))
 }

@@ -170,7 +170,7 @@ fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     sys::set_times(dir, Some(&name), entry.atime_ns, entry.mtime_ns).map_err(|e| os(e, entry.name()))
 }
 
-/// `verify_stored`'s `_exact` for a file or symlink (no rdev: neither has one).
+/// `verify_stored`'s `_exact` for a file or symlink (no pair field: neither kind carries one).
 fn exact(entry: &Entry<'_>, st: &libc::stat) -> bool {
     let f = StatFacts::of(st);
     let ifmt = match entry.kind {

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use crate::entry_kind::Kind;
+use crate::manifest::fields::{Pair, Pairs};
 use crate::manifest::parse::parsed::{Entry, Parsed};
 use crate::restore::entry as restore;
 use crate::restore::metadata::flags_bits;
@@ -18,7 +19,7 @@ use crate::restore::metadata::flags_bits;
 /// The fields `restore_meta.plan` reads of an entry besides its path (`tests/store/test_restore_layout.py`
 /// records what it reads): entries equal in these are planned alike.
 type PlanKey<'t> =
-    (u8, u32, Option<u32>, Option<u32>, Option<u32>, Option<(u32, u32)>, Option<&'t [(Cow<'static, str>, Vec<u8>)]>);
+    (u8, u32, Option<u32>, Option<u32>, Option<u32>, Pairs<Pair>, Option<&'t [(Cow<'static, str>, Vec<u8>)]>);
 
 /// Where each entry goes in a restore, by position in the manifest.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -91,7 +92,7 @@ fn layout(entries: &[Entry<'static>], parents: &[usize]) -> Layout {
         current = Some((dir, slot));
         groups[slot].push(at);
         let key =
-            (entry.kind as u8, entry.mode, entry.uid, entry.gid, entry.flags, entry.rdev, entry.xattrs.as_deref());
+            (entry.kind as u8, entry.mode, entry.uid, entry.gid, entry.flags, entry.pairs, entry.xattrs.as_deref());
         // Neighbours mostly share a key: hashed only when it is not the last one seen.
         if last.as_ref() != Some(&key) && keys.insert(key) {
             found.reps.push(at);

@@ -64,6 +64,18 @@ fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
     }
 }
 
+/// scan.py's `_NOT_THE_FILESYSTEM`: what the xattr calls answer about the entry itself, not its filesystem.
+const NOT_THE_FILESYSTEM: [Errno; 4] = [libc::ENOENT, libc::ENOTDIR, libc::EACCES, libc::EPERM];
+
+/// scan.py's `_source_xattrs`: the source filesystem's failure of the xattr calls, named as such.
+fn xattrs_failed(e: Errno, path: &[u8]) -> Failure {
+    if NOT_THE_FILESYSTEM.contains(&e) {
+        os(e, path)
+    } else {
+        Failure::SourceXattrs { path: os_string(path), errno: e }
+    }
+}
+
 /// `extended.read_xattrs(path)`: every xattr of the path itself, by name in Python's order.
 pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
     let c = cstr(path)?;
@@ -71,7 +83,7 @@ pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
     let mut names = match sys::list_xattrs(target) {
         Ok(names) => names,
         Err(e) if e == libc::ENOTSUP || e == libc::EOPNOTSUPP => return Ok(Vec::new()),
-        Err(e) => return Err(os(e, path)),
+        Err(e) => return Err(xattrs_failed(e, path)),
     };
     names.sort_by_cached_key(|n| fs_points(n.as_bytes()));
     let mut found = Vec::with_capacity(names.len());
@@ -82,7 +94,7 @@ pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
         match sys::get_xattr(target, &name) {
             Ok(value) => found.push((name.into_bytes(), value)),
             Err(libc::ENODATA) => {} // removed between the list and the read
-            Err(e) => return Err(os(e, path)),
+            Err(e) => return Err(xattrs_failed(e, path)),
         }
     }
     Ok(found)

@@ -6,20 +6,19 @@ use std::borrow::Cow;
 use super::parsed::{Decline, Entry};
 use super::raw::{Fields, Int, Raw};
 use crate::entry_kind::Kind;
+use crate::manifest::fields::{Pair, PairField, Pairs, PAIR_FIELDS};
 
 const NS_LIMIT: i128 = 1 << 63;
 const SIZE_LIMIT: i128 = 1 << 63;
 const ID_LIMIT: i128 = 1 << 32;
 const MODE_MASK: i128 = 0o7777;
-/// `manifest.limits`: symlink(2)'s PATH_MAX - 1; `linux/limits.h`'s xattr bounds; `linux/kdev_t.h`'s rdev.
+/// `manifest.limits`: symlink(2)'s PATH_MAX - 1; `linux/limits.h`'s xattr bounds.
 const TARGET_MAX: usize = 4095;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 const XATTR_LIST_MAX: usize = 65536;
 const B64_MAX: usize = XATTR_SIZE_MAX.div_ceil(3) * 4;
 pub const MAX_EXTENTS: usize = 1 << 20;
-const RDEV_MAJOR_LIMIT: i128 = 1 << 12;
-const RDEV_MINOR_LIMIT: i128 = 1 << 20;
 
 type Checked<T> = Result<T, Decline>;
 
@@ -125,7 +124,10 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
     if foreign.iter().any(|&(given, allowed)| given && !allowed) {
         return refused("kind_field");
     }
-    let rdev = rdev(f.rdev, kind)?;
+    let mut pairs: Pairs<Pair> = [None; PAIR_FIELDS.len()];
+    for ((field, raw), value) in PAIR_FIELDS.iter().zip(f.pairs).zip(&mut pairs) {
+        *value = pair(field, raw, kind)?;
+    }
     let narrow = |v: Option<i128>| v.map(|v| v as u32); // each checked below 2**32 above
     Ok(Entry {
         path,
@@ -143,26 +145,29 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         hardlink,
         extents,
         flags: narrow(flags),
-        rdev,
+        pairs,
     })
 }
 
-fn rdev(raw: Option<Raw<'_>>, kind: Kind) -> Checked<Option<(u32, u32)>> {
+/// `manifest.extended.device_number` for any pair field: `[a, b]` within its bounds, required of the kinds that
+/// carry it, refused (as the field) on any other.
+fn pair(field: &PairField, raw: Option<Raw<'_>>, kind: Kind) -> Checked<Option<Pair>> {
     let value = match raw {
         None | Some(Raw::Null) => None,
         Some(value) => Some(value),
     };
-    if !kind.device() {
-        return if value.is_none() { Ok(None) } else { refused("rdev") };
+    if !field.carried_by(kind) {
+        return if value.is_none() { Ok(None) } else { refused(field.key) };
     }
-    let Some(Raw::List(pair)) = value else { return refused("rdev") };
-    match pair.as_slice() {
-        [major, minor] => {
-            let major = int_in(Some(major), 0, RDEV_MAJOR_LIMIT, "rdev")?;
-            let minor = int_in(Some(minor), 0, RDEV_MINOR_LIMIT, "rdev")?;
-            Ok(Some((major as u32, minor as u32)))
+    let Some(Raw::List(items)) = value else { return refused(field.key) };
+    match items.as_slice() {
+        [a, b] => {
+            let [(low_a, high_a), (low_b, high_b)] = field.bounds;
+            let a = int_in(Some(a), low_a, high_a, field.key)?;
+            let b = int_in(Some(b), low_b, high_b, field.key)?;
+            Ok(Some((a as u32, b as u32))) // each checked within its bounds, below 2**32
         }
-        _ => refused("rdev"),
+        _ => refused(field.key),
     }
 }
 

@@ -19,6 +19,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use super::fields;
 use super::parsed::{Decline, Entry};
 use super::raw::{Fields, Raw};
+use crate::manifest::fields::PAIR_FIELDS;
 
 /// How deep the format nests: document, entry list, entry, xattr list (or extents), xattr pair (or run).
 pub const MAX_DEPTH: usize = 5;
@@ -221,7 +222,7 @@ fn skip_map<'de, A: MapAccess<'de>>(depth: usize, map: A) -> Result<(), A::Error
     Ok(())
 }
 
-/// A field's value, kept whole (lists of lists for xattrs, extents and rdev).
+/// A field's value, kept whole (lists of lists for xattrs, extents and pair fields).
 struct FieldKind;
 impl<'de> Place<'de> for FieldKind {
     type Out = Raw<'de>;
@@ -312,11 +313,13 @@ impl<'de> Place<'de> for EntryKind {
                 "xattrs" => &mut f.xattrs,
                 "hardlink" => &mut f.hardlink,
                 "extents" => &mut f.extents,
-                "rdev" => &mut f.rdev,
-                _ => {
-                    map.next_value_seed(Value::<SkipKind>::at(depth + 1))?;
-                    continue;
-                }
+                other => match PAIR_FIELDS.iter().position(|field| field.key == other) {
+                    Some(at) => &mut f.pairs[at],
+                    None => {
+                        map.next_value_seed(Value::<SkipKind>::at(depth + 1))?;
+                        continue;
+                    }
+                },
             };
             *slot = Some(map.next_value_seed(Value::<FieldKind>::at(depth + 1))?);
         }

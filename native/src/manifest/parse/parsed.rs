@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use crate::entry_kind::Kind;
+use crate::manifest::fields::{Pair, Pairs};
 
 /// Why the core leaves a manifest to the reference parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +50,7 @@ pub struct Entry<'a> {
     pub hardlink: Option<Cow<'a, str>>,
     pub extents: Option<Vec<(u64, u64)>>,
     pub flags: Option<u32>,
-    pub rdev: Option<(u32, u32)>,
+    pub pairs: Pairs<Pair>,
 }
 
 impl Entry<'_> {
@@ -73,7 +74,7 @@ impl Entry<'_> {
             gid: self.gid,
             extents: self.extents,
             flags: self.flags,
-            rdev: self.rdev,
+            pairs: self.pairs,
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 
+use crate::manifest::fields::Pairs;
+
 /// A JSON value as the checks see it.
 #[derive(Debug)]
 pub enum Raw<'a> {
@@ -56,5 +58,6 @@ pub struct Fields<'a> {
     pub xattrs: Option<Raw<'a>>,
     pub hardlink: Option<Raw<'a>>,
     pub extents: Option<Raw<'a>>,
-    pub rdev: Option<Raw<'a>>,
+    /// The pair fields, in `fields::PAIR_FIELDS`' order.
+    pub pairs: Pairs<Raw<'a>>,
 }

@@ -4,6 +4,7 @@
 use super::parsed::{Decline, Parsed};
 use super::MAX_FILE_BYTES;
 use crate::entry_kind::Kind;
+use crate::manifest::fields::PAIR_FIELDS;
 
 const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 
@@ -62,7 +63,10 @@ fn each_check_refuses_what_the_reference_refuses() {
     assert_eq!(refused_by(&doc(&file(r#", "uid": 4294967296"#))), "uid");
     assert_eq!(refused_by(&doc(&file(r#", "xattrs": [["user.a", "QQ="]]"#))), "xattrs");
     assert_eq!(refused_by(&doc(&file(r#", "extents": [[0, 7]]"#))), "extents");
-    assert_eq!(refused_by(&doc(&file(r#", "rdev": [1, 2]"#))), "rdev");
+    for field in &PAIR_FIELDS {
+        let on_a_file = format!(r#", "{}": [1, 2]"#, field.key);
+        assert_eq!(refused_by(&doc(&file(&on_a_file))), field.key, "a file carries no pair field");
+    }
     assert_eq!(refused_by(&doc(&file(r#", "hardlink": "a""#))), "hardlinks");
     assert_eq!(refused_by(&doc(&file(r#", "uid": 0"#))), "owner");
     assert_eq!(refused_by(&doc(&file(r#", "gid": 0, "uid": null"#))), "owner");

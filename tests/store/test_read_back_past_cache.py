@@ -1,0 +1,52 @@
+"""A download onto a filesystem whose client may cache attributes reads its times back again once that cache has
+expired (issue 49: ``weed mount`` said "verified exact" from the kernel's copy, and a second later atime read back
+as mtime). The real ``weed mount`` is in ``tests/test_fs_matrix_fuse.py``; here the cache's expiry is played by the
+wait itself, on a local filesystem."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from artifactkit.conformance.corpus import materialize
+from artifactkit.errors import MetadataMismatchError
+from artifactkit.store import download
+from artifactkit.store.store import Store
+
+
+@pytest.fixture
+def store(fast_tmp: Path) -> Store:
+    materialize("basic", fast_tmp / "src")
+    store = Store(fast_tmp / "store")
+    store.publish(fast_tmp / "src", "demo")
+    (fast_tmp / "work").mkdir()
+    return store
+
+
+def test_a_time_that_changes_once_the_cache_expires_is_refused_and_nothing_is_made_visible(
+        store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+
+    def cache_expires(seconds: float) -> None:
+        # What weed mount's filer holds: no atime, so once the cache is gone atime reads back as mtime.
+        waits.append(seconds)
+        for path in (fast_tmp / "work").rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                os.utime(path, ns=(os.lstat(path).st_mtime_ns, os.lstat(path).st_mtime_ns))
+
+    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download.time, "sleep", cache_expires)
+    with pytest.raises(MetadataMismatchError, match="set-to-mtime"):
+        store.download("demo", fast_tmp / "work" / "dest")
+    assert waits == [download.PAST_ATTRIBUTE_CACHE_S]
+    assert os.listdir(fast_tmp / "work") == []
+
+
+def test_a_local_filesystem_is_read_back_once_and_never_waited_on(
+        store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr(download.time, "sleep", waits.append)
+    store.download("demo", fast_tmp / "work" / "dest")
+    assert waits == []
