@@ -15,8 +15,10 @@ directory moved elsewhere is stored again.
 A directory of more than :data:`WHOLE_ENTRIES` entries is split by name into parts, each an object of the same form,
 listed by an index object (``parts``): a part ends after an entry whose quoted path hashes to a multiple of
 :data:`PART_AVERAGE` (content-defined, so adding a name changes one part, not every later one), after
-:data:`PART_MAX_ENTRIES` entries or :data:`PART_BYTES` bytes. Every object is canonical: the bytes
-:func:`entries_object` and :func:`index_object` make from its decoded value, which a reader checks.
+:data:`PART_MAX_ENTRIES` entries or :data:`PART_BYTES` bytes. Every object a writer makes is canonical: the bytes
+:func:`entries_object` and :func:`index_object` make of it. A reader holds an object to that form around its entry
+lines, and each line to one ``path`` and one ``kind``; the lines themselves are parsed as format 2 parses them
+(re-encoding each to check its key order would cost a download more than its parse).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ manifest could not.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
@@ -105,6 +106,8 @@ _PATH_KEY: Final = '"path": "'
 _KIND_KEY: Final = '"kind": "'
 _DIR_KIND: Final = '"kind": "dir"'
 _LATER_NAME: Final = '"hardlink": '
+_FILE_KIND: Final = '"kind": "file"'
+_SIZE: Final = re.compile(r'"size": ([0-9]+)')
 #: How an object of entries begins (with some, or none) and where its entries end: no line holds a newline.
 _ENTRIES_OPEN: Final = '{"entries": [\n'
 _NO_ENTRIES_OPEN: Final = '{"entries": [], '
@@ -177,6 +180,8 @@ class Walk:
     lines: list[tuple[str, str]] = attrs.field(factory=list)
     links: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
     found: set[str] = attrs.field(factory=set)
+    files: int = 0
+    file_bytes: int = 0
 
     def wanted(self, path: str) -> bool:
         return self.select is None or any(
@@ -191,7 +196,7 @@ class Walk:
 
     def _checked(self, wanted: list[tuple[str, str]], found: Sequence[bytes]) -> Iterator[tuple[str, str, Any]]:
         for (directory, digest), data in zip(wanted, found, strict=True):
-            where = f"{self.where}: tree object {digest} of {directory!r}"
+            where = f"{self.where}: tree object {digest} of {show(directory)}"
             self.read += len(data)
             if self.read > self.tree_limit:
                 raise ManifestLimitError(
@@ -208,7 +213,7 @@ class Walk:
                                      expected=digest, actual=actual, failed=IntegrityFailure.CORRUPT)
             doc = decode_object(data, where=where)
             if doc.get("format") != TREE_FORMAT or doc.get("path") != directory:
-                raise corrupt(where, f"is not the {TREE_FORMAT} object of {directory!r}")
+                raise corrupt(where, f"is not the {TREE_FORMAT} object of {show(directory)}")
             yield directory, digest, (doc, data)
 
     def run(self) -> list[tuple[str, str]]:
@@ -236,7 +241,7 @@ class Walk:
                 following.extend(self._entries(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
             if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
-                raise corrupt(f"{self.where}: tree object {digest}", f"a part of {directory!r} must hold entries")
+                raise corrupt(f"{self.where}: tree object {digest}", f"a part of {show(directory)} must hold entries")
             following.extend(self._entries(directory, digest, doc, data, last))
         return following
 
@@ -247,12 +252,12 @@ class Walk:
         if (not isinstance(parts, list) or len(parts) < 2
                 or not all(type(part) is str and SHA256_RE.fullmatch(part) for part in parts)
                 or len(set(parts)) != len(parts) or index_object(directory, parts) != data):
-            raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {directory!r}'s parts")
+            raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {show(directory)}'s parts")
         return parts
 
     def _entries(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
                  last: dict[str, str]) -> list[tuple[str, str]]:
-        where = f"{self.where}: tree object {digest} of {directory!r}"
+        where = f"{self.where}: tree object {digest} of {show(directory)}"
         if set(doc) != _ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
             raise corrupt(where, "must hold entries and trees")
         prefix = "" if directory == "." else f"{directory}/"
@@ -262,7 +267,7 @@ class Walk:
         for line in doc["entries"]:
             path, is_dir = line_facts(line, where=where)
             if type(path) is not str or not path.startswith(prefix) or "/" in path[len(prefix):] or path <= previous:
-                raise corrupt(where, f"entry {show(path)} is not the next child of {directory!r} in path order")
+                raise corrupt(where, f"entry {show(path)} is not the next child of {show(directory)} in path order")
             check_relpath(path, where=where)
             if len(path) > MAX_PATH_BYTES:
                 raise corrupt(where, f"entry {show(path)} is longer than any path a system call takes")
@@ -273,6 +278,10 @@ class Walk:
             if self.wanted(path):
                 self.lines.append((path, line))
                 self.found.add(path)
+                if _FILE_KIND in line:  # the counts the root states, read as the writer counted them
+                    self.files += 1
+                    if _LATER_NAME not in line and (size := _SIZE.search(line)) is not None:
+                        self.file_bytes += int(size.group(1))
                 if _LATER_NAME in line and self.select is not None:
                     raw = decode_text(line, where=where)
                     if isinstance(raw, dict) and "hardlink" in raw:
@@ -294,11 +303,16 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     those paths, and the directories on the way to them), reading only the objects needed; each object verified
     and checked before it is used. A whole walk must find the counts the manifest states."""
     chosen = None if select is None else tuple(check_relpath(sub, where=where) for sub in select)
+    if chosen is not None and "." in chosen:
+        chosen = None  # the root is a directory of the version like any other: it and everything under it
     walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
-        if len(lines) != root.entries:
-            raise corrupt(where, f"its tree holds {len(lines)} entries, not the {root.entries} it states")
+        # Every count the root states, not only the entries': a reader may size its work by any of them.
+        held = (len(lines), walk.files, walk.file_bytes)
+        if held != (root.entries, root.files, root.file_bytes):
+            raise corrupt(where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not the "
+                                 f"{root.entries}, {root.files} and {root.file_bytes} it states")
         return lines
     missing = [sub for sub in chosen if sub not in walk.found and sub != "."]
     if missing:
