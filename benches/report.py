@@ -27,6 +27,10 @@ NOT_MEASURED: Final = (
 OP_NAMES: Final = {"publish": "publish", "download": "download", "roundtrip": "round trip"}
 
 
+#: The functions of each profile shown: the core's calls and the first Python rows (the evidence keeps all).
+PROFILE_ROWS: Final = 6
+
+
 def default_setup(doc: dict[str, Any]) -> str:
     natives = [s for s in doc["setups"] if s["engine"] == "native"]
     return max(natives, key=lambda s: s["threads"])["name"]
@@ -309,7 +313,7 @@ def _time_table(doc: dict[str, Any]) -> str:
                   "itself; the core's calls are builtins of `_native`; profiling inflates every Python call):", "",
                   "| function | calls | tottime ms | cumtime ms |", "|---|---|---|---|"]
         lines += [f"| `{r['function']}` | {r['calls']} | {_fmt(r['tottime_ms'])} | {_fmt(r['cumtime_ms'])} |"
-                  for r in rows[:10]]
+                  for r in rows[:PROFILE_ROWS]]
     return "\n".join(lines)
 
 
