@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -88,6 +89,19 @@ def user_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     path = tmp_path_factory.mktemp("user-cache")
     monkeypatch.setenv("ARTIFACTKIT_CACHE_DIR", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def sigint_given_back() -> Iterator[None]:
+    """A test that runs the CLI's Ctrl-C handling in-process (``entry.run`` ends by ignoring SIGINT) must give
+    SIGINT back: exec keeps an ignored signal, so every child the worker starts later would never stop on
+    Ctrl-C (seen: test_s3_hostile's attacker ran on past its 30 s, in a worker an earlier test left so)."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT handled by {after!r}, not {before!r} as it found it")
 
 
 @pytest.fixture

@@ -261,6 +261,10 @@ def test_ctrl_c_that_escapes_main_still_prints_one_document(monkeypatch: pytest.
     monkeypatch.setattr(cli_main, "main", escapes)
     monkeypatch.setattr(sys, "argv", ["artifactkit", "ls", "--store", "s", "--json"])
     monkeypatch.setattr(common, "_DOCUMENTS_WRITTEN", 0)
-    assert entry.run() == EXIT_INTERRUPTED
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert entry.run() == EXIT_INTERRUPTED
+    finally:  # run ends by ignoring SIGINT, as the console script's process does until it exits
+        signal.signal(signal.SIGINT, previous)
     captured = capfd.readouterr()
     assert captured.err == LINE + "\n" and json.loads(captured.out)["type"] == "KeyboardInterrupt"

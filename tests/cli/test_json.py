@@ -28,6 +28,7 @@ from artifactkit.errors import (
 )
 from artifactkit.store.store import Store
 from tests.support.hostile_store import forge_manifest, manifest_doc
+from tests.support.stores import content_blob_names
 
 #: ``FS_IMMUTABLE_FL`` (linux/fs.h): a download never sets it, so a manifest recording it is refused.
 FS_IMMUTABLE_FL = 0x10
@@ -89,7 +90,8 @@ def test_probe_diagnose_and_conformance_print_their_schema_on_success(
 def test_a_failed_check_is_exit_1_with_the_commands_document_or_an_integrity_error(
         site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = site / "store"
-    blob = next((store / "blobs").iterdir())
+    # A content blob, not a tree object: a corrupt tree object is a corrupt manifest, the other outcome.
+    blob = store / "blobs" / content_blob_names(Store(store))[0]
     blob.chmod(0o644)
     blob.write_bytes(blob.read_bytes() + b"!")
     code, doc, _ = _json(capsys, ["verify", "--store", str(store)])
