@@ -58,8 +58,9 @@ def run() -> int:
         # The command's handler only once its modules are imported: a KeyboardInterrupt raised in an import can
         # land in importlib's weakref callback, where Python prints "Exception ignored" and drops it (seen: the
         # publish then waited for its lock as if never interrupted).
-        code = main(sys.argv[1:], on_parsed=handle_interrupts)
+        code = main(sys.argv[1:], on_parsed=handle_interrupts, on_interrupted=ignore_interrupts)
     except KeyboardInterrupt:  # between on_parsed and main's own handler, or inside that handler
+        ignore_interrupts()
         posix.write(2, _LINE)
         from artifactkit.cli.common import documents_written  # noqa: PLC0415 - loaded by main already
 

@@ -42,6 +42,7 @@ def handle_interrupts() -> None:
 
 
 def ignore_interrupts() -> None:
-    """Once the command has returned its exit code: a Ctrl-C while the interpreter ends changes nothing (it
-    killed the process by SIGINT, exit -2 instead of 130, once Python had given SIGINT its default back)."""
+    """Once the exit code is decided (the command returned, or a Ctrl-C ended it): a Ctrl-C while the
+    interpreter ends changes nothing (it killed the process by SIGINT, exit -2 instead of 130, once Python had
+    given SIGINT its default back), and prints nothing after the command's last line."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

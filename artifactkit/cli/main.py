@@ -89,7 +89,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return argv[0] if argv and argv[0] in COMMAND_MODULES else None
 
 
-def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] | None = None,
+         on_interrupted: Callable[[], object] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     Never a traceback: a command maps the errors it expects (naming the argument at fault); whatever
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] |
     ``artifactkit.error/1`` document) and the exit code of its class (:func:`~artifactkit.cli.common.exit_code_of`).
     ``on_parsed`` runs once the arguments are parsed (and the command's module imported), before the command:
     the console script gives Python's SIGINT handler back there (:mod:`artifactkit.cli.entry`).
+    ``on_interrupted`` runs once a Ctrl-C has decided the exit code, before its line is printed: the console
+    script ignores later presses there, so none is answered after the last line (a command's worker threads can
+    keep the process a few tenths of a second longer).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     json_output = "--json" in argv  # until the arguments are parsed; then what they say
@@ -114,6 +118,8 @@ def main(argv: Sequence[str] | None = None, *, on_parsed: Callable[[], object] |
             on_parsed()
         return int(args.func(args))
     except KeyboardInterrupt:
+        if on_interrupted is not None:
+            on_interrupted()
         # One line; and one document, unless the command's own was written before the interrupt came.
         return render(interrupted(), json_output=json_output and documents_written() == before)
     except Exception as err:  # noqa: BLE001 - the last line of defence, by design

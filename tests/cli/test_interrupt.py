@@ -256,7 +256,7 @@ def test_the_start_up_document_is_byte_for_byte_what_main_renders(capsys: pytest
 def test_ctrl_c_that_escapes_main_still_prints_one_document(monkeypatch: pytest.MonkeyPatch,
                                                             capfd: pytest.CaptureFixture[str]) -> None:
     """Between main's return (or inside its own handler) and the console script's exit."""
-    def escapes(argv: object, *, on_parsed: object = None) -> int:
+    def escapes(argv: object, *, on_parsed: object = None, on_interrupted: object = None) -> int:
         raise KeyboardInterrupt
     monkeypatch.setattr(cli_main, "main", escapes)
     monkeypatch.setattr(sys, "argv", ["artifactkit", "ls", "--store", "s", "--json"])

@@ -1,6 +1,7 @@
-"""Ctrl-C during a publish or a download of 100,000 files: the command ends within 2 s of the first SIGINT, exit 130,
-one line and no traceback, and what it leaves is only what ``gc`` (a publish's staging and blobs) or the next
-download into the same directory (a download's hidden directory) removes — after one Ctrl-C and after three.
+"""Ctrl-C during a publish, download, verify or gc of 100,000 files: the command ends within 2 s of the first
+SIGINT, exit 130, one line and no traceback, and what it leaves is only what ``gc`` (a publish's staging and
+blobs) or the next download into the same directory (a download's hidden directory) removes — after one Ctrl-C
+and after three; an interrupted gc leaves the rest of its work to the next one.
 
 Issue 53 measured 16.5 s for one Ctrl-C during a publish's commit, and three Ctrl-Cs left a staging of 97 k entries
 (a second ``KeyboardInterrupt`` cut the removal short) or a hidden directory of 10-38 k entries beside a download's
@@ -55,13 +56,13 @@ def _entries(path: Path) -> int:
         return 0
 
 
-def _interrupt(argv: list[str], ready: Callable[[], bool], presses: int) -> tuple[int, str, float]:
-    """Run ``artifactkit ARGV``, send SIGINT once ``ready()`` holds, then ``presses - 1`` more 0.1 s apart while it
-    runs; (exit code, stderr, seconds from the first SIGINT to the process's end)."""
+def _interrupt(argv: list[str], ready: Callable[[int], bool], presses: int) -> tuple[int, str, float]:
+    """Run ``artifactkit ARGV``, send SIGINT once ``ready(its pid)`` holds, then ``presses - 1`` more 0.1 s apart
+    while it runs; (exit code, stderr, seconds from the first SIGINT to the process's end)."""
     command = [sys.executable, "-m", "artifactkit.cli", *argv]
     with reaped(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as process:
         deadline = time.monotonic() + 120  # a bound on a hang, not a delay
-        while not ready():
+        while not ready(process.pid):
             assert process.poll() is None, f"ended before the moment to interrupt: {process.communicate()}"
             assert time.monotonic() < deadline, "the moment to interrupt never came"
             time.sleep(0.002)
@@ -86,7 +87,7 @@ def test_ctrl_c_ends_a_100k_file_publish_within_2s_leaving_only_what_gc_removes(
         many: Path, moment: str, presses: int) -> None:
     store = many / f"store-{moment}-{presses}"
 
-    def ready() -> bool:
+    def ready(_pid: int) -> bool:
         if moment == "moving":  # the blobs are going into blobs/: the commit
             return _entries(store / "blobs") > 1000
         txn = _staging_txn(store)
@@ -110,7 +111,7 @@ def test_ctrl_c_ends_a_100k_file_download_within_2s_leaving_only_what_the_next_d
     parent = many / f"down-{presses}"
     parent.mkdir()
 
-    def ready() -> bool:  # a third of the files made in the hidden directory's tree
+    def ready(_pid: int) -> bool:  # a third of the files made in the hidden directory's tree
         made = [parent / name / "tree" for name in os.listdir(parent)]
         return bool(made) and sum(_entries(made[0] / f"d{d:03}") for d in range(FILES // 1000)) > FILES // 3
 
@@ -123,3 +124,44 @@ def test_ctrl_c_ends_a_100k_file_download_within_2s_leaving_only_what_the_next_d
     assert all(name.startswith(".out.artifactkit-") for name in os.listdir(parent))
     Store(many / "store").download("demo", parent / "out")  # sweeps what the interrupted one left
     assert os.listdir(parent) == ["out"]
+
+
+def _read_calls(pid: int) -> int:
+    """The read syscalls ``pid`` has made, all its threads counted (``syscr`` of /proc/PID/io)."""
+    try:
+        with open(f"/proc/{pid}/io", encoding="ascii") as io:
+            return next(int(line.split()[1]) for line in io if line.startswith("syscr:"))
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+
+
+def test_ctrl_c_ends_a_100k_file_verify_within_2s_changing_nothing(many: Path) -> None:
+    store = many / "store"
+    before = sorted(os.listdir(store / "blobs"))
+
+    def ready(pid: int) -> bool:  # a third of the blobs read: at least one read call each
+        return _read_calls(pid) > FILES // 3
+
+    code, err, took = _interrupt(["verify", "--store", str(store)], ready, 1)
+    assert (code, err.splitlines()[-1:]) == (130, ["artifactkit: error: interrupted"]), err
+    assert "Traceback" not in err
+    assert took < BOUND_S, f"{took:.2f} s from the first SIGINT to the end"
+    assert sorted(os.listdir(store / "blobs")) == before and Store(store).list() != []
+
+
+@pytest.mark.parametrize("presses", [1, 3])
+def test_ctrl_c_ends_a_100k_blob_gc_within_2s_and_the_next_gc_finishes_its_work(many: Path, presses: int) -> None:
+    store = many / f"store-gc-{presses}"
+    Store(store).publish(many / "src", "demo")
+    Store(store).forget("demo", [1])
+
+    def ready(_pid: int) -> bool:  # a third of the blobs removed
+        return _entries(store / "blobs") < FILES * 2 // 3
+
+    code, err, took = _interrupt(["gc", "--grace", "0", "--store", str(store)], ready, presses)
+    assert (code, err.splitlines()[-1:]) == (130, ["artifactkit: error: interrupted"]), err
+    assert "Traceback" not in err
+    assert took < BOUND_S, f"{took:.2f} s from the first SIGINT to the end"
+    assert subprocess.run([sys.executable, "-m", "artifactkit.cli", "gc", "--grace", "0", "--store", str(store)],
+                          capture_output=True, check=False).returncode == 0
+    assert (os.listdir(store / "blobs"), os.listdir(store / "staging")) == ([], [])
