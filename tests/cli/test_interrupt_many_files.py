@@ -12,6 +12,7 @@ destination. The command is a real process given real SIGINTs, at moments found 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,10 +150,11 @@ def test_ctrl_c_ends_a_100k_file_verify_within_2s_changing_nothing(many: Path) -
     assert sorted(os.listdir(store / "blobs")) == before and Store(store).list() != []
 
 
-@pytest.mark.parametrize("presses", [1, 3])
-def test_ctrl_c_ends_a_100k_blob_gc_within_2s_and_the_next_gc_finishes_its_work(many: Path, presses: int) -> None:
-    store = many / f"store-gc-{presses}"
-    Store(store).publish(many / "src", "demo")
+def test_ctrl_c_ends_a_100k_blob_gc_within_2s_and_the_next_gc_finishes_its_work(many: Path) -> None:
+    presses = 3  # the first one ends it (the bound holds from there); the others are answered as a person's
+    store = many / "store-gc"
+    # demo@1's store again by hard links (0.5 s where a publish takes 10), then forgotten: 100,000 blobs to free.
+    shutil.copytree(many / "store", store, copy_function=os.link)
     Store(store).forget("demo", [1])
 
     def ready(_pid: int) -> bool:  # a third of the blobs removed
