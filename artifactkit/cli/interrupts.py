@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from types import FrameType
 from typing import Final
+
+from artifactkit.store.cleanup import note_press
 
 #: What a Ctrl-C after the first says (stderr): the command is already on its way out.
 AGAIN: Final = b"artifactkit: interrupted again: finishing the cleanup (at most a second)\n"
@@ -30,6 +33,7 @@ class _Interrupts:
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.presses += 1
         if self.presses == 1:
+            note_press(time.monotonic_ns())  # the cleanup's bound counts from here
             raise KeyboardInterrupt
         # os.write, not sys.stderr: a handler may run between any two bytecodes, a print of the command's own
         # included, and a buffered stream is not reentrant.
@@ -38,6 +42,7 @@ class _Interrupts:
 
 def handle_interrupts() -> None:
     """From now on the first SIGINT raises ``KeyboardInterrupt`` and later ones are noted on stderr."""
+    note_press(None)
     signal.signal(signal.SIGINT, _Interrupts())
 
 

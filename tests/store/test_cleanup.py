@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,21 @@ def test_a_cleanup_of_an_interrupt_is_bounded_and_raises_nothing_more(monkeypatc
         assert over()
     with cleaning_up() as over:
         assert not over()  # no interrupt: a cleanup runs to its end
+
+
+@pytest.mark.usefixtures("python_handles_sigint")
+def test_the_bound_counts_from_the_ctrl_c_the_console_script_saw_not_from_the_cleanup_s_start() -> None:
+    """The engine's stop on loaded cores came on top of the 1 s when the budget began with the cleanup."""
+    try:
+        cleanup.note_press(time.monotonic_ns() - int(cleanup.CLEANUP_BUDGET_S * 1e9))  # a second ago
+        with cleaning_up(KeyboardInterrupt()) as over:
+            assert over()
+        interrupts.handle_interrupts()  # a new command: an earlier command's press no longer counts
+        with cleaning_up(KeyboardInterrupt()) as over:
+            assert not over()
+    finally:
+        cleanup.note_press(None)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def test_a_cleanup_off_the_main_thread_is_neither_held_nor_bounded() -> None:
