@@ -140,8 +140,8 @@ def test_ctrl_c_ends_a_100k_file_verify_within_2s_changing_nothing(many: Path) -
     store = many / "store"
     before = sorted(os.listdir(store / "blobs"))
 
-    def ready(pid: int) -> bool:  # a third of the blobs read: at least one read call each
-        return _read_calls(pid) > FILES // 3
+    def ready(pid: int) -> bool:  # a tenth of the blobs read (at least one read call each): into the checks
+        return _read_calls(pid) > FILES // 10
 
     code, err, took = _interrupt(["verify", "--store", str(store)], ready, 1)
     assert (code, err.splitlines()[-1:]) == (130, ["artifactkit: error: interrupted"]), err
