@@ -308,6 +308,8 @@ UNSURE: dict[str, bytes] = {
                                         ).encode(),
     "atime-before-1677": json.dumps(_with(entries=[{**e, "atime_ns": -2**63 - 1} for e in base()["entries"]])
                                     ).encode(),
+    "mtime-a-float-past-64-bits": raw(_with(entries=[{**e, "mtime_ns": "@"} for e in base()["entries"]]), "@",
+                                      b"1e20"),
     "ctime-past-2554": json.dumps(_with(entries=[{**e, "source_ctime_ns": 2**64} for e in base()["entries"]])
                                   ).encode(),
 }
