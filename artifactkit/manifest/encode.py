@@ -46,8 +46,8 @@ class Manifest:
 def check_representable(entries: Iterable[FileMeta], *, where: str) -> None:
     """Refuse, before anything is written, a time the manifest format cannot carry back.
 
-    tmpfs stores the kernel's full 64-bit seconds, so a real file can hold a time past 2**63 ns
-    (year 2262); publishing it would make a version that every download then refuses.
+    Every time a file can have is inside (the kernel's 64-bit seconds): only a ``FileMeta`` made by hand can be
+    outside, and publishing it would make a version that every download then refuses.
     """
     low, high = -NS_LIMIT, NS_LIMIT
     for entry in entries:
@@ -60,7 +60,7 @@ def check_representable(entries: Iterable[FileMeta], *, where: str) -> None:
             if not low <= value < high:
                 raise TimestampNotRepresentable(
                     f"{where}: {entry.path!r} has {field}={value}, outside the manifest's range "
-                    f"[-2**63, 2**63) ns; set a time inside it before publishing",
+                    f"[-2**63 s, 2**63 s); set a time inside it before publishing",
                     path=entry.path, field=field, actual=value)
 
 

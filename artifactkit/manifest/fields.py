@@ -20,8 +20,9 @@ import attrs
 from artifactkit.manifest.limits import RDEV_MAJOR_LIMIT, RDEV_MINOR_LIMIT, SIZE_LIMIT
 from artifactkit.metadata.model import DEVICE_KINDS, KINDS, LINKABLE_KINDS, MODE_MASK
 
-#: Timestamps any Linux filesystem could hold fit in 64-bit ns; larger is a forged manifest.
-NS_LIMIT: Final = 2**63
+#: One past the latest time the kernel holds (``timespec64``: signed 64-bit seconds, 0..999,999,999 ns), and
+#: minus the earliest. Not 64-bit ns: tmpfs and btrfs keep any second, xfs's bigtime runs to 2486, ext4 to 2446.
+NS_LIMIT: Final = 2**63 * 1_000_000_000
 #: One past the largest uid, gid and inode flags word (each a 32-bit integer in the kernel).
 ID_LIMIT: Final = 2**32
 SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")

@@ -96,14 +96,16 @@ def parse_entry(raw: object, *, where: str) -> FileMeta:
             raw["size"], raw["sha256"]
         uid, gid, flags, ctime = raw["uid"], raw["gid"], raw["flags"], raw["source_ctime_ns"]
         if (type(path) is str and type(mode) is int and 0 <= mode <= MODE_MASK
-                and type(mtime) is int and -NS_LIMIT <= mtime < NS_LIMIT
-                and type(atime) is int and -NS_LIMIT <= atime < NS_LIMIT and type(size) is int and 0 <= size < 2**63
+                and type(mtime) is int and -2**63 * 10**9 <= mtime < 2**63 * 10**9
+                and type(atime) is int and -2**63 * 10**9 <= atime < 2**63 * 10**9
+                and type(size) is int and 0 <= size < 2**63
                 and type(sha) is str and SHA256_RE.fullmatch(sha) and type(uid) is int and 0 <= uid < 2**32
                 and type(gid) is int and 0 <= gid < 2**32 and type(flags) is int and 0 <= flags < 2**32):
             # Positional (model.FIELD_ORDER): the keywords cost as much as the object, once per entry.
-            # 2**63 is SIZE_LIMIT and the ns range, as literals: a global lookup per entry is measurable.
+            # 2**63 is SIZE_LIMIT, 2**63 * 10**9 NS_LIMIT, as literals (folded when compiled): a global lookup per
+            # entry is measurable.
             return FileMeta(path, "file", mode, mtime, atime, size, sha, None,
-                            ctime if type(ctime) is int and -2**63 <= ctime < 2**63 else None,
+                            ctime if type(ctime) is int and -2**63 * 10**9 <= ctime < 2**63 * 10**9 else None,
                             uid, gid, (), None, None, None, flags)
     return parse_entry_in_full(raw, where=where)
 
@@ -128,7 +130,7 @@ def parse_entry_in_full(raw: object, *, where: str) -> FileMeta:
         atime_ns = _int_field(raw, "atime_ns", where=where, low=-NS_LIMIT, high=NS_LIMIT)
     ctime = raw.get("source_ctime_ns")
     # Context for a diagnosis, never restored: dropped when it is not a time a manifest could hold.
-    ctime_ns = ctime if type(ctime) is int and -2**63 <= ctime < 2**63 else None  # NS_LIMIT, folded
+    ctime_ns = ctime if type(ctime) is int and -2**63 * 10**9 <= ctime < 2**63 * 10**9 else None  # NS_LIMIT
     size, sha256, target = 0, None, None
     if kind == "file":
         size = _int_field(raw, "size", where=where, low=0, high=SIZE_LIMIT)

@@ -53,8 +53,11 @@ def is_wrapped(expected_ns: int, actual_ns: int) -> bool:
     """Whether the whole seconds moved by a non-zero multiple of 2**32, the fraction kept or dropped.
 
     A ``uint32`` of seconds turns 1966 into 2102, an ``int32`` turns 2100 into 1963 (both seen in archive
-    formats with 32-bit time fields); either way the distance is whole turns of 2**32 seconds.
+    formats with 32-bit time fields); either way the distance is whole turns of 2**32 seconds. An ``int64`` of
+    ns that overflows (``sec * 1000000000`` in C) turns 2400 into 1815: whole turns of 2**64 ns.
     """
+    if actual_ns != expected_ns and (actual_ns - expected_ns) % 2**64 == 0:
+        return True
     seconds, frac = divmod(actual_ns, NS_PER_S)
     toward_zero = -((-expected_ns) // NS_PER_S) if expected_ns < 0 else expected_ns // NS_PER_S
     for source_seconds in {expected_ns // NS_PER_S, toward_zero}:

@@ -109,6 +109,8 @@ RACY_WINDOW_NS: Final = 2_000_000_000
 # linux/time.h: the coarse realtime clock, which is what the kernel stamps inode times with
 # (``current_time()``); the fine clock may run ahead of it by up to a tick.
 CLOCK_REALTIME_COARSE: Final = 5
+#: What a row's 64-bit time fields hold: an entry with a time past 2262 or before 1677 (the manifest keeps
+#: those) is never a hit, and is captured and read again each publish.
 _NS_LIMIT: Final = 2**63
 _TYPE_BITS: Final = KIND_IFMT  # every kind a manifest holds, FIFOs and devices included
 _S_IFMT: Final = 0o170000

@@ -1,11 +1,16 @@
-"""Issue 25's new diagnoses, each produced by a faulty copier over real files on a strictatime tmpfs."""
+"""Issue 25's new diagnoses (and issue 50's i64-ns ones), each produced by a faulty copier over real files on a
+strictatime tmpfs."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from artifactkit.conformance import checks as conformance
+from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.metadata import drift as dx
+from artifactkit.metadata.compare import compare
 from tests.support import faulty_copiers as faulty
 
 TIME_CHECKS = ("mtime_ns", "atime_ns", "dir_times", "symlink_times")
@@ -55,3 +60,26 @@ def test_holes_kept_coarser_are_sparse_coarsened_and_holes_lost_sparse_filled(tm
     assert {(f.path, f.diagnosis) for f in filled.failures} == {("disk.img", dx.SPARSE_FILLED),
                                                                 ("tail.bin", dx.SPARSE_FILLED)}
     assert all(str(f.actual).startswith("dense: ") for f in filled.failures)
+
+
+def _far_tree(root: Path) -> list[int]:
+    """Files with times past 2262 and before 1677 (tmpfs keeps them): what a tool keeping i64 ns cannot hold."""
+    root.mkdir()
+    # A second or more past the count's ends: 1 ns past, a float's rounding would land there as well.
+    times = [13_574_563_200_123_456_789, 2**63 + 3_000_000_007, -(2**63) - 3_000_000_007,
+             -11_676_096_000_987_654_321]
+    for at, ns in enumerate(times):
+        (root / f"f{at}").write_bytes(b"x")
+        os.utime(root / f"f{at}", ns=(times[at - 1], ns))
+    return times
+
+
+def test_times_past_2262_kept_as_i64_ns_are_clamped_or_wrapped(tmpfs_strict: Path) -> None:
+    work = Path(tempfile.mkdtemp(dir=tmpfs_strict))
+    _far_tree(work / "src")
+    source = capture_tree(work / "src")
+    for copier, diagnosis in [(faulty.clamps_to_i64_ns, dx.CLAMPED), (faulty.wraps_to_i64_ns, dx.WRAPPED)]:
+        copier(str(work / "src"), str(work / copier.__name__))
+        found = {(m.path, m.field): m.diagnosis for m in compare(source, capture_tree(work / copier.__name__))
+                 if m.field in ("mtime_ns", "atime_ns")}
+        assert found == {(f"f{at}", field): diagnosis for at in range(4) for field in ("mtime_ns", "atime_ns")}

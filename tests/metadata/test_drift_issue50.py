@@ -39,6 +39,12 @@ def test_a_time_past_2262_clamped_to_the_largest_i64_ns_is_clamped() -> None:
     assert dx.classify_time(-(2**63) - 7 * NS, -(2**63), field="mtime_ns", ctime_ns=None) == dx.CLAMPED
 
 
+def test_a_time_past_2262_overflowing_i64_ns_is_wrapped() -> None:
+    year_2400 = 13_574_563_200_123_456_789
+    assert dx.classify_time(year_2400, year_2400 - 2**64, field="mtime_ns", ctime_ns=None) == dx.WRAPPED
+    assert dx.classify_time(-(2**63) - 5, 2**63 - 5, field="mtime_ns", ctime_ns=None) == dx.WRAPPED
+
+
 def test_a_time_past_2038_clamped_to_32_bit_seconds_is_clamped() -> None:
     assert dx.classify_time(4_102_444_800_123_456_789, (2**31 - 1) * NS, field="mtime_ns",
                             ctime_ns=None) == dx.CLAMPED

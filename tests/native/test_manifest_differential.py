@@ -27,7 +27,9 @@ from tests.native.trees import same_error
 
 _TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), min_size=1, max_size=12)
 _IDS = st.none() | st.integers(min_value=0, max_value=2**32 - 1)
-_NS = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+# What a manifest can hold: the kernel's 64-bit seconds, in ns (past 64 bits from 2262 on and before 1677).
+_NS = st.integers(min_value=-(2**63) * 10**9, max_value=2**63 * 10**9 - 1) | st.sampled_from(
+    [-(2**63) * 10**9, 2**63 * 10**9 - 1, -(2**63) - 1, 2**63, 2**64])
 _SHA = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
 _RUNS = st.none() | st.lists(st.tuples(st.integers(0, 2**62), st.integers(1, 2**62)), max_size=3).map(tuple)
 _XATTRS = st.none() | st.lists(st.tuples(_TEXT, st.binary(max_size=20)), max_size=3).map(tuple)

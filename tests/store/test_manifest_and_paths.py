@@ -37,7 +37,8 @@ def test_a_manifest_round_trips_through_its_canonical_bytes() -> None:
     ({"path": "a/"}, UnsafePathError), ({"path": "./a"}, UnsafePathError), ({"path": "b/a"}, UnsafePathError),
     ({"kind": "socket"}, IntegrityError), ({"mode": 0o10000}, IntegrityError), ({"mode": "0644"}, IntegrityError),
     ({"size": -1}, IntegrityError), ({"sha256": "ab"}, IntegrityError), ({"sha256": "AB" * 32}, IntegrityError),
-    ({"mtime_ns": 1.5}, IntegrityError), ({"atime_ns": 2**64}, IntegrityError), ({"mtime_ns": True}, IntegrityError),
+    ({"mtime_ns": 1.5}, IntegrityError), ({"atime_ns": 2**63 * 10**9}, IntegrityError),
+    ({"mtime_ns": True}, IntegrityError),
 ])
 def test_each_malformed_entry_field_is_refused_by_name(change: dict[str, object], error: type[Exception]) -> None:
     with pytest.raises(error):

@@ -82,7 +82,8 @@ def fields_of(manifest: Manifest) -> str:
 def unsure_shape(data: bytes) -> bool:
     """Whether ``data`` holds what the core leaves to the reference: more lists and objects than its size pays
     for, text that is not JSON to Python, a lone surrogate, an integer past 64 bits, a float past the double
-    range, ``-0``, or nesting past the format's five levels."""
+    range or past 64 bits within a time's range (serde_json reads such an integer as that float), ``-0``, or
+    nesting past the format's five levels."""
     if _MINUS_ZERO.search(data):
         return True
     try:
@@ -105,7 +106,7 @@ def unsure_shape(data: bytes) -> bool:
                     return True
                 stack.append((item, depth + 1))
         elif ((isinstance(value, str) and _surrogate(value)) or (type(value) is int and not -2**63 <= value < 2**64)
-              or (type(value) is float and abs(value) == float("inf"))):
+              or (type(value) is float and (abs(value) == float("inf") or 2**63 <= abs(value) <= 2**63 * 10**9))):
             return True
     return False
 

@@ -225,6 +225,20 @@ def wraps_to_signed_32_bit_seconds(src: str, dst: str) -> None:
     copy_tree(src, dst, Bugs(times=lambda st, _d: (_wrap(st.st_atime_ns, True), _wrap(st.st_mtime_ns, True))))
 
 
+def _i64_ns(ns: int, wrap: bool) -> int:
+    return (ns + 2**63) % 2**64 - 2**63 if wrap else max(-(2**63), min(ns, 2**63 - 1))
+
+
+def clamps_to_i64_ns(src: str, dst: str) -> None:
+    """Keeps a time as one ``int64`` of ns, saturating: a 2400 time comes back on 2262-04-11, the count's end."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (_i64_ns(st.st_atime_ns, False), _i64_ns(st.st_mtime_ns, False))))
+
+
+def wraps_to_i64_ns(src: str, dst: str) -> None:
+    """Keeps a time as one ``int64`` of ns, overflowing (C's ``sec * 1000000000``): 2400 comes back in 1815."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (_i64_ns(st.st_atime_ns, True), _i64_ns(st.st_mtime_ns, True))))
+
+
 def sets_atime_to_floored_mtime(src: str, dst: str) -> None:
     """An archive with whole-second mtimes and no atime: atime := mtime, both floored; directory times are
     set when the directory is made, so its children move its mtime afterwards."""

@@ -45,8 +45,9 @@ impl stage::ToRead for CapturedRead<'_> {
     }
 }
 
-/// The manifest's range of a time (`manifest.check_representable`): `[-2**63, 2**63)` ns.
-const NS_LIMIT: i128 = 1 << 63;
+/// The manifest's range of a time (`manifest.fields.NS_LIMIT`): `[-2**63, 2**63)` s, the kernel's `time64_t`. A
+/// capture's times are inside by construction (an i64 second and its ns); the check stays as the table's.
+const NS_LIMIT: i128 = (1 << 63) * 1_000_000_000;
 
 /// A captured tree, in the scan's order; `reads`: the files a publish reads (every regular file but the later
 /// names of a hard link), by position.

@@ -126,8 +126,11 @@ pub(crate) fn entry_args<'py>(
         None => none(),
         Some(runs) => PyTuple::new(py, runs)?.into_any(),
     };
-    let head = (PyString::new(py, &e.path), &kinds[e.kind as usize], e.mode, e.mtime_ns, e.atime_ns, e.size);
-    let tail = (text(&e.sha256), text(&e.target), e.ctime_ns, e.uid, e.gid, xattrs, text(&e.hardlink), none());
+    // Times past 64 bits (2262 on, before 1677) are ints too; the common ones take int_py's fast conversion.
+    let (mtime, atime) = (int_py(py, e.mtime_ns)?, int_py(py, e.atime_ns)?);
+    let ctime = e.ctime_ns.map_or_else(|| Ok(none()), |ns| int_py(py, ns))?;
+    let head = (PyString::new(py, &e.path), &kinds[e.kind as usize], e.mode, mtime, atime, e.size);
+    let tail = (text(&e.sha256), text(&e.target), ctime, e.uid, e.gid, xattrs, text(&e.hardlink), none());
     let mut args: Vec<Bound<'py, PyAny>> = head.into_pyobject(py)?.iter().collect();
     args.extend(tail.into_pyobject(py)?.iter());
     args.extend((extents, e.flags).into_pyobject(py)?.iter());

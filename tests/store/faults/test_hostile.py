@@ -92,6 +92,9 @@ MANIFEST_CASES: dict[str, tuple[Callable[[Doc], object], type[Exception]]] = {
     "mode-out-of-range": (lambda d: entry(d, "README.txt").update(mode=0o10000), IntegrityError),
     "mode-is-a-bool": (lambda d: entry(d, "README.txt").update(mode=True), IntegrityError),
     "time-is-a-float": (lambda d: entry(d, "README.txt").update(mtime_ns=1.5e18), IntegrityError),
+    # The kernel's range ends at 2**63 s (timespec64): past it no file has a time, whatever a manifest says.
+    "time-at-2-63-seconds": (lambda d: entry(d, "README.txt").update(mtime_ns=2**63 * 10**9), IntegrityError),
+    "time-before-64-bit-seconds": (lambda d: entry(d, "bin").update(atime_ns=-(2**63) * 10**9 - 1), IntegrityError),
     "entries-not-a-list": (lambda d: d.update(entries={"a": 1}), IntegrityError),
     "name-of-another-artifact": (lambda d: d.update(name="other"), IntegrityError),
 }

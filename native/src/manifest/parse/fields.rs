@@ -8,7 +8,8 @@ use super::raw::{Fields, Int, Raw};
 use crate::entry_kind::Kind;
 use crate::manifest::fields::{Pair, PairField, Pairs, PAIR_FIELDS};
 
-const NS_LIMIT: i128 = 1 << 63;
+/// `manifest.fields.NS_LIMIT`: the kernel's signed 64-bit seconds, in ns (past 64 bits: 2262 on, before 1677).
+const NS_LIMIT: i128 = (1 << 63) * 1_000_000_000;
 const SIZE_LIMIT: i128 = 1 << 63;
 const ID_LIMIT: i128 = 1 << 32;
 const MODE_MASK: i128 = 0o7777;
@@ -35,6 +36,27 @@ fn int_in(raw: Option<&Raw<'_>>, low: i128, high: i128, check: &'static str) -> 
     }
 }
 
+/// A time: an integer in `[-NS_LIMIT, NS_LIMIT)`, else refused as `check`; unsure where serde_json read a float
+/// that may be an integer the reference holds ([`may_be_a_time`]).
+fn time(raw: Option<&Raw<'_>>, check: &'static str) -> Checked<i128> {
+    match raw {
+        Some(raw) if may_be_a_time(raw) => Err(Decline::unsure(check, None, past_64_bits())),
+        raw => int_in(raw, -NS_LIMIT, NS_LIMIT, check),
+    }
+}
+
+/// Whether `raw` is a float past 64 bits and within the range of a time: serde_json reads an integer past 64 bits
+/// (a time before 1677 or after 2554) as the float nearest it, which no longer tells `2**63 s` (refused) from
+/// one ns less (a time), nor the integer (a time) from `1e20` written as such (refused). The reference decides.
+fn may_be_a_time(raw: &Raw<'_>) -> bool {
+    const LIMIT: f64 = NS_LIMIT as f64; // exact: 2**72 * 5**9
+    matches!(raw, Raw::Float(v) if v.abs() >= 9_223_372_036_854_775_808.0 && v.abs() <= LIMIT)
+}
+
+fn past_64_bits() -> String {
+    "a time past 64 bits".into()
+}
+
 /// `manifest.extended._int`: absent or `null` is unrecorded.
 fn optional_int(raw: Option<&Raw<'_>>, high: i128, check: &'static str) -> Checked<Option<i128>> {
     match raw {
@@ -58,13 +80,16 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         _ => return refused("kind"),
     };
     let mode = int_in(f.mode.as_ref(), 0, MODE_MASK + 1, "mode")?;
-    let mtime_ns = int_in(f.mtime_ns.as_ref(), -NS_LIMIT, NS_LIMIT, "mtime_ns")?;
-    let atime_ns = int_in(f.atime_ns.as_ref(), -NS_LIMIT, NS_LIMIT, "atime_ns")?;
+    let mtime_ns = time(f.mtime_ns.as_ref(), "mtime_ns")?;
+    let atime_ns = time(f.atime_ns.as_ref(), "atime_ns")?;
     // Context for a diagnosis, never restored: dropped when it is not a time a manifest could hold.
-    let ctime_ns = match f.ctime_ns.as_ref().map(Raw::int) {
-        Some(Int::Is(value)) if (-NS_LIMIT..NS_LIMIT).contains(&value) => Some(value),
-        Some(Int::Unsure) => return Err(Decline::unsure("source_ctime_ns", None, "-0".into())),
-        _ => None,
+    let ctime_ns = match f.ctime_ns.as_ref() {
+        Some(raw) if may_be_a_time(raw) => return Err(Decline::unsure("source_ctime_ns", None, past_64_bits())),
+        raw => match raw.map(Raw::int) {
+            Some(Int::Is(value)) if (-NS_LIMIT..NS_LIMIT).contains(&value) => Some(value),
+            Some(Int::Unsure) => return Err(Decline::unsure("source_ctime_ns", None, "-0".into())),
+            _ => None,
+        },
     };
     // Whether each field only some kinds have is given (`null` is not): `manifest.fields.KIND_FIELDS`, the table `fields.rs` holds.
     let given = |raw: &Option<Raw<'_>>| !matches!(raw, None | Some(Raw::Null));
@@ -133,12 +158,12 @@ pub fn entry(f: Fields<'_>) -> Checked<Entry<'_>> {
         path,
         kind,
         mode: mode as u32,
-        mtime_ns: mtime_ns as i64,
-        atime_ns: atime_ns as i64,
+        mtime_ns,
+        atime_ns,
         size: size as u64,
         sha256,
         target,
-        ctime_ns: ctime_ns.map(|v| v as i64),
+        ctime_ns,
         uid: narrow(uid),
         gid: narrow(gid),
         xattrs,

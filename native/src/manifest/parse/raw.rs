@@ -13,7 +13,8 @@ pub enum Raw<'a> {
     /// Every integer that fits 64 bits, signed or not.
     Int(i128),
     /// A number with a fraction or an exponent, an integer past 64 bits, or `-0` (which Python reads as
-    /// the integer 0): the checks treat the last as unsure ([`Raw::int`]).
+    /// the integer 0): the checks treat the last as unsure ([`Raw::int`]), and a time's checks one past 64 bits
+    /// within a time's range (`fields::may_be_a_time`).
     Float(f64),
     Str(Cow<'a, str>),
     List(Vec<Raw<'a>>),

@@ -149,3 +149,19 @@ fn a_later_name_must_claim_its_first_names_every_inode_field() {
         assert_eq!(refused_by(&later(fields)), "hardlinks", "{fields}");
     }
 }
+
+#[test]
+fn a_time_is_any_the_kernels_64_bit_seconds_hold() {
+    // Past 64-bit ns (2262) and up to u64: integers serde_json reads exactly, taken as they are.
+    let text = doc(&file(r#", "mtime_ns": 9223372036854775809, "atime_ns": 18446744073709551615"#));
+    let a = &parse(text.as_bytes()).unwrap().entries[1];
+    assert_eq!((a.mtime_ns, a.atime_ns), ((1 << 63) + 1, (1 << 64) - 1));
+    // Past 64 bits it reads a float, which cannot tell 2**63 s (refused) from 1 ns less: the reference decides.
+    for time in ["-9223372036854775809", "9223372036854775807999999999", "9223372036854775808000000000"] {
+        let text = doc(&file(&format!(r#", "mtime_ns": {time}"#)));
+        assert!(matches!(check(&text), Err(Decline { unsure: true, check: "mtime_ns", .. })), "{time}");
+    }
+    // Far past the kernel's range, as an integer or a float, no time at all.
+    assert_eq!(refused_by(&doc(&file(r#", "atime_ns": 1267650600228229401496703205376"#))), "atime_ns");
+    assert_eq!(refused_by(&doc(&file(r#", "atime_ns": -1e30"#))), "atime_ns");
+}
