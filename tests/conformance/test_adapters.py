@@ -86,6 +86,13 @@ PINNED: dict[str, dict[str, set[str]]] = {
 }
 
 
+#: (adapter, check) -> the name a clock tick can give a tie instead of the pinned one. mlflow's two ``copy2`` hops
+#: of edge-times' small files can all land in one tick of tmpfs's clock (1 run in 4 or 8 on an idle machine):
+#: then every file's atime is also the source's moved value, no entry shows ``omitted`` alone, and the tie is
+#: named ``read-before-recorded``, its rivals reported with it. Allowed only as a tie, never named alone.
+TICK_TIES: dict[tuple[str, str], set[str]] = {("mlflow", "atime_ns"): {READ_FIRST}}
+
+
 #: Adapters whose verdicts are pinned in a module of their own, with the server they need.
 PINNED_ELSEWHERE = {"rclone-s3-metadata": "test_adapter_rclone_s3.py"}
 
@@ -107,6 +114,11 @@ def test_each_adapter_fails_exactly_its_pinned_checks_with_its_pinned_diagnoses(
     _require_adapter(name)
     report = conformance.check(name, corpus="edge-times", base=tmpfs_strict)
     seen = {item.check: {f.diagnosis for f in item.failures} for item in report.checks if item.passed is False}
+    for (adapter, check), tie in TICK_TIES.items():
+        if adapter == name and seen.get(check) == tie:
+            tied = [f for item in report.checks if item.check == check for f in item.failures]
+            assert all(f.rivals for f in tied), f"{check} named {tie} alone: {tied}"
+            seen[check] = PINNED[name][check]
     assert seen == PINNED[name]
     # What edge-times holds nothing of has no verdict (issue 50), whatever the adapter did.
     assert report.not_checked == {"hardlinks", "inode_flags", "sparse", "special_files", "xattrs"} - set(seen)
