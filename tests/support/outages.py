@@ -96,6 +96,9 @@ class OutageServer:
             thread.join()
         with contextlib.suppress(ProcessLookupError, TypeError, AttributeError):
             os.kill(self.endpoint.pid, signal.SIGCONT)  # never leave a stopped server behind
+            # Its data goes with it, so no graceful stop: once paused and resumed, weed took the whole 10 s of
+            # its stop timeout to end on SIGTERM (a test's teardown, twice per run of the suite).
+            os.kill(self.endpoint.pid, signal.SIGKILL)
         self.stop()
         subprocess.run(["rm", "-rf", self._data], check=False)
 
