@@ -38,6 +38,8 @@ S32_MAX: Final = 2**31 - 1
 EXT4_EXTRA_MAX: Final = (1 << 34) - 1 + S32_MIN
 #: xfs bigtime (default since xfsprogs 5.15): fs/xfs/libxfs/xfs_format.h XFS_BIGTIME_TIME_MAX, 2486-07-02.
 XFS_BIGTIME_MAX: Final = 16_299_260_424
+#: timespec64's signed 64-bit seconds (include/linux/time64.h TIME64_MIN/MAX): the range of tmpfs, ramfs, btrfs.
+S64_RANGE: Final = (-(2**63), 2**63 - 1)
 #: What the probe tries (artifactkit.isolation.probe PRE_1970_NS / POST_2038_NS), in seconds.
 PROBE_PRE_1970_S: Final = -315_619_200
 PROBE_POST_2038_S: Final = 4_102_444_800
@@ -84,6 +86,11 @@ class FsSpec:
     def post_2038_ok(self) -> bool:
         return self.range_s is None or self.range_s[1] >= PROBE_POST_2038_S
 
+    @property
+    def time_range_s(self) -> tuple[int, int]:
+        """The whole seconds held, ends included: what the probe's ``time_range`` must measure."""
+        return self.range_s or S64_RANGE
+
     def holds(self, value_ns: int) -> bool:
         """Whether this filesystem stores ``value_ns`` exactly (granularity and range)."""
         seconds = value_ns // NS_PER_S
@@ -113,6 +120,7 @@ class FsSpec:
             "granularity_ns": self.granularity_ns,
             "pre_1970_ok": self.pre_1970_ok,
             "post_2038_ok": self.post_2038_ok,
+            "time_range": list(self.time_range_s),
         }
 
 
