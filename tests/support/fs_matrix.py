@@ -26,6 +26,7 @@ import attrs
 from artifactkit.conformance.corpus import load_tree, materialize
 from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError, NotRestorableError, TimestampNotRepresentable
+from artifactkit.isolation.time_range import TimeRange
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.store.store import Store
@@ -99,7 +100,7 @@ class FsSpec:
 
     def round_trip_outcome(self, corpus: str) -> str:
         """``exact`` when every supplied value fits, else the download must refuse, naming why."""
-        entries = load_tree(corpus).entries
+        entries = load_tree(corpus, TimeRange(*self.time_range_s, self.granularity_ns)).entries
         if (not self.xattrs and any(e.xattrs for e in entries)) or (
                 self.flag != "supported" and any(e.flags for e in entries)) or any(
                 e.rdev is not None and e.kind in ("char", "block") and not self.holds_device(*e.rdev) for e in entries):
