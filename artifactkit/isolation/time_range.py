@@ -89,10 +89,11 @@ def _end(tries: tuple[int, ...], store: Store, granularity_ns: int) -> int:
         if found is not None:
             best = found
             continue
-        # Not kept: the edge lies between. The kernel clamps onto it; else try the known edge just inside.
+        # Not kept: the edge lies between. The kernel clamps onto it; else try the known edge just inside, and the
+        # second inside that (SFTP's 0 means "now": sshfs holds 1 ... 2**32 - 1).
         outward = 1 if second > ANCHOR_S else -1
         clamped = [stored // NS_PER_S] if stored is not None and stored % NS_PER_S == 0 else []
-        for candidate in (*clamped, second - outward):
+        for candidate in (*clamped, second - outward, second - 2 * outward):
             if (candidate - best) * outward > 0 and (second - candidate) * outward > 0:
                 inside = _kept(candidate, store(candidate), granularity_ns)
                 if inside is not None:
@@ -133,5 +134,7 @@ def range_from_batch(kept: dict[int, int | None], granularity_ns: int) -> TimeRa
 
 
 def batch_tries() -> tuple[int, ...]:
-    """Every second :func:`range_from_batch` may ask about: each try and the known edge just inside it."""
-    return tuple(sorted({*HIGH_TRIES_S, *LOW_TRIES_S, *(s - 1 for s in HIGH_TRIES_S), *(s + 1 for s in LOW_TRIES_S)}))
+    """Every second :func:`range_from_batch` may ask about: each try and the two seconds just inside it."""
+    inside = {try_s - step * outward for tries, outward in ((HIGH_TRIES_S, 1), (LOW_TRIES_S, -1))
+              for try_s in tries for step in (1, 2)}
+    return tuple(sorted({*HIGH_TRIES_S, *LOW_TRIES_S, *inside}))
