@@ -15,7 +15,7 @@ from artifactkit.isolation.probe import probe_atime
 from artifactkit.isolation.time_range import STORE_HIGHEST_S, STORE_LOWEST_S, TimeRange
 from artifactkit.metadata import drift as dx
 from tests.support import faulty_copiers as faulty
-from tests.support.capability import require_loop_devices
+from tests.support.capability import require_loop_devices, require_tool
 from tests.support.mounts import Mounts
 
 NS = 1_000_000_000
@@ -77,3 +77,15 @@ def test_on_a_32_bit_filesystem_nothing_past_its_range_is_asked_so_a_2038_clamp_
     for copier in (cp_a, faulty.clamps_to_32_bit_seconds, faulty.clamps_to_i64_ns):
         report = conformance.check(copier, corpus="time-range", base=base)
         assert [report.result(name).passed for name in ("content", *TIME_CHECKS)] == [True] * 5, copier
+
+
+def test_on_xfs_bigtime_the_ends_are_1901_and_2486_so_a_2262_clamp_is_caught_and_cp_a_passes(
+        mounts: Mounts) -> None:
+    require_loop_devices()
+    require_tool("mkfs.xfs", "xfsprogs")
+    base = mounts.xfs()
+    assert probe_atime(base).time_range == TimeRange(-(2**31), 16_299_260_424)  # XFS_BIGTIME_TIME_MAX
+    found = _time_diagnoses(conformance.check(faulty.clamps_to_i64_ns, corpus="time-range", base=base))
+    assert found["far-future.txt mtime_ns"] == dx.CLAMPED and "far-past.txt mtime_ns" not in found
+    report = conformance.check(cp_a, corpus="time-range", base=base)
+    assert [report.result(name).passed for name in ("content", *TIME_CHECKS)] == [True] * 5
