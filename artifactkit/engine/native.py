@@ -21,6 +21,9 @@ from typing import Any, Final, TypeVar
 
 from artifactkit import _native
 from artifactkit.engine import native_errors as errors
+from artifactkit.engine.blob_check import BlobLookup
+from artifactkit.engine.blobs import BlobSource
+from artifactkit.engine.content import IN_MEMORY_LIMIT
 from artifactkit.engine.native_values import (
     CapturedEntries,
     CapturedIdentities,
@@ -45,9 +48,6 @@ from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
-from artifactkit.store.blob_check import BlobLookup
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import IN_MEMORY_LIMIT
 from artifactkit.store.layout import ArtifactRef
 
 # The core hard-codes what the reference imports: a core whose constants drifted is not this engine.

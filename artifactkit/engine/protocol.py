@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blobs import BlobSource
     from artifactkit.engine.plan import Plan
     from artifactkit.engine.values import CacheHits, Layout, Parsed, ReadBatch, ScannedTree, Staged, StageItem
     from artifactkit.store.backend import PublishTxn
-    from artifactkit.store.blobs import BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
 
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blobs import BlobsNeeded, BlobSource
     from artifactkit.engine.values import ReadBatch
-    from artifactkit.store.blobs import BlobsNeeded, BlobSource
     from artifactkit.store.layout import ArtifactRef, HasBlob
     from artifactkit.store.progress import Reporter
     from artifactkit.store.stat_cache import StatCache
@@ -75,7 +75,7 @@ class PublishTxn(Protocol):
 
     def blob_lookup(self, lookups: int) -> HasBlob:
         """``has_blob(sha, size, held)`` for about ``lookups`` questions: whether the store holds ``sha``, checked
-        by content (:mod:`~artifactkit.store.blob_check`), names taken from one listing where that is cheaper; a
+        by content (:mod:`~artifactkit.engine.blob_check`), names taken from one listing where that is cheaper; a
         damaged blob is stored again by the publish and listed in ``has_blob.repaired`` once :meth:`flush` ends."""
 
     def add(self, staged: ReadBatch) -> None:

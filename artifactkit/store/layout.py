@@ -211,7 +211,7 @@ def check_commit(dir_fd: int, where: str) -> None:
 
 
 #: Listing ``blobs/`` costs about a tenth of a ``stat`` per name listed (on tmpfs: 0.3 against 2.5 us; a ``stat``
-#: of a missing name, with its FileNotFoundError, 4.1 us): :func:`~artifactkit.store.blob_check.blob_lookup` lists
+#: of a missing name, with its FileNotFoundError, 4.1 us): :func:`~artifactkit.engine.blob_check.blob_lookup` lists
 #: it when that is cheaper than this many looks per name it will be asked about.
 LIST_BLOBS_PER_LOOKUP: Final = 4
 
@@ -231,7 +231,7 @@ Held = bytes | StagedCopy | None
 
 class HasBlob(Protocol):
     """Whether the store holds a blob, asked by a publish of each content it read or a stat cache vouches for
-    (:class:`~artifactkit.store.blob_check.BlobLookup` for a directory, the bucket's transaction's own): true
+    (:class:`~artifactkit.engine.blob_check.BlobLookup` for a directory, the bucket's transaction's own): true
     only once the blob is proven to hold that content (compared with ``held``, the bytes the publish has in
     hand, or hashed where it has none). A blob under the name that holds anything else is *damaged*: the answer
     is false, so the publish stores its own bytes over it, and a damaged name the publish had the bytes of is

@@ -26,7 +26,7 @@ class VerifyReport:
     ``gc`` reports them: not orphaned, since ``gc`` would not remove them yet.
     ``broken_versions``: every version (``name@version``) that cannot be downloaded exactly, because its
     manifest or a blob it names is corrupt, missing or unreadable; a publish of the same content repairs a
-    damaged blob (:mod:`~artifactkit.store.blob_check`).
+    damaged blob (:mod:`~artifactkit.engine.blob_check`).
     """
 
     ok: bool

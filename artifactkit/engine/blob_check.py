@@ -20,10 +20,10 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.content import CHUNK, IN_MEMORY_LIMIT, open_regular, read_small, sha256_of_fd
 from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import Extents
 from artifactkit.store import layout
-from artifactkit.store.content import CHUNK, IN_MEMORY_LIMIT, open_regular, read_small, sha256_of_fd
 from artifactkit.store.layout import Held, StagedCopy
 
 #: :func:`blob_holds`' answer for a name that holds something else than its content, or no regular file.
@@ -33,7 +33,7 @@ DAMAGED: Final = False
 def blob_holds(blobs_fd: int, sha: str, size: int | None, held: Held) -> bool | None:
     """Whether ``blobs/<sha>`` holds the content ``sha`` (of ``size`` bytes where known): compared with ``held``,
     or hashed where the publish has nothing in hand. ``None``: nothing is there. A FIFO, a device or any other
-    non-file under the name is never opened (:func:`~artifactkit.store.content.open_regular`); one this process
+    non-file under the name is never opened (:func:`~artifactkit.engine.content.open_regular`); one this process
     may not read is damaged too, since no download of it by this user could read it either."""
     try:
         fd, st = open_regular(sha, dir_fd=blobs_fd)
