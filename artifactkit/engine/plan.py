@@ -19,8 +19,9 @@ from artifactkit.engine.values import ScannedTree, StageItem
 from artifactkit.metadata.model import Extents, FileMeta
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blob_check import HasBlob
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.store.backend import PublishTxn
-    from artifactkit.store.layout import ArtifactRef, HasBlob
     from artifactkit.store.stat_cache import StatCache
 
 #: What a read found, or a content hit knew: ``(sha256, inode flags, data extents)``.

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blob_check import HasBlob
     from artifactkit.engine.blobs import BlobSource
     from artifactkit.engine.plan import Plan
     from artifactkit.engine.values import CacheHits, Layout, Parsed, ReadBatch, ScannedTree, Staged, StageItem
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.store.backend import PublishTxn
-    from artifactkit.store.layout import ArtifactRef, HasBlob
 
 
 def usable_cores() -> int:

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blob_check import HasBlob
     from artifactkit.engine.blobs import BlobsNeeded, BlobSource
     from artifactkit.engine.values import ReadBatch
-    from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.store.progress import Reporter
     from artifactkit.store.stat_cache import StatCache
 

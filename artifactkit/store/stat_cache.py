@@ -81,11 +81,12 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.blob_check import HasBlob
 from artifactkit.errors import IntegrityError, UnsafeCacheError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import ATIME_PREFIX, manifest_head
 from artifactkit.manifest.tree_read import names_tree
 from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
-from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import attrs
 
 from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailure
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import Manifest
 from artifactkit.store.backend import Opened
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.progress import Reporter
 from artifactkit.store.versions import each, read_manifest
 

@@ -19,8 +19,8 @@ from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
 from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.engine.reference.lists import EntryList
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.parse import parse_manifest
-from artifactkit.store.layout import ArtifactRef
 from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from artifactkit.engine.blob_check import HasBlob, StagedCopy
 from artifactkit.engine.content import SourceRead, read_source, write_staged
 from artifactkit.engine.values import Staged, StageItem, staging_name
-from artifactkit.store.layout import HasBlob, StagedCopy
 
 Reader = Callable[..., SourceRead]
 
