@@ -11,7 +11,9 @@ an attacker's link into DEST while saying "verified exact". So the directory is:
   ours (euid), private, empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
   a directory of ours whose mode lets others in is no swap (only we or root can make one of our euid):
   s3fs and rclone mount ignore ``mkdir``'s mode. It is ``chmod``-ed 0700, or, where the filesystem does
-  not apply that either, removed and refused as the filesystem's (:class:`NotRestorableError`);
+  not apply that either, removed and refused as the filesystem's (:class:`NotRestorableError`). Likewise one
+  owned by another uid where a file we create beside it (``O_EXCL``, checked through its fd) shows that uid too:
+  rclone mount ``--uid`` and bindfs ``--force-user`` show every entry so; a swapped-in directory leaves ours ours;
 * flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download into the
   same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
 * marked as ours: once locked and proven empty it gets a file :data:`MARKER` (created through its fd,
