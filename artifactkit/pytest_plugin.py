@@ -123,7 +123,7 @@ def atime_probe(pytestconfig: pytest.Config) -> AtimeProbe:
     """Session: what the base filesystem does to atime, found once by experiment (`probe_atime`).
 
     Fields: fs_type, mount_options, atime_policy, reads_move_historical_atime/future_atime,
-    noatime_flag, flag_inherited, flag_effective, granularity_ns, pre_1970_ok, post_2038_ok, client_cache
+    noatime_flag, flag_inherited, flag_effective, granularity_ns, pre_1970_ok, post_2038_ok, time_range, client_cache
     (network and FUSE filesystems: whether a client cache of attributes was seen) and unverified.
     The base is --artifactkit-base / ini artifactkit_base, else pytest's basetemp.
     """

@@ -30,6 +30,7 @@ def render(probe: AtimeProbe) -> str:
     """The human summary: one row per finding, units spelled out."""
     doc = probe.to_json()
     doc["granularity_ns"] = f"{probe.granularity_ns} ns"
+    doc["time_range"] = str(probe.time_range or UNVERIFIED)
     # A value a client cache may have faked is not shown as a finding; "no read moved atime" is the policy's ground.
     for key in probe.unverified:
         doc[key] = UNVERIFIED
@@ -38,7 +39,7 @@ def render(probe: AtimeProbe) -> str:
     rows = [(key, _show(doc[key])) for key in (
         "fs_type", "mount_options", "atime_policy", "reads_move_historical_atime", "reads_move_future_atime",
         "noatime_flag", "flag_inherited", "flag_effective", "granularity_ns", "pre_1970_ok", "post_2038_ok",
-        "client_cache")]
+        "time_range", "client_cache")]
     return table(rows, ("finding", "value")) + f"\n\nnoatime_tree here would use: {isolation_choice(probe)}"
 
 

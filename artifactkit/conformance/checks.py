@@ -87,6 +87,7 @@ from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import CopierCannotRunError, CopierSetupError, IsolationError
 from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.reading import read_tree
+from artifactkit.isolation.time_range import TimeRange
 from artifactkit.isolation.tree import NoatimeTree
 from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
@@ -115,12 +116,12 @@ class _TreeOutcome:
 
 
 def _check_one(copier: NamedCopier, corpus: str, src_parent: str, tree: NoatimeTree,
-               dst_parent: str) -> _TreeOutcome:
-    """Copy one tree and check it."""
+               dst_parent: str, *, time_range: TimeRange | None) -> _TreeOutcome:
+    """Copy one tree and check it; a time naming a range end gets the end ``time_range`` measured."""
     src = os.path.join(src_parent, corpus)
     dst = os.path.join(dst_parent, corpus)
     unholdable: dict[str, str] = {}
-    expected = with_source_facts(materialize(corpus, src, left_out=unholdable), src)
+    expected = with_source_facts(materialize(corpus, src, left_out=unholdable, time_range=time_range), src)
     failures: list[Failure] = []
     timeout_s = copier_timeout_s()
     fifos = [path for path, meta in expected.items() if meta.kind == "fifo" and meta.hardlink is None]
@@ -309,6 +310,9 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
     unwatched: str | None = None
     with private_tree(dst_base, source_probe) as tree:
         dst_parent = unflagged_parent(tree)
+        # The corpus's range ends are what both hold: a time the destination cannot hold is no copier's fault.
+        ends = (source_probe.time_range, tree.probe.time_range)
+        time_range = ends[0] & ends[1] if ends[0] is not None and ends[1] is not None else None
         src_parent = tempfile.mkdtemp(prefix="artifactkit-conformance-src-", dir=src_base)
         try:
             for name in names:
@@ -318,7 +322,7 @@ def check(copier: str | Sequence[str] | CopyFunction | NamedCopier, corpus: str 
                     progress(name)
                 src, dst = os.path.join(src_parent, name), os.path.join(dst_parent, name)
                 try:
-                    outcome = _check_one(named, name, src_parent, tree, dst_parent)
+                    outcome = _check_one(named, name, src_parent, tree, dst_parent, time_range=time_range)
                 except CopierSetupError as err:
                     # One tree refused (a link type the tool lacks, a name it cannot store): that tree
                     # has no verdict, the others still get theirs.

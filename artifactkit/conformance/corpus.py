@@ -3,9 +3,10 @@
 A tree file (``fixtures/<name>.toml``) lists ``[[entry]]`` tables (path, kind, mode, mtime_ns, atime_ns; a
 name TOML cannot hold, bytes that are not UTF-8, is ``path_bytes``, a literal string whose ``\\xNN`` escapes
 are bytes; files add ``size`` and ``seed``, symlinks ``target``, devices (``char``/``block``) ``rdev = [major,
-minor]``; ``fifo`` is a kind too) and optional ``[[generate]]``
-tables for many similar files. :func:`materialize` builds it and returns the :class:`FileMeta`
-values *as supplied* — the ground truth every later stage is checked against.
+minor]``; ``fifo`` is a kind too) and optional ``[[generate]]`` tables for many similar files. A time may
+name an end of the filesystem's range instead (``"highest"``, ``"inside lowest"``: :meth:`TimeRange.value_ns`),
+resolved against the range measured where the tree is built. :func:`materialize` builds it and returns the
+:class:`FileMeta` values *as supplied* — the ground truth every later stage is checked against.
 
 A device node other than the whiteout (0,0) needs CAP_MKNOD to be made: where this process lacks it,
 :func:`materialize` builds the tree without them and :func:`devices_left_out` says so, so the rest of the
@@ -27,6 +28,8 @@ from typing import Any
 
 import attrs
 
+from artifactkit.isolation.probe import granularity_of
+from artifactkit.isolation.time_range import STORE_RANGE, TimeRange, measure_range
 from artifactkit.manifest.paths import check_tree_shape
 from artifactkit.metadata.flags import FLAG_LETTERS, restore_flags_fd
 from artifactkit.metadata.model import DEVICE_KINDS, KIND_IFMT, ROOT, SPECIAL_KINDS, Extents, FileMeta, Xattrs
@@ -42,6 +45,8 @@ class TreeSpec:
     description: str
     entries: tuple[FileMeta, ...]
     seeds: dict[str, int] = attrs.field(eq=False)
+    #: Whether a time names an end of the range: then the tree is built for the filesystem it is built on.
+    names_range_ends: bool = False
 
 
 def content(seed: int, size: int) -> bytes:
@@ -55,20 +60,20 @@ def corpus_names() -> list[str]:
     return sorted(item.name.removesuffix(".toml") for item in files.iterdir() if item.name.endswith(".toml"))
 
 
-def load_tree(name: str) -> TreeSpec:
-    """Load a bundled tree by name (``basic``, ``edge-times``, ...)."""
+def load_tree(name: str, time_range: TimeRange = STORE_RANGE) -> TreeSpec:
+    """Load a bundled tree by name (``basic``, ``edge-times``, ...), its range ends those of ``time_range``."""
     resource = importlib.resources.files("artifactkit.fixtures") / f"{name}.toml"
     if not resource.is_file():
         raise LookupError(f"no corpus tree {name!r}; bundled trees: {', '.join(corpus_names())}")
-    return parse_tree(name, tomllib.loads(resource.read_text(encoding="utf-8")))
+    return parse_tree(name, tomllib.loads(resource.read_text(encoding="utf-8")), time_range)
 
 
-def parse_tree(name: str, doc: dict[str, Any]) -> TreeSpec:
+def parse_tree(name: str, doc: dict[str, Any], time_range: TimeRange = STORE_RANGE) -> TreeSpec:
     """Turn a parsed TOML document into a validated :class:`TreeSpec`."""
     entries: list[FileMeta] = []
     seeds: dict[str, int] = {}
     for raw in doc.get("entry", []):
-        entries.append(_entry(raw, seeds))
+        entries.append(_entry(raw, seeds, time_range))
     for gen in doc.get("generate", []):
         for index in range(int(gen["count"])):
             raw = {
@@ -77,9 +82,11 @@ def parse_tree(name: str, doc: dict[str, Any]) -> TreeSpec:
                 "mtime_ns": gen["mtime_ns"] + index * gen.get("step_ns", 0),
                 "atime_ns": gen["atime_ns"] + index * gen.get("step_ns", 0),
             }
-            entries.append(_entry(raw, seeds))
+            entries.append(_entry(raw, seeds, time_range))
     check_tree_shape(entries, where=f"corpus tree {name!r}")
-    return TreeSpec(name=name, description=str(doc.get("description", "")), entries=tuple(entries), seeds=seeds)
+    ends = any(isinstance(raw[key], str) for raw in doc.get("entry", []) for key in ("mtime_ns", "atime_ns"))
+    return TreeSpec(name=name, description=str(doc.get("description", "")), entries=tuple(entries), seeds=seeds,
+                    names_range_ends=ends)
 
 
 def _path(raw: dict[str, Any]) -> str:
@@ -90,7 +97,7 @@ def _path(raw: dict[str, Any]) -> str:
     return os.fsdecode(str(raw["path_bytes"]).encode("ascii").decode("unicode_escape").encode("latin-1"))
 
 
-def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
+def _entry(raw: dict[str, Any], seeds: dict[str, int], time_range: TimeRange) -> FileMeta:
     kind = raw["kind"]
     raw = {**raw, "path": _path(raw)}
     sha256, size = None, 0
@@ -101,10 +108,24 @@ def _entry(raw: dict[str, Any], seeds: dict[str, int]) -> FileMeta:
         sha256 = hashlib.sha256(logical_content(seeds[raw["path"]], size, extents)).hexdigest()
     rdev = (int(raw["rdev"][0]), int(raw["rdev"][1])) if kind in DEVICE_KINDS else None
     return FileMeta(path=raw["path"], kind=kind, mode=int(raw["mode"]), size=size,
-                    mtime_ns=int(raw["mtime_ns"]), atime_ns=int(raw["atime_ns"]),
+                    mtime_ns=_time(raw["mtime_ns"], time_range), atime_ns=_time(raw["atime_ns"], time_range),
                     sha256=sha256, target=raw.get("target"), uid=raw.get("uid"), gid=raw.get("gid"),
                     xattrs=_xattrs(raw["xattrs"]) if "xattrs" in raw else None, hardlink=raw.get("hardlink"),
                     extents=extents, flags=_flags(raw["flags"]) if "flags" in raw else None, rdev=rdev)
+
+
+def _time(value: int | str, time_range: TimeRange) -> int:
+    return time_range.value_ns(value) if isinstance(value, str) else int(value)
+
+
+def time_range_at(directory: str) -> TimeRange:
+    """The range a scratch file in ``directory`` holds (the probe's experiment, without the rest of the probe)."""
+    fd, path = tempfile.mkstemp(prefix=".artifactkit-range-", dir=directory)
+    os.close(fd)
+    try:
+        return measure_range(path, granularity_of(path))
+    finally:
+        os.unlink(path)
 
 
 def logical_content(seed: int, size: int, extents: Extents | None) -> bytes:
@@ -227,7 +248,7 @@ def can_chown_to_others() -> bool:
 
 
 def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str], *,
-                left_out: dict[str, str] | None = None) -> list[FileMeta]:
+                left_out: dict[str, str] | None = None, time_range: TimeRange | None = None) -> list[FileMeta]:
     """Build ``spec`` at ``dest`` (must not exist) and return the metadata originally supplied.
 
     Times are set last — files and links first, then directories deepest first, each read back
@@ -235,9 +256,13 @@ def materialize(spec: TreeSpec | str, dest: str | os.PathLike[str], *,
     process cannot make are left out of the tree and of the result (:func:`devices_left_out`). With
     ``left_out``, a device number this filesystem cannot hold (xfs: ``mknod`` answers ``EINVAL`` for a minor
     past its 18 bits) is left out too, its path and why recorded there; without it, that ``OSError`` is raised.
+    A tree named by ``spec`` whose times name range ends gets those of ``time_range``, else of the range measured
+    beside ``dest`` (:func:`time_range_at`): a filesystem is never asked for a time it cannot hold.
     """
-    tree = buildable(spec)
     root = os.fspath(dest)
+    if isinstance(spec, str) and load_tree(spec).names_range_ends:
+        spec = load_tree(spec, time_range or time_range_at(os.path.dirname(os.path.abspath(root))))
+    tree = buildable(spec)
     os.mkdir(root, 0o700)
     ordered = [entry for entry in sorted(tree.entries, key=lambda e: e.path)
                if left_out is None or not _unholdable_device(root, entry, left_out)]

@@ -21,11 +21,11 @@ from artifactkit._fsutil import remove_tree
 from artifactkit._mounts import may_cache_attributes, mount_info
 from artifactkit.isolation.client_cache import UNVERIFIED, ClientCache, look_past_caches
 from artifactkit.isolation.reading import read_file
+from artifactkit.isolation.time_range import NS_PER_S, TimeRange, batch_tries, measure_range, range_from_batch
 from artifactkit.metadata.drift import GRANULARITIES_NS
 from artifactkit.metadata.flags import FlagResult, get_flags, set_noatime_flag
 
 SCHEMA: Final = "artifactkit.probe/1"
-NS_PER_S: Final = 1_000_000_000
 
 #: A historical value with every ns digit used (2001-09-09): older than any ctime, so relatime moves it.
 HISTORICAL_NS: Final = 1_000_000_000_123_456_789
@@ -59,6 +59,9 @@ class AtimeProbe:
     client_cache: ClientCache = "not applicable"
     #: Findings a client cache could have faked and nothing could look past (names from ``CACHE_FAKEABLE``).
     unverified: tuple[str, ...] = ()
+    #: The whole seconds this filesystem holds (:mod:`~artifactkit.isolation.time_range`); ``None`` where a client
+    #: cache could not be looked past (no conformance or noatime tree runs there).
+    time_range: TimeRange | None = None
 
     @property
     def atime_policy(self) -> AtimePolicy:
@@ -89,7 +92,8 @@ class AtimeProbe:
         if flag == "supported":
             flag += ", inherited" if self.flag_inherited else ", NOT inherited"
         cache = "" if self.client_cache == "not applicable" else f" client_cache={self.client_cache}"
-        return f"fs={self.fs_type} atime={self.atime_policy} FS_NOATIME_FL={flag}{cache}"
+        span = self.time_range or UNVERIFIED
+        return f"fs={self.fs_type} atime={self.atime_policy} FS_NOATIME_FL={flag}{cache} time_range {span}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``artifactkit.probe/1`` document (no absolute paths: evidence is sanitized)."""
@@ -108,6 +112,7 @@ class AtimeProbe:
             "post_2038_ok": self.post_2038_ok,
             "client_cache": self.client_cache,
             "unverified": list(self.unverified),
+            "time_range": None if self.time_range is None else self.time_range.to_json(),
         }
 
 
@@ -197,10 +202,14 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
         # A year ahead: newer than mtime and ctime, so relatime leaves it; strictatime does not.
         future_ns = time.time_ns() + 365 * 86_400 * NS_PER_S
         if may_cache_attributes(info.fs_type):
-            found = look_past_caches(scratch, HISTORICAL_NS, future_ns, (PRE_1970_NS, POST_2038_NS), write_file)
+            tries = batch_tries()
+            found = look_past_caches(scratch, HISTORICAL_NS, future_ns,
+                                     (PRE_1970_NS, POST_2038_NS, *(second * NS_PER_S for second in tries)), write_file)
             historical, future, cache = found.historical_moved, found.future_moved, found.verdict
             granularity = granularity_from(found.historical_mtime_ns)
-            pre_1970, post_2038 = (kept == wanted for kept, wanted in zip(found.extremes_kept,
+            span = None if cache == "cannot tell" else range_from_batch(
+                dict(zip(tries, found.extremes_kept[2:], strict=True)), granularity)
+            pre_1970, post_2038 = (kept == wanted for kept, wanted in zip(found.extremes_kept[:2],
                                                                             (PRE_1970_NS, POST_2038_NS), strict=True))
         else:
             sample = os.path.join(scratch, "sample")
@@ -210,6 +219,7 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
             granularity = granularity_of(sample)
             pre_1970 = stores_exactly(sample, PRE_1970_NS)
             post_2038 = stores_exactly(sample, POST_2038_NS)
+            span = measure_range(sample, granularity)
         support, inherited, effective = _flag_experiment(scratch, historical or future)
         device = os.lstat(where).st_dev
     finally:
@@ -221,6 +231,7 @@ def probe_atime(directory: str | os.PathLike[str]) -> AtimeProbe:
         noatime_flag=support, flag_inherited=inherited, flag_effective=effective,
         granularity_ns=granularity, pre_1970_ok=pre_1970, post_2038_ok=post_2038, client_cache=cache,
         unverified=_unverified(historical or future, pre_1970, post_2038) if cache == "cannot tell" else (),
+        time_range=span,
     )
 
 

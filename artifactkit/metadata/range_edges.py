@@ -15,12 +15,12 @@ NS_PER_S: Final = 1_000_000_000
 # 2147310847), its 64-bit MAX_NS likewise 48 h short of 2**63-1 ns; zip's DOS time runs 1980-01-01 to
 # 2107-12-31T23:59:58 (seen: a 1966 mtime unzipped as 315532800).
 _HOURS_48_NS: Final = 48 * 3600 * NS_PER_S
-_CLAMP_FLOORS_S: Final = frozenset({
+CLAMP_FLOORS_S: Final = frozenset({
     -(2**31),                  # S32_MIN: also ext4's and xfs bigtime's minimum
     0,                         # the epoch: unsigned seconds, borg's lower clamp
     315_532_800,               # 1980-01-01T00:00:00Z, the DOS (zip) epoch
 })
-_CLAMP_CEILINGS_S: Final = frozenset({
+CLAMP_CEILINGS_S: Final = frozenset({
     2**31 - 1,                 # S32_MAX: ext4 -I 128, xfs without bigtime (2038-01-19)
     2**31 - 1 - 48 * 3600,     # borg's MAX_S (2038-01-17T03:14:07)
     (2**63 - 1 - _HOURS_48_NS) // NS_PER_S,  # borg's MAX_NS on 64-bit-only builds (2262)
@@ -33,20 +33,20 @@ _CLAMP_CEILINGS_S: Final = frozenset({
 
 #: The ends of a signed 64-bit count of ns (1677-09-21 and 2262-04-11): a tool keeping times as ``i64`` ns
 #: clamps there, off the whole second, where xfs bigtime, btrfs and tmpfs hold far more.
-_I64_NS_EDGES: Final = (-(2**63), 2**63 - 1)
+I64_NS_EDGES: Final = (-(2**63), 2**63 - 1)
 
 
 def is_clamped(expected_ns: int, actual_ns: int) -> bool:
     """Whether ``actual_ns`` is a range edge that ``expected_ns`` lies beyond (by at least a second)."""
     if abs(actual_ns - expected_ns) < NS_PER_S:
         return False
-    if actual_ns in _I64_NS_EDGES:
+    if actual_ns in I64_NS_EDGES:
         return (expected_ns > actual_ns) == (actual_ns > 0)
     if actual_ns % NS_PER_S:
         return False
     edge = actual_ns // NS_PER_S
-    return (edge in _CLAMP_CEILINGS_S and expected_ns > actual_ns) or (
-        edge in _CLAMP_FLOORS_S and expected_ns < actual_ns)
+    return (edge in CLAMP_CEILINGS_S and expected_ns > actual_ns) or (
+        edge in CLAMP_FLOORS_S and expected_ns < actual_ns)
 
 
 def is_wrapped(expected_ns: int, actual_ns: int) -> bool:

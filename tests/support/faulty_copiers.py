@@ -234,6 +234,16 @@ def clamps_to_i64_ns(src: str, dst: str) -> None:
     copy_tree(src, dst, Bugs(times=lambda st, _d: (_i64_ns(st.st_atime_ns, False), _i64_ns(st.st_mtime_ns, False))))
 
 
+def _s32_seconds(ns: int) -> int:
+    return ns if -(2**31) <= ns // NS <= 2**31 - 1 else max(-(2**31), min(ns // NS, 2**31 - 1)) * NS
+
+
+def clamps_to_32_bit_seconds(src: str, dst: str) -> None:
+    """Keeps seconds in an ``int32``, saturating as the kernel does on a 32-bit filesystem (the edge's whole
+    second, its ns dropped): a 2100 time comes back on 2038-01-19."""
+    copy_tree(src, dst, Bugs(times=lambda st, _d: (_s32_seconds(st.st_atime_ns), _s32_seconds(st.st_mtime_ns))))
+
+
 def wraps_to_i64_ns(src: str, dst: str) -> None:
     """Keeps a time as one ``int64`` of ns, overflowing (C's ``sec * 1000000000``): 2400 comes back in 1815."""
     copy_tree(src, dst, Bugs(times=lambda st, _d: (_i64_ns(st.st_atime_ns, True), _i64_ns(st.st_mtime_ns, True))))

@@ -26,6 +26,7 @@ import attrs
 from artifactkit.conformance.corpus import load_tree, materialize
 from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.errors import IsolationError, NotRestorableError, TimestampNotRepresentable
+from artifactkit.isolation.time_range import TimeRange
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.store.store import Store
@@ -38,6 +39,8 @@ S32_MAX: Final = 2**31 - 1
 EXT4_EXTRA_MAX: Final = (1 << 34) - 1 + S32_MIN
 #: xfs bigtime (default since xfsprogs 5.15): fs/xfs/libxfs/xfs_format.h XFS_BIGTIME_TIME_MAX, 2486-07-02.
 XFS_BIGTIME_MAX: Final = 16_299_260_424
+#: timespec64's signed 64-bit seconds (include/linux/time64.h TIME64_MIN/MAX): the range of tmpfs, ramfs, btrfs.
+S64_RANGE: Final = (-(2**63), 2**63 - 1)
 #: What the probe tries (artifactkit.isolation.probe PRE_1970_NS / POST_2038_NS), in seconds.
 PROBE_PRE_1970_S: Final = -315_619_200
 PROBE_POST_2038_S: Final = 4_102_444_800
@@ -84,6 +87,11 @@ class FsSpec:
     def post_2038_ok(self) -> bool:
         return self.range_s is None or self.range_s[1] >= PROBE_POST_2038_S
 
+    @property
+    def time_range_s(self) -> tuple[int, int]:
+        """The whole seconds held, ends included: what the probe's ``time_range`` must measure."""
+        return self.range_s or S64_RANGE
+
     def holds(self, value_ns: int) -> bool:
         """Whether this filesystem stores ``value_ns`` exactly (granularity and range)."""
         seconds = value_ns // NS_PER_S
@@ -92,7 +100,7 @@ class FsSpec:
 
     def round_trip_outcome(self, corpus: str) -> str:
         """``exact`` when every supplied value fits, else the download must refuse, naming why."""
-        entries = load_tree(corpus).entries
+        entries = load_tree(corpus, TimeRange(*self.time_range_s, self.granularity_ns)).entries
         if (not self.xattrs and any(e.xattrs for e in entries)) or (
                 self.flag != "supported" and any(e.flags for e in entries)) or any(
                 e.rdev is not None and e.kind in ("char", "block") and not self.holds_device(*e.rdev) for e in entries):
@@ -113,6 +121,7 @@ class FsSpec:
             "granularity_ns": self.granularity_ns,
             "pre_1970_ok": self.pre_1970_ok,
             "post_2038_ok": self.post_2038_ok,
+            "time_range": list(self.time_range_s),
         }
 
 

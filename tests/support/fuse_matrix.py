@@ -98,12 +98,21 @@ class FuseSpec:
     evidence: str
 
 
+#: The whole seconds a FUSE daemon passing times through to tmpfs holds: timespec64's (and FUSE's 64-bit fields).
+S64: Final = (-(2**63), 2**63 - 1)
+#: SFTP v3's unsigned 32-bit seconds, 0 meaning "now" (the _SSHFS_TIMES below).
+U32_FROM_1: Final = (1, 2**32 - 1)
+
+
 def _probe(fs_type: str, policy: str, cache: str, *, granularity: int, extremes: tuple[bool, bool],
-           flag: str = "unsupported", unverified: tuple[str, ...] = ()) -> dict[str, object]:
+           flag: str = "unsupported", unverified: tuple[str, ...] = (),
+           time_range: tuple[int, int] | None = S64) -> dict[str, object]:
+    """The probe's fields; ``time_range`` is ``None`` where a cache cannot be looked past (nothing runs there)."""
     pre, post = extremes
     return {"fs_type": fs_type, "atime_policy": policy, "reads_move_historical_atime": policy in ("relatime",
             "strictatime"), "client_cache": cache, "granularity_ns": granularity, "pre_1970_ok": pre,
-            "post_2038_ok": post, "noatime_flag": flag, "unverified": list(unverified)}
+            "post_2038_ok": post, "noatime_flag": flag, "unverified": list(unverified),
+            "time_range": None if time_range is None else list(time_range)}
 
 
 HISTORICAL: Final = 1_000_000_000_123_456_789
@@ -136,16 +145,19 @@ _S3 = {"both": _S3_COMMIT, "store-only": _S3_COMMIT, "dest-only": _MODE_IGNORED}
 
 MATRIX: Final[tuple[FuseSpec, ...]] = (
     FuseSpec("sshfs", ("sshfs", "sshd"), lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs"),
-             _probe("fuse.sshfs", "relatime", "seen", granularity=NS_PER_S, extremes=(False, True)),
+             _probe("fuse.sshfs", "relatime", "seen", granularity=NS_PER_S, extremes=(False, True),
+                    time_range=U32_FROM_1),
              "IsolationError:client-cache",
              _SSHFS_TIMES, _SSHFS_TRIPS, _SSHFS),
     FuseSpec("sshfs-attr0", ("sshfs", "sshd"),
              lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs-attr0", "attr_timeout=0,entry_timeout=0"),
-             _probe("fuse.sshfs", "relatime", "seen", granularity=NS_PER_S, extremes=(False, True)),
+             _probe("fuse.sshfs", "relatime", "seen", granularity=NS_PER_S, extremes=(False, True),
+                    time_range=U32_FROM_1),
              "IsolationError:client-cache",
              _SSHFS_TIMES, _SSHFS_TRIPS, _SSHFS + "; the kernel's timeouts at 0 leave sshfs's own cache on"),
     FuseSpec("sshfs-no-cache", ("sshfs", "sshd"), lambda rig: rig.fuse.sshfs(rig.sshd, "sshfs-nc", SSHFS_NO_CACHE),
-             _probe("fuse.sshfs", "relatime", "not seen", granularity=NS_PER_S, extremes=(False, True)),
+             _probe("fuse.sshfs", "relatime", "not seen", granularity=NS_PER_S, extremes=(False, True),
+                    time_range=U32_FROM_1),
              "IsolationError:unsupported",
              _SSHFS_TIMES, _SSHFS_TRIPS, _SSHFS + "; -o " + SSHFS_NO_CACHE + " shows every move at once"),
     FuseSpec("bindfs", ("bindfs",), lambda rig: rig.fuse.bindfs(),
@@ -184,14 +196,14 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              "link(2) sets mtime to now"),
     FuseSpec("s3fs", ("s3fs",), lambda rig: rig.fuse.s3fs(rig.seaweed),
              _probe("fuse.s3fs", UNVERIFIED, "cannot tell", granularity=1, extremes=(False, True),
-                    unverified=("atime_policy", "granularity_ns", "post_2038_ok")),
+                    unverified=("atime_policy", "granularity_ns", "post_2038_ok"), time_range=None),
              "IsolationError:client-cache", {**_KEPT, -NS_PER_S: None, 0: None}, _S3,
              "no link(2) (ENOTSUP) and no RENAME_NOREPLACE (EINVAL); mkdir ignores mode 0700 (0750), chmod of a new "
              "dir ENOENT; 900 s stat cache"),
     FuseSpec("rclone-mount", ("rclone",),
              lambda rig: rig.fuse.rclone(rig.seaweed, options=["--vfs-cache-mode", "writes"]),
              _probe("fuse.rclone", UNVERIFIED, "cannot tell", granularity=1, extremes=(True, True),
-                    unverified=("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok")),
+                    unverified=("atime_policy", "granularity_ns", "pre_1970_ok", "post_2038_ok"), time_range=None),
              "IsolationError:client-cache", {**_KEPT, 2**62 * NS_PER_S: 0},
              {"both": _RCLONE_COMMIT, "store-only": _RCLONE_COMMIT, "dest-only": _MODE_IGNORED},
              "no link(2) (EIO); RENAME_NOREPLACE EINVAL; mkdir and chmod ignore mode 0700 (0755)"),
