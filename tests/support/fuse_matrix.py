@@ -179,7 +179,7 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              "lack, not a swap"),
     FuseSpec("mergerfs-no-link", ("mergerfs",), lambda rig: rig.fuse.mergerfs("mergerfs-nl", "func.link=erofs"),
              _probe("fuse.mergerfs", "relatime", "cannot tell", granularity=1, extremes=(True, True), flag="supported",
-                    unverified=("granularity_ns", "pre_1970_ok", "post_2038_ok")),
+                    unverified=("granularity_ns", "pre_1970_ok", "post_2038_ok"), time_range=None),
              "IsolationError:client-cache", _KEPT,
              {"both": "OSError: EROFS", "store-only": "OSError: EROFS", "dest-only": _TIMES_UNVERIFIED},
              "mergerfs with link(2) refused (func.link=erofs): no second name shows a look past a cache fresh, so "
