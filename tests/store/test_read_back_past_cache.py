@@ -6,11 +6,13 @@ wait itself, on a local filesystem."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import MetadataMismatchError
 from artifactkit.store import download, fresh_looks
@@ -88,3 +90,21 @@ def test_a_downloaded_ref_compares_sorts_and_hashes_as_the_ref_it_is(store: Stor
     assert {ref, done, unverified} == {ref} and hash(done) == hash(ref)
     later = ArtifactRef(ref.name, ref.version + 1, ref.digest)
     assert sorted([later, done]) == [ref, later] and done < later and later > done and done <= ref <= unverified
+
+
+def test_the_cli_names_unverified_times_in_its_line_and_json_and_never_says_they_are_exact(
+        store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(fresh_looks, "passes", lambda private_fd: False)
+    where = ["--store", str(fast_tmp / "store")]
+    assert main(["download", "demo", str(fast_tmp / "work" / "json"), *where, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["dest_verified"], doc["unverified"]) == (False, ["mtime_ns", "atime_ns"])
+    assert main(["download", "demo", str(fast_tmp / "work" / "text"), *where]) == 0
+    line = capsys.readouterr().out
+    assert "verified exact (mode, owner, xattrs, links, holes, flags) but mtime_ns, atime_ns: unverified" in line
+    assert "flags, mtime_ns, atime_ns)" not in line
+    monkeypatch.undo()
+    assert main(["download", "demo", str(fast_tmp / "work" / "local"), *where, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unverified"] == []
