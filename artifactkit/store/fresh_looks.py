@@ -16,8 +16,9 @@ fresh. Then the times are still compared (a value seen moved is refused) but rep
 (:data:`CACHED`), never as "verified exact". Beyond any look from here: a cache keyed by inode that outlives
 the wait (NFS's ``actimeo``, up to 60 s), which the calibration's change, made through this client, updates.
 
-Cost: a fixed dozen calls (the calibration, two renames), whatever the tree's size: 8 ms median on loopback
-sshfs; every entry is read once, as before.
+Cost: a fixed dozen calls (the calibration, two renames: 8 ms median on loopback sshfs), and each entry is read
+once, as before, but now from the server rather than the daemon's cache: a 1,000-file download onto loopback
+sshfs took 4.18 s instead of 3.83 s (medians of 10 alternating pairs; paired difference +0.33 s).
 """
 
 from __future__ import annotations
