@@ -34,18 +34,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below i
     )
     from artifactkit.isolation.probe import AtimeProbe, probe_atime
     from artifactkit.isolation.tree import NoatimeTree, check_tree_flagged, private_noatime_tree
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.manifest.encode import Manifest
     from artifactkit.metadata.compare import assert_metadata_equal, compare
     from artifactkit.metadata.mismatch import Mismatch
     from artifactkit.metadata.model import FileMeta, capture
     from artifactkit.store.gc import GcReport
-    from artifactkit.store.layout import ArtifactRef
     from artifactkit.store.store import Store
     from artifactkit.store.verify import VerifyReport
     from artifactkit.trace.engine import DiagnoseConfig, DiagnoseResult, run_diagnose
 
 _HOME = {
-    "ArtifactRef": "artifactkit.store.layout",
+    "ArtifactRef": "artifactkit.manifest.artifact_ref",
     "ArtifactkitError": "artifactkit.errors",
     "AtimeProbe": "artifactkit.isolation.probe",
     "CopierCannotRunError": "artifactkit.errors",

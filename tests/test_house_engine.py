@@ -1,9 +1,10 @@
 """The engine room's door, checked (issue 51): the core is imported by the native engine alone, no module outside
 ``artifactkit/engine/`` names a type of the core or of an engine (nor asks which engine made a value), and every
 function the core exports has a caller in the package; no module takes another's private name (the native
-engine's failures are built by public constructors, in the room each message belongs to). Each guard is a
-function the tests below also aim at a broken tree. (``import artifactkit.pytest_plugin`` staying light is
-``tests/test_house_store.py``'s.)"""
+engine's failures are built by public constructors, in the room each message belongs to); and the engine room is
+below the store: nothing under ``engine/`` (nor ``manifest/``, ``metadata/``) imports ``store/``, which calls
+them. Each guard is a function the tests below also aim at a broken tree. (``import artifactkit.pytest_plugin``
+staying light is ``tests/test_house_store.py``'s.)"""
 
 from __future__ import annotations
 
@@ -70,6 +71,30 @@ def names_outside_the_engine(package: Path, private: set[str], door: frozenset[s
     return offences
 
 
+def imports_of(package: Path, room: str, imported: str) -> list[str]:
+    """Every import of ``imported`` (the package or any module below it) by a module under ``room`` of ``package``:
+    absolute or relative (resolved from the importing module), ``from X import Y`` counting ``X.Y``, at any level
+    of the module (``TYPE_CHECKING`` and function bodies included)."""
+    found = []
+    for name, tree in _modules(package).items():
+        if not name.startswith(f"{package.name}/{room}/"):
+            continue
+        here = name.removesuffix(".py").split("/")[:-1]  # the importing module's package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join([*here[:len(here) - node.level + 1], *filter(None, [node.module])]) \
+                    if node.level else node.module or ""
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            hit = next((t for t in targets if t == imported or t.startswith(f"{imported}.")), None)
+            if hit is not None:
+                found.append(f"{name}:{node.lineno} imports {hit}")
+    return found
+
+
 _EXPORTED = re.compile(r"wrap_pyfunction!\(\s*(?:[\w:]+::)?(\w+)\s*,")
 
 
@@ -119,6 +144,32 @@ def test_every_function_the_core_exports_has_a_caller_in_the_package() -> None:
 
 def test_no_module_imports_another_modules_private_name() -> None:
     assert private_names_imported(PACKAGE) == []
+
+
+#: The rooms below the store (docs/architecture.md): the store calls them, never the other way.
+BELOW_THE_STORE = ("engine", "manifest", "metadata")
+
+
+def test_no_module_of_the_engine_room_or_below_imports_the_store() -> None:
+    for room in BELOW_THE_STORE:
+        assert any((PACKAGE / room).glob("*.py")), f"no {room} room: the guard would pass vacuously"
+        assert imports_of(PACKAGE, room, "artifactkit.store") == [], room
+
+
+def test_the_room_guard_sees_every_way_the_engine_can_import_the_store(tmp_path: Path) -> None:
+    package = _package(tmp_path, {
+        "engine/protocol.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from artifactkit.store.backend import PublishTxn\n",
+        "engine/reference/stage.py": "from ...store import layout\nfrom ..values import Staged\n",
+        "engine/native.py": "def f():\n    import artifactkit.store.content\n",
+        "engine/select.py": "from artifactkit import store, errors\nfrom .. import metadata\n",
+        "engine/plain.py": "from artifactkit.storehouse import x\nfrom artifactkit.engine.values import Parsed\n",
+        "store/publish.py": "from artifactkit.engine.protocol import Engine\nfrom artifactkit.store import layout\n"})
+    assert imports_of(package, "engine", "artifactkit.store") == [
+        "artifactkit/engine/native.py:2 imports artifactkit.store.content",
+        "artifactkit/engine/protocol.py:3 imports artifactkit.store.backend",
+        "artifactkit/engine/reference/stage.py:1 imports artifactkit.store",
+        "artifactkit/engine/select.py:1 imports artifactkit.store"]
 
 
 def _package(tmp: Path, modules: dict[str, str]) -> Path:

@@ -21,6 +21,9 @@ from typing import Any, Final, TypeVar
 
 from artifactkit import _native
 from artifactkit.engine import native_errors as errors
+from artifactkit.engine.blob_check import BlobLookup
+from artifactkit.engine.blobs import BlobSource
+from artifactkit.engine.content import IN_MEMORY_LIMIT
 from artifactkit.engine.native_values import (
     CapturedEntries,
     CapturedIdentities,
@@ -41,14 +44,11 @@ from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.engine.reference.stage import stage_file
 from artifactkit.engine.values import CacheHits, CreateItem, Layout, Parsed, ScannedTree, Staged, StageItem, covered
 from artifactkit.errors import ManifestLimitError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import manifest_head
 from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
-from artifactkit.store.blob_check import BlobLookup
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import IN_MEMORY_LIMIT
-from artifactkit.store.layout import ArtifactRef
 
 # The core hard-codes what the reference imports: a core whose constants drifted is not this engine.
 if (int(RESTORABLE_FLAGS), int(COMPARED_FLAGS), IN_MEMORY_LIMIT) != (

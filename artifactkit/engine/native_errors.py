@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from artifactkit.engine.blobs import BlobSource
+from artifactkit.engine.content import not_regular, source_changed
 from artifactkit.engine.reference.create import too_many_blob_runs, verify_entries
 from artifactkit.engine.reference.restore_meta import (
     flags_not_restorable,
@@ -31,8 +33,6 @@ from artifactkit.manifest.extended import too_many_runs
 from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.flags import FlagResult
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import not_regular, source_changed
 
 #: ``DirReplaced``'s ``when``: listing the directory, or reading its links.
 _WHILE = ("scanned", "published")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
+from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.engine.reference.lists import Run, lay_out
 from artifactkit.engine.reference.restore_meta import plan, plans_nothing
 from artifactkit.engine.values import (
@@ -30,7 +31,6 @@ from artifactkit.engine.values import (
 from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
-from artifactkit.store.blobs import BlobsNeeded
 
 if TYPE_CHECKING:
     from artifactkit import _native

@@ -19,9 +19,9 @@ from artifactkit.engine.values import ScannedTree, StageItem
 from artifactkit.metadata.model import Extents, FileMeta
 
 if TYPE_CHECKING:
-    from artifactkit.store.backend import PublishTxn
-    from artifactkit.store.layout import ArtifactRef, HasBlob
-    from artifactkit.store.stat_cache import StatCache
+    from artifactkit.engine.blob_check import HasBlob
+    from artifactkit.engine.ports import PlanCache, StagingTxn
+    from artifactkit.manifest.artifact_ref import ArtifactRef
 
 #: What a read found, or a content hit knew: ``(sha256, inode flags, data extents)``.
 Content = tuple[str, int | None, Extents | None]
@@ -48,7 +48,7 @@ class Plan:
     read_bytes: int = 0
 
 
-def plan_reads(tree: ScannedTree, name: str, txn: PublishTxn, cache: StatCache | None, *,
+def plan_reads(tree: ScannedTree, name: str, txn: StagingTxn, cache: PlanCache | None, *,
                read_manifest: Callable[[ArtifactRef], bytes]) -> Plan:
     """The plan of publishing ``tree`` as ``name`` into ``txn``: every file read, unless ``cache`` vouches for
     it and its blob is still stored (asked of ``txn`` under the publish guard, so gc cannot take it)."""
@@ -83,7 +83,7 @@ def plan_reads(tree: ScannedTree, name: str, txn: PublishTxn, cache: StatCache |
 
 
 def _cached_lines(tree: ScannedTree, has_blob: HasBlob,
-                  cache: StatCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
+                  cache: PlanCache | None) -> tuple[list[tuple[str, str]], list[FileMeta]]:
     """The manifest lines of the entries the stat cache recognized whose blob is still here, and the
     rest of them captured again (as the scan would have), to read."""
     hits = tree.cached

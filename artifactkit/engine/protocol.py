@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from artifactkit.engine.blob_check import HasBlob
+    from artifactkit.engine.blobs import BlobSource
     from artifactkit.engine.plan import Plan
+    from artifactkit.engine.ports import StagingTxn
     from artifactkit.engine.values import CacheHits, Layout, Parsed, ReadBatch, ScannedTree, Staged, StageItem
-    from artifactkit.store.backend import PublishTxn
-    from artifactkit.store.blobs import BlobSource
-    from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.manifest.artifact_ref import ArtifactRef
 
 
 def usable_cores() -> int:
@@ -47,7 +48,7 @@ class StageJob:
     blob is stored already (its bytes are then not staged)."""
 
     root: str
-    txn: PublishTxn
+    txn: StagingTxn
     has_blob: HasBlob
     #: Called as batches finish with ``(entries, bytes)`` they covered: the progress a person sees.
     on_batch: Callable[[int, int], None] = attrs.field(default=_ignore, kw_only=True)

@@ -18,8 +18,8 @@ from typing import Literal, NamedTuple, Protocol, overload
 
 import attrs
 
+from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.metadata.model import Extents, FileMeta
-from artifactkit.store.blobs import BlobsNeeded
 
 #: The owners policy of a download (:func:`~artifactkit.engine.reference.restore_meta.plan`).
 Owners = Literal["exact", "current"]

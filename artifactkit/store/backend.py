@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from artifactkit.engine.ports import StagingTxn
+
 if TYPE_CHECKING:
+    from artifactkit.engine.blobs import BlobsNeeded, BlobSource
     from artifactkit.engine.values import ReadBatch
-    from artifactkit.store.blobs import BlobsNeeded, BlobSource
-    from artifactkit.store.layout import ArtifactRef, HasBlob
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.store.progress import Reporter
     from artifactkit.store.stat_cache import StatCache
 
@@ -60,23 +62,12 @@ class Guard(Protocol):
         """Raise if the guard may have lapsed: before a commit and before each delete nothing may act on one."""
 
 
-class PublishTxn(Protocol):
-    """One publish in flight: where its files are staged, and how they become a visible version."""
+class PublishTxn(StagingTxn, Protocol):
+    """One publish in flight: where its files are staged (what the engine takes of it, :class:`StagingTxn`), and
+    how they become a visible version."""
 
-    #: The directory the engine stages blobs into, as an fd and as a path (a bucket's client uploads a
-    #: staged file by its path).
-    stage_fd: int
+    #: The staging directory as a path (a bucket's client uploads a staged file by its path).
     stage_path: str
-    #: The store's blob directory as this process opened and checked it (``-1``: none): identity and has-blob
-    #: answers come from it, never from the path, which a writer of the store could have swapped since.
-    blobs_fd: int
-    #: Whether the engine keeps a small file's bytes in memory (``Staged.data``) instead of staging them.
-    in_memory: bool
-
-    def blob_lookup(self, lookups: int) -> HasBlob:
-        """``has_blob(sha, size, held)`` for about ``lookups`` questions: whether the store holds ``sha``, checked
-        by content (:mod:`~artifactkit.store.blob_check`), names taken from one listing where that is cheaper; a
-        damaged blob is stored again by the publish and listed in ``has_blob.repaired`` once :meth:`flush` ends."""
 
     def add(self, staged: ReadBatch) -> None:
         """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them

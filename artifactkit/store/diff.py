@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.limits import decode_text
 from artifactkit.manifest.parse import parse_entry
 from artifactkit.manifest.tree_diff import Lines, changed_region
@@ -9,7 +10,6 @@ from artifactkit.metadata.compare import compare
 from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.backend import Opened
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.versions import version_tree
 
 

@@ -17,12 +17,12 @@ from typing import Final
 
 from artifactkit._mounts import PAST_ATTRIBUTE_CACHE_S, may_cache_attributes, mount_info
 from artifactkit._syscalls import rename_noreplace
+from artifactkit.engine.blobs import BlobSource
 from artifactkit.engine.protocol import CreateJob, Engine
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Layout, Owners, Parsed, covered
 from artifactkit.errors import UnsafePathError
 from artifactkit.store import fresh_looks
-from artifactkit.store.blobs import BlobSource
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from artifactkit.errors import IntegrityError, ManifestLimitError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.backend import Opened
-from artifactkit.store.layout import ArtifactRef, parse_ref
+from artifactkit.store.layout import parse_ref
 from artifactkit.store.versions import each
 
 #: A name -> the versions to forget, or ``None``: all but the newest ``keep_last``.

@@ -1,4 +1,4 @@
-"""The bottom of the store: its directory layout, version names and :class:`ArtifactRef`.
+"""The bottom of the store: its directory layout and version names.
 
 Layout (a person can inspect it and ``sha256sum`` the blobs)::
 
@@ -16,29 +16,15 @@ import contextlib
 import errno
 import os
 import re
-from typing import Final, NamedTuple, Protocol
+from typing import Final
 
 import attrs
 
 from artifactkit._mounts import mount_info
 from artifactkit._syscalls import fsync_dir, rename_noreplace
-from artifactkit.errors import IntegrityError, IntegrityFailure, NotAStoreError
-from artifactkit.manifest.encode import digest_of
+from artifactkit.errors import NotAStoreError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.paths import check_artifact_name
-from artifactkit.metadata.model import Extents
-
-
-@attrs.frozen(order=True)
-class ArtifactRef:
-    """One published version: name, version (from 1) and the sha256 of its manifest bytes."""
-
-    name: str
-    version: int
-    digest: str
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.version}"
-
 
 # "<version>.<sha256>.json": ASCII digits without a leading zero, so "01." and "1." or "²" never
 # name a version, and a stray file in a name's directory is simply not one.
@@ -208,43 +194,3 @@ def check_commit(dir_fd: int, where: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(first, dir_fd=dir_fd)
-
-
-#: Listing ``blobs/`` costs about a tenth of a ``stat`` per name listed (on tmpfs: 0.3 against 2.5 us; a ``stat``
-#: of a missing name, with its FileNotFoundError, 4.1 us): :func:`~artifactkit.store.blob_check.blob_lookup` lists
-#: it when that is cheaper than this many looks per name it will be asked about.
-LIST_BLOBS_PER_LOOKUP: Final = 4
-
-
-class StagedCopy(NamedTuple):
-    """A file's bytes as a publish staged them: ``name`` in the directory ``dir_fd``, with the source's data runs
-    (``None``: dense)."""
-
-    dir_fd: int
-    name: str
-    extents: Extents | None
-
-
-#: What a publish has of a file's content when it asks about its blob: the bytes, the staged copy, or nothing.
-Held = bytes | StagedCopy | None
-
-
-class HasBlob(Protocol):
-    """Whether the store holds a blob, asked by a publish of each content it read or a stat cache vouches for
-    (:class:`~artifactkit.store.blob_check.BlobLookup` for a directory, the bucket's transaction's own): true
-    only once the blob is proven to hold that content (compared with ``held``, the bytes the publish has in
-    hand, or hashed where it has none). A blob under the name that holds anything else is *damaged*: the answer
-    is false, so the publish stores its own bytes over it, and a damaged name the publish had the bytes of is
-    in :attr:`repaired`."""
-
-    #: Names found damaged while the publish held their content, which it therefore stores again.
-    repaired: set[str]
-
-    def __call__(self, sha: str, size: int | None, held: Held = None, /) -> bool: ...
-
-
-def check_manifest_digest(ref: ArtifactRef, body: bytes, where: str) -> None:
-    """:class:`IntegrityError` (``CORRUPT``) unless ``body`` hashes to ``ref.digest``: read at ``where``."""
-    if (actual := digest_of(body)) != ref.digest:
-        raise IntegrityError(f"manifest of {ref} is corrupt: its bytes hash to {actual}, not {ref.digest}",
-                             path=where, expected=ref.digest, actual=actual, failed=IntegrityFailure.CORRUPT)

@@ -19,15 +19,16 @@ from typing import Final
 
 from artifactkit._fsutil import remove_tree
 from artifactkit._syscalls import syncfs
+from artifactkit.engine.blob_check import HasBlob, blob_lookup
+from artifactkit.engine.blobs import BlobsNeeded, BlobSource
+from artifactkit.engine.content import open_blob, sha256_of_fd, write_staged
 from artifactkit.engine.values import ReadBatch
 from artifactkit.errors import UnsafeStoreError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.backend import Garbage, Guard, Mover
-from artifactkit.store.blob_check import blob_lookup
 from artifactkit.store.blob_moves import Moving
-from artifactkit.store.blobs import BlobsNeeded, BlobSource
 from artifactkit.store.cleanup import cleaning_up
-from artifactkit.store.content import open_blob, sha256_of_fd, write_staged
-from artifactkit.store.layout import ArtifactRef, HasBlob, StoreLayout, check_commit, commit_name
+from artifactkit.store.layout import StoreLayout, check_commit, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes, read_tree_object

@@ -28,7 +28,8 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Final
 
 from artifactkit.errors import VersionInUseError
-from artifactkit.store.layout import VERSION_FILE, ArtifactRef
+from artifactkit.manifest.artifact_ref import ArtifactRef
+from artifactkit.store.layout import VERSION_FILE
 from artifactkit.store.locks import name_lock
 from artifactkit.store.store_dirs import StoreDirs, fsync_fd_dir
 

@@ -8,14 +8,14 @@ import errno
 import os
 import stat
 
+from artifactkit.engine.content import open_regular
 from artifactkit.engine.protocol import Engine
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Parsed
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError
+from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.limits import manifest_size_limit
-from artifactkit.store.content import open_regular
-from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 from artifactkit.store.store_dirs import StoreDirs
 
 

@@ -21,19 +21,20 @@ from typing import Final
 
 import attrs
 
+from artifactkit.engine.blob_check import HasBlob
+from artifactkit.engine.content import write_staged
 from artifactkit.engine.plan import Plan, plan_reads
 from artifactkit.engine.protocol import Engine, StageJob
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import CacheHits, ReadBatch, Reads, ScannedTree, Staged, staging_name
 from artifactkit.errors import RepairedBlobsWarning
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.manifest.tree_write import write_tree
 from artifactkit.metadata.model import Extents, FileMeta
 from artifactkit.store.backend import Guard, Opened, PublishTxn
-from artifactkit.store.content import write_staged
-from artifactkit.store.layout import ArtifactRef, HasBlob
 from artifactkit.store.progress import Reporter
 from artifactkit.store.source_atimes import warn_moved_atimes
 from artifactkit.store.stat_cache import StatCache
@@ -158,7 +159,7 @@ SHOWN_REPAIRS: Final = 5
 
 
 def repaired_warning(repaired: set[str]) -> RepairedBlobsWarning:
-    """What a publish says of the damaged blobs it stored its own bytes over (:mod:`~artifactkit.store.blob_check`)."""
+    """What a publish says of the damaged blobs it stored its own bytes over (:mod:`~artifactkit.engine.blob_check`)."""
     blobs = sorted(repaired)
     shown = ", ".join(blobs[:SHOWN_REPAIRS]) + (f" and {len(blobs) - SHOWN_REPAIRS} more" if len(blobs) > SHOWN_REPAIRS
                                                  else "")

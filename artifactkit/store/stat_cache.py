@@ -79,13 +79,13 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-import attrs
-
+from artifactkit.engine.blob_check import HasBlob
+from artifactkit.engine.ports import CachedRead
 from artifactkit.errors import IntegrityError, UnsafeCacheError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import ATIME_PREFIX, manifest_head
 from artifactkit.manifest.tree_read import names_tree
-from artifactkit.metadata.model import KIND_IFMT, Extents, FileMeta
-from artifactkit.store.layout import ArtifactRef, HasBlob
+from artifactkit.metadata.model import KIND_IFMT, FileMeta
 from artifactkit.store.stat_cache_file import (
     CACHE_NAME,
     FIELDS,
@@ -102,7 +102,7 @@ from artifactkit.store.stat_cache_file import (
 )
 from artifactkit.store.user_cache import opened as opened_user_cache
 
-__all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "CachedRead", "StatCache", "inode_clock_ns"]
+__all__ = ["CACHE_NAME", "RACY_WINDOW_NS", "StatCache", "inode_clock_ns"]
 
 #: Entries changed this close to (or after) the start of the publish that recorded them are hashed again.
 RACY_WINDOW_NS: Final = 2_000_000_000
@@ -120,15 +120,6 @@ _S_IFDIR: Final = stat.S_IFDIR
 Key = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
 #: An entry hit: (manifest line, digest or ``None``).
 Hit = tuple[str, "str | None"]
-
-
-@attrs.frozen
-class CachedRead:
-    """What an earlier read of an unchanged file found: its digest, inode flags and data extents."""
-
-    sha256: str
-    flags: int | None
-    extents: Extents | None
 
 
 def inode_clock_ns() -> int:

@@ -20,6 +20,7 @@ from typing import Any, Final
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Owners
 from artifactkit.errors import IntegrityError, ManifestLimitError, UnreadableManifestWarning
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy
 from artifactkit.metadata.mismatch import Mismatch
@@ -29,7 +30,7 @@ from artifactkit.store.download import restore_tree
 from artifactkit.store.downloaded import Downloaded
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
-from artifactkit.store.layout import ArtifactRef, parse_ref
+from artifactkit.store.layout import parse_ref
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
 from artifactkit.store.stat_cache import inode_clock_ns

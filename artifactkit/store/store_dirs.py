@@ -21,7 +21,8 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import NotAStoreError, UnsafeStoreError
-from artifactkit.store.layout import VERSION_FILE, ArtifactRef, StoreLayout
+from artifactkit.manifest.artifact_ref import ArtifactRef
+from artifactkit.store.layout import VERSION_FILE, StoreLayout
 
 LAYOUT_DIRS: Final = ("blobs", "manifests", "staging", "locks")
 _DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC

@@ -6,9 +6,9 @@ from __future__ import annotations
 import attrs
 
 from artifactkit.errors import ArtifactkitError, IntegrityError, IntegrityFailure
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import Manifest
 from artifactkit.store.backend import Opened
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.progress import Reporter
 from artifactkit.store.versions import each, read_manifest
 
@@ -26,7 +26,7 @@ class VerifyReport:
     ``gc`` reports them: not orphaned, since ``gc`` would not remove them yet.
     ``broken_versions``: every version (``name@version``) that cannot be downloaded exactly, because its
     manifest or a blob it names is corrupt, missing or unreadable; a publish of the same content repairs a
-    damaged blob (:mod:`~artifactkit.store.blob_check`).
+    damaged blob (:mod:`~artifactkit.engine.blob_check`).
     """
 
     ok: bool

@@ -11,12 +11,12 @@ import attrs
 
 from artifactkit.engine.protocol import Engine
 from artifactkit.engine.values import Parsed
+from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.encode import Manifest, digest_of
 from artifactkit.manifest.tree_format import is_tree_manifest
 from artifactkit.manifest.tree_read import Fetch, TreeRoot, listing_body, parse_root, read_tree
 from artifactkit.manifest.tree_write import split_manifest
 from artifactkit.store.backend import Opened
-from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 from artifactkit.store.manifest_file import verified_entries, verified_manifest
 
 T = TypeVar("T")

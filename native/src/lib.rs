@@ -7,7 +7,7 @@
 //!   mapping of every failure to `NativeFailure(kind, position, fields)`; the only PyO3 code. It uses every room
 //!   below; none uses it.
 //! - `scan/`: a publish's scan (`artifactkit/engine/reference/scan.py`).
-//! - `read/`: a file's content read, hashed, staged, copied and checked (`store/content.py`, `engine/reference/stage.py`, `store/blob_check.py`).
+//! - `read/`: a file's content read, hashed, staged, copied and checked (`engine/content.py`, `engine/reference/stage.py`, `engine/blob_check.py`).
 //! - `manifest/`: the manifest encoded and parsed as the reference does (`artifactkit/store/manifest*.py`).
 //! - `restore/`: a download's create and the metadata it restores (`engine/reference/create.py`, `restore_meta.py`).
 //! - `sys/`: every raw call (the only `unsafe`), the threads, the pool, a batch's cancellation.

@@ -18,8 +18,8 @@ from artifactkit.conformance.corpus import can_chown_to_others, can_make_devices
 from artifactkit.engine.reference.lists import CapturedList
 from artifactkit.engine.reference.scan import Walker, scan_tree
 from artifactkit.engine.values import ScannedTree
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.metadata.flags import restore_flags_fd
-from artifactkit.store.layout import ArtifactRef
 from tests.native.trees import names
 from tests.strategies import timestamps_ns
 

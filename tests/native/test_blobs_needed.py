@@ -1,4 +1,4 @@
-"""The blobs a download reads (:class:`~artifactkit.store.blobs.BlobsNeeded`) from the core's parse of a
+"""The blobs a download reads (:class:`~artifactkit.engine.blobs.BlobsNeeded`) from the core's parse of a
 manifest against the reference's of the same bytes: the same count, bytes and ``{sha256: size}`` — a digest
 named twice with two sizes (a hostile manifest: the last size counts, as in a dict) included — and a local
 store's download, which only counts them, makes no mapping of them."""
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from artifactkit import Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.engine.reference.lists import EntryList
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.parse import parse_manifest
-from artifactkit.store.blobs import BlobsNeeded
-from artifactkit.store.layout import ArtifactRef
 from tests.support.engines import running_on
 from tests.support.hostile_manifest import body, doc, file_entry
 

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
+from artifactkit.engine.blobs import BlobSource
 from artifactkit.errors import (
     IntegrityError,
     MetadataMismatchError,
@@ -21,7 +22,6 @@ from artifactkit.errors import (
     TimestampNotRepresentable,
 )
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.blobs import BlobSource
 from tests.native.trees import (
     CreateFn,
     File,

@@ -79,8 +79,8 @@ def test_the_manifest_of_a_generated_tree_reads_as_the_reference_reads_it(
 
 def test_the_core_parses_exactly_where_the_native_engine_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     from artifactkit import _native
+    from artifactkit.manifest.artifact_ref import ArtifactRef
     from artifactkit.manifest.encode import digest_of
-    from artifactkit.store.layout import ArtifactRef
 
     calls: list[bytes] = []
     real = _native.parse_tree

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from artifactkit.store.blob_check import blob_lookup
+from artifactkit.engine.blob_check import blob_lookup
 from tests.native.trees import (
     File,
     build,

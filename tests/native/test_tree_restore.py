@@ -24,8 +24,8 @@ from artifactkit.engine.reference import restore_meta
 from artifactkit.engine.reference.scan import capture_tree
 from artifactkit.engine.values import Owners
 from artifactkit.errors import IntegrityError, NotRestorableError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.progress import Progress
 from tests.native.trees import (
     File,

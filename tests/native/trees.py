@@ -12,6 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from artifactkit.engine.blob_check import BlobLookup, HasBlob, blob_lookup
+from artifactkit.engine.blobs import BlobSource
 from artifactkit.engine.reference.create import create_items
 from artifactkit.engine.reference.restore_meta import plan
 from artifactkit.engine.reference.scan import capture_tree, scan_tree
@@ -21,9 +23,6 @@ from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
-from artifactkit.store.blob_check import BlobLookup, blob_lookup
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.layout import HasBlob
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from artifactkit.engine.blobs import BlobSource
 from artifactkit.engine.reference import create as download
 from artifactkit.errors import MetadataMismatchError, TimestampNotRepresentable
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store.blobs import BlobSource
 
 OLD = 1_000_000_000_123_456_789
 DATA = b"content\n"

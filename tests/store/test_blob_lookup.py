@@ -1,5 +1,5 @@
 """Whether a blob is already stored decides what a publish stages; it is asked by one listing of ``blobs/`` or
-a ``stat`` each (layout.blob_lookup), and either way a re-publish stages only content the store lacks: every
+a ``stat`` each (blob_check.blob_lookup), and either way a re-publish stages only content the store lacks: every
 blob already there keeps its inode (staging it again would rename a new file over it)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
-from artifactkit.store import layout
+from artifactkit.engine import blob_check
 from tests.support.stores import tree_object_names
 
 
@@ -32,7 +32,7 @@ def test_a_republish_stages_only_content_the_store_lacks(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, per_lookup: int, junk: int) -> None:
     # per_lookup 0: a stat each (a blobs dir with any entry is "larger" than the lookups); 10**9: one listing.
     # The junk: a blobs dir far larger than the tree, as a store holding other versions' blobs.
-    monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_lookup)
+    monkeypatch.setattr(blob_check, "LIST_BLOBS_PER_LOOKUP", per_lookup)
     store = Store(fast_tmp / "store")
     store.publish(_tree(fast_tmp / "src"), "demo")
     for n in range(junk):

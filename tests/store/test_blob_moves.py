@@ -19,13 +19,13 @@ import pytest
 
 from artifactkit import ManifestLimitError, Store
 from artifactkit.conformance.corpus import materialize
+from artifactkit.engine.content import write_staged
 from artifactkit.engine.reference.lists import ReadList
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Staged, staging_name
 from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING
 from artifactkit.store import blob_moves
 from artifactkit.store.backend import Mover
-from artifactkit.store.content import write_staged
 from artifactkit.store.local_backend import LocalTxn
 from tests.support.engines import ENGINE_NAMES, running_on
 

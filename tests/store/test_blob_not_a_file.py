@@ -14,7 +14,7 @@ import pytest
 
 from artifactkit import IntegrityError, Store, assert_metadata_equal, capture_tree
 from artifactkit.conformance.corpus import materialize
-from artifactkit.store import content
+from artifactkit.engine import content
 from tests.support.engines import ENGINE_NAMES, running_on
 from tests.support.opened_files import files_opened
 

@@ -1,4 +1,4 @@
-"""The reference's ``hash_while_copying`` (``artifactkit/store/content.py``): the kernel copies on one thread
+"""The reference's ``hash_while_copying`` (``artifactkit/engine/content.py``): the kernel copies on one thread
 while this one reads the destination back and hashes it; the same cases as the core's own
 (``native/src/read/hash_while_copying.rs``).
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from artifactkit._syscalls import copy_range
-from artifactkit.store import content
+from artifactkit.engine import content
 
 CUT_WAIT_S = 60  # a hang is the failure: the copy of 16 MiB on tmpfs takes milliseconds
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine.content import IN_MEMORY_LIMIT
 from artifactkit.errors import IntegrityError
-from artifactkit.store.content import IN_MEMORY_LIMIT
 from tests.support.capability import require_loop_devices
 from tests.support.fiemap import shared_bytes
 from tests.support.mounts import Mounts

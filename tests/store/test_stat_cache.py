@@ -19,10 +19,11 @@ import pytest
 
 from artifactkit import Store
 from artifactkit.cli.main import main
+from artifactkit.engine.ports import CachedRead
 from artifactkit.manifest.encode import encode_entry
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import stat_cache, stat_cache_file
-from artifactkit.store.stat_cache import CachedRead, StatCache
+from artifactkit.store.stat_cache import StatCache
 from tests.support.hostile_store import blob_exists, remove_blob
 from tests.support.inode_clock import settle as _settle
 from tests.support.opened_files import OpenedFiles

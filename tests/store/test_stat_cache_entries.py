@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine import blob_check
 from artifactkit.engine.reference import scan
 from artifactkit.metadata.flags import set_noatime_flag
-from artifactkit.store import layout, stat_cache, stat_cache_file
+from artifactkit.store import stat_cache, stat_cache_file
 from tests.support.capability import require_real_root, require_tool
 from tests.support.hostile_store import remove_blob
 from tests.support.inode_clock import settle as _settle
@@ -180,7 +181,7 @@ def test_an_unchanged_tree_leaves_the_cache_file_and_a_changed_one_rewrites_it(
 @pytest.mark.parametrize("per_hit", [0, 10**9], ids=["stat-each-blob", "list-blobs"])
 def test_both_ways_of_checking_cached_blobs_find_one_gc_removed(
         fast_tmp: Path, calls: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, per_hit: int) -> None:
-    monkeypatch.setattr(layout, "LIST_BLOBS_PER_LOOKUP", per_hit)
+    monkeypatch.setattr(blob_check, "LIST_BLOBS_PER_LOOKUP", per_hit)
     src = rich_tree(fast_tmp / "src")
     store = Store(fast_tmp / "store")
     ref = store.publish(src, "demo", stat_cache=True)

@@ -13,8 +13,8 @@ import artifactkit.engine.reference.create as restore_module
 from artifactkit import IntegrityError, Store, UnsafePathError
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure
+from artifactkit.manifest import artifact_ref
 from artifactkit.manifest.encode import digest_of
-from artifactkit.store import layout as store_layout
 from artifactkit.store.s3 import layout as s3_layout
 from artifactkit.store.s3.leases import LeasePolicy
 from tests.support.crash import snapshot
@@ -89,7 +89,7 @@ def test_a_download_hashes_its_manifest_once(published: tuple[Store, Path], monk
         hashed.append(len(body))
         return digest_of(body)
 
-    for module in (store_layout, s3_layout):  # where a manifest's digest is checked: the ref's layout, a bucket's
+    for module in (artifact_ref, s3_layout):  # where a manifest's digest is checked: against the ref, a bucket's
         monkeypatch.setattr(module, "digest_of", counted)
     with running_on(engine):
         store.download("demo", tmp / "work" / "dest")

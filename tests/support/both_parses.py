@@ -22,11 +22,11 @@ from types import ModuleType
 import pytest
 
 from artifactkit.errors import IntegrityError, ManifestLimitError, TreeTooDeepError, UnsafePathError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import Manifest
 from artifactkit.manifest.limits import FILE_BYTES_SETTING, SIZE_LIMIT, check_containers, file_size_limit
 from artifactkit.manifest.parse import parse_manifest
 from artifactkit.metadata.model import FIELD_ORDER, FileMeta
-from artifactkit.store.layout import ArtifactRef
 from tests.support.core_layout import held_layout
 
 #: The reference's error for each check the core names in a refusal (native/src/manifest/parse.rs).

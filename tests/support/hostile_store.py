@@ -33,7 +33,8 @@ from typing import Any, Final
 import pytest
 
 from artifactkit import Store
-from artifactkit.store.layout import ArtifactRef, StoreLayout
+from artifactkit.manifest.artifact_ref import ArtifactRef
+from artifactkit.store.layout import StoreLayout
 from tests.store.s3.conftest import aws_env
 
 #: Parametrize a test with ``@pytest.mark.parametrize("kind", STORE_KINDS)`` and call :func:`store_of_kind`.

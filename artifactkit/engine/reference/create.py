@@ -16,6 +16,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_beneath
+from artifactkit.engine.blobs import BlobSource
+from artifactkit.engine.content import (
+    IN_MEMORY_LIMIT,
+    check_blob_fd,
+    copy_sparse,
+    hash_while_copying,
+    read_small,
+    write_all,
+)
 from artifactkit.engine.protocol import CreateJob
 from artifactkit.engine.reference.restore_meta import apply_fd, apply_symlink, create_special
 from artifactkit.engine.values import CreateItem, Layout
@@ -25,15 +34,6 @@ from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.extended import data_extents
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import deepest_first, shallowest_first, verify_stored
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import (
-    IN_MEMORY_LIMIT,
-    check_blob_fd,
-    copy_sparse,
-    hash_while_copying,
-    read_small,
-    write_all,
-)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

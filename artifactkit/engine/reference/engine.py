@@ -19,8 +19,8 @@ from artifactkit.engine.reference.lists import EntryList, ReadList
 from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.engine.reference.stage import stage_file
 from artifactkit.engine.values import CacheHits, CreateItem, Layout, ScannedTree, Staged, StageItem, covered
+from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.parse import parse_manifest
-from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 
 #: Files per batch: progress moves once a batch (a call per file would cost more than the file's own work on
 #: small files), and a bucket's transaction uploads a batch while the next is read.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 
+from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.engine.reference.restore_meta import plan
 from artifactkit.engine.values import Captured, EntryRun, Layout, Owners, Parsed, ReadBatch, Staged, StageItem
 from artifactkit.errors import TimestampNotRepresentable
@@ -13,7 +14,6 @@ from artifactkit.manifest.encode import check_representable
 from artifactkit.manifest.paths import parent_of
 from artifactkit.metadata.model import ROOT, FileMeta
 from artifactkit.metadata.times import shallowest_first
-from artifactkit.store.blobs import BlobsNeeded
 
 
 class CapturedList(tuple[FileMeta, ...], Captured):

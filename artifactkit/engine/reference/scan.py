@@ -26,6 +26,7 @@ import attrs
 
 from artifactkit._fsutil import naming
 from artifactkit._syscalls import open_noatime
+from artifactkit.engine.content import sha256_of_fd
 from artifactkit.engine.reference.lists import CapturedList
 from artifactkit.engine.values import CacheHits, ScannedTree
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
@@ -33,7 +34,6 @@ from artifactkit.manifest.limits import check_source_sizes, file_size_limit, fil
 from artifactkit.manifest.paths import check_symlink_target
 from artifactkit.metadata.extended import data_extents, read_flags, read_xattrs
 from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, Xattrs, meta_from_stat
-from artifactkit.store.content import sha256_of_fd
 
 
 class Walker(Protocol):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from artifactkit.engine.blob_check import HasBlob, StagedCopy
+from artifactkit.engine.content import SourceRead, read_source, write_staged
 from artifactkit.engine.values import Staged, StageItem, staging_name
-from artifactkit.store.content import SourceRead, read_source, write_staged
-from artifactkit.store.layout import HasBlob, StagedCopy
 
 Reader = Callable[..., SourceRead]
 
@@ -15,7 +15,7 @@ Reader = Callable[..., SourceRead]
 def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen: set[str], *,
                read: Reader | None = None, in_memory: bool = False) -> Staged:
     """Read one source file once and stage its bytes if no blob (nor an earlier file here) holds them.
-    ``has_blob``: the transaction's answer (:func:`~artifactkit.store.blob_check.blob_lookup`'s, for a directory),
+    ``has_blob``: the transaction's answer (:func:`~artifactkit.engine.blob_check.blob_lookup`'s, for a directory),
     which checks a stored blob against the bytes read, so a damaged one is stored again; ``seen``: digests this
     publish staged already; ``in_memory``: a small file's new bytes are returned, not written to staging."""
     index, entry, identity = item

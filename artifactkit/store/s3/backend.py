@@ -17,12 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Final
 
+from artifactkit.engine.blobs import BlobsNeeded, BlobSource
+from artifactkit.engine.content import CHUNK
 from artifactkit.errors import IntegrityError, IntegrityFailure
+from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.store.backend import Garbage, Guard
-from artifactkit.store.blobs import BlobsNeeded, BlobSource
-from artifactkit.store.content import CHUNK
-from artifactkit.store.layout import ArtifactRef, check_manifest_digest
 from artifactkit.store.manifest_file import check_object_size
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs

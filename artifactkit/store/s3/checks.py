@@ -1,5 +1,5 @@
 """A bucket's blobs, checked by content before a publish deduplicates against them (issue 48; the directory's
-counterpart is :mod:`~artifactkit.store.blob_check`).
+counterpart is :mod:`~artifactkit.engine.blob_check`).
 
 An object under a blob's key is a claim any writer of the bucket can make. It is trusted only once its content
 is shown to be the bytes the publish has in hand, from what the bucket says of it first:
@@ -27,9 +27,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from artifactkit.engine.blob_check import Held, StagedCopy
+from artifactkit.engine.content import CHUNK
 from artifactkit.errors import RemoteStoreError
-from artifactkit.store.content import CHUNK
-from artifactkit.store.layout import Held, StagedCopy
 from artifactkit.store.s3.layout import blob_key
 from artifactkit.store.s3.objects import Bucket, ObjectInfo
 
@@ -48,7 +48,7 @@ class Uploads(Protocol):
 
 
 class BucketBlobs:
-    """Whether the bucket holds a blob (:class:`~artifactkit.store.layout.HasBlob`), checked by content as this
+    """Whether the bucket holds a blob (:class:`~artifactkit.engine.blob_check.HasBlob`), checked by content as this
     module says. ``listed``: the listing's objects by digest (``None``: none taken)."""
 
     def __init__(self, txn: Uploads, listed: dict[str, ObjectInfo] | None) -> None:

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from typing import Final
 
+from artifactkit.engine.blobs import BlobSource
+from artifactkit.engine.content import CHUNK, sha256_of_fd, write_all
 from artifactkit.errors import IntegrityError, IntegrityFailure, RemoteStoreError, UnsafeStoreError
-from artifactkit.store.blobs import BlobSource
-from artifactkit.store.content import CHUNK, sha256_of_fd, write_all
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.layout import blob_key

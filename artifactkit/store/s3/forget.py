@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from artifactkit.errors import VersionInUseError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.backend import Guard
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.s3.layout import forgotten_key, listed_versions, manifest_key
 from artifactkit.store.s3.leases import live_downloads
 from artifactkit.store.s3.objects import Bucket

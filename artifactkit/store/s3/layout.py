@@ -18,9 +18,9 @@ import re
 from typing import Final
 
 from artifactkit.errors import IntegrityError, IntegrityFailure, ManifestLimitError, UnsafePathError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import digest_of
 from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING, manifest_size_limit
-from artifactkit.store.layout import ArtifactRef
 from artifactkit.store.s3.objects import Bucket
 
 SCHEME: Final = "s3://"

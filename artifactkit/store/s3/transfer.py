@@ -17,10 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Final
 
+from artifactkit.engine.blob_check import HasBlob
 from artifactkit.engine.values import ReadBatch
 from artifactkit.errors import RemoteUnavailableError
 from artifactkit.store.backend import Mover
-from artifactkit.store.layout import HasBlob
 from artifactkit.store.s3.checks import BucketBlobs
 from artifactkit.store.s3.layout import blob_key, highest_taken, manifest_key
 from artifactkit.store.s3.objects import MULTIPART_THRESHOLD, Bucket, ObjectInfo

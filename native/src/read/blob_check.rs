@@ -1,5 +1,5 @@
 //! A stored blob, looked at before it is opened and checked by content before a publish trusts it (mirrors
-//! `artifactkit/store/content.py::open_regular` and `artifactkit/store/blob_check.py`, step for step).
+//! `artifactkit/engine/content.py::open_regular` and `artifactkit/engine/blob_check.py`, step for step).
 //!
 //! `open_regular` is the one way a blob is opened, by a download (`restore/create.rs`) and by a publish's check: an
 //! `O_PATH` fd first, so a FIFO or a device node a writer of the store put under a blob's name is never opened

@@ -1,5 +1,5 @@
 //! Copy a file's bytes in the kernel and hash what landed (mirrors `artifactkit/_syscalls.py::copy_range` and
-//! `artifactkit/store/content.py::copy_sparse`; a dense file's copy on two threads is `read/hash_while_copying.rs`).
+//! `artifactkit/engine/content.py::copy_sparse`; a dense file's copy on two threads is `read/hash_while_copying.rs`).
 //!
 //! The bytes never enter user space on the way to the destination: `copy_file_range` shares the
 //! extents where the filesystem can clone (xfs, btrfs: a reflink) and copies in the kernel elsewhere;

@@ -1,5 +1,5 @@
 //! A dense file's bytes copied in the kernel on a thread of their own while the calling thread reads them back
-//! from the destination and hashes them (mirrors `artifactkit/store/content.py::hash_while_copying`), the
+//! from the destination and hashes them (mirrors `artifactkit/engine/content.py::hash_while_copying`), the
 //! read-back shared by the copier once its copy is done.
 //!
 //! The digest is of the destination read back, so it names the bytes that were stored even if the source

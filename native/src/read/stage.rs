@@ -1,5 +1,5 @@
 //! Read a source file once: hash it and, when its blob is new, stage its bytes (mirrors
-//! `artifactkit/store/content.py::read_source` and `engine/reference/stage.py::stage_file`, step for step).
+//! `artifactkit/engine/content.py::read_source` and `engine/reference/stage.py::stage_file`, step for step).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsString};

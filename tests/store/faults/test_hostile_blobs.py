@@ -19,8 +19,8 @@ import pytest
 from artifactkit import Store, assert_metadata_equal, capture_tree
 from artifactkit.cli.main import main
 from artifactkit.errors import RepairedBlobsWarning
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store import stat_cache
-from artifactkit.store.layout import ArtifactRef
 from tests.support.hostile_store import (
     STORE_KINDS,
     blob_bytes,

@@ -16,7 +16,7 @@ import pytest
 from artifactkit import IntegrityError, Store
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import IntegrityFailure, ManifestLimitError
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from tests.support.hostile_store import (
     STORE_KINDS,
     blob_bytes,
