@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.manifest.artifact_ref import ArtifactRef
 
 
 def _ref(value: ArtifactRef) -> ArtifactRef:

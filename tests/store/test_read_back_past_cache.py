@@ -17,7 +17,7 @@ from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import MetadataMismatchError
 from artifactkit.store import download, fresh_looks
 from artifactkit.store.downloaded import Downloaded
-from artifactkit.store.layout import ArtifactRef
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.store import Store
 
 
