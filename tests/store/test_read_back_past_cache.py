@@ -15,9 +15,9 @@ import pytest
 from artifactkit.cli.main import main
 from artifactkit.conformance.corpus import materialize
 from artifactkit.errors import MetadataMismatchError
+from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store import download, fresh_looks
 from artifactkit.store.downloaded import Downloaded
-from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.store import Store
 
 
