@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
 import signal
@@ -16,6 +17,9 @@ from hypothesis import HealthCheck, settings
 
 from artifactkit.engine.select import ENGINE_SETTING
 from tests.support.capability import require_loop_devices, require_module, require_mounts, skip_or_fail
+from tests.support.fuse_matrix import FuseRig
+from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
+from tests.support.fuse_servers import running_sshd
 from tests.support.mounts import Mounts
 from tests.support.tmpfs import scratch_dir, tmpfs_available
 
@@ -150,3 +154,24 @@ def use_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None
     yield use
     if not loaded:
         sys.modules.pop(module, None)
+
+
+# -- the FUSE rows of the filesystem matrix (tests/test_fs_matrix_fuse.py, tests/test_fuse_read_back.py) ---------
+
+@pytest.fixture(scope="session")
+def fuse_rig(mounts: Mounts, request: pytest.FixtureRequest) -> Iterator[FuseRig]:
+    """Each FUSE row mounted once per session (on first use), all unmounted and their servers stopped at the end."""
+    require_fuse_tools()
+    with contextlib.ExitStack() as stack:
+        fuse = stack.enter_context(FuseMounts(mounts))
+        try:
+            yield FuseRig(fuse, lambda: stack.enter_context(running_sshd()),
+                          lambda: request.getfixturevalue("seaweedfs"))
+        finally:
+            fuse.close()  # before the servers stop: a mount whose server is gone unmounts, but slowly
+
+
+@pytest.fixture(scope="session")
+def fuse_local(mounts: Mounts) -> Path:
+    """A local relatime tmpfs: the other side of the round trips that put only one end on the mount."""
+    return mounts.tmpfs("relatime", size="64m")

@@ -9,7 +9,6 @@ filesystems cannot do (issue 49 item 2), each on the real mount.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import tempfile
@@ -41,30 +40,11 @@ from tests.support.fuse_matrix import (
     store_round_trip,
 )
 from tests.support.fuse_mounts import FuseMount, FuseMounts, require_fuse_tools
-from tests.support.fuse_servers import running_sshd
 from tests.support.mounts import Mounts, mounts_under
 
 REPO = Path(__file__).resolve().parent.parent
 #: Longer than every kernel attribute timeout of these mounts (1 s): what the mount shows then is its daemon's.
 PAST_KERNEL_CACHE_S = 1.6
-
-
-@pytest.fixture(scope="session")
-def fuse_rig(mounts: Mounts, request: pytest.FixtureRequest) -> Iterator[FuseRig]:
-    require_fuse_tools()
-    with contextlib.ExitStack() as stack:
-        fuse = stack.enter_context(FuseMounts(mounts))
-        try:
-            yield FuseRig(fuse, lambda: stack.enter_context(running_sshd()),
-                          lambda: request.getfixturevalue("seaweedfs"))
-        finally:
-            fuse.close()  # before the servers stop: a mount whose server is gone unmounts, but slowly
-
-
-@pytest.fixture(scope="session")
-def fuse_local(mounts: Mounts) -> Path:
-    """A local relatime tmpfs: the other side of the round trips that put only one end on the mount."""
-    return mounts.tmpfs("relatime", size="64m")
 
 
 @pytest.fixture(params=MATRIX, ids=lambda spec: spec.name)

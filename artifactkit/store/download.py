@@ -22,8 +22,7 @@ from artifactkit.engine.protocol import CreateJob, Engine
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import Layout, Owners, Parsed, covered
 from artifactkit.errors import UnsafePathError
-from artifactkit.metadata.mismatch import TIME_FIELDS
-from artifactkit.metadata.times import verify_stored
+from artifactkit.store import fresh_looks
 from artifactkit.store.private_dir import PrivateDir
 from artifactkit.store.progress import Reporter
 
@@ -31,7 +30,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str], owners: Owners = "exact",
-                 engine: Engine | None = None, progress: Reporter | None = None) -> None:
+                 engine: Engine | None = None, progress: Reporter | None = None) -> tuple[str, ...]:
     """Restore ``entries`` at ``dest`` (absent): directories, then files and links, then hard links, then
     directory times in post-order, every entry read back and compared exactly before the tree is renamed
     into place.
@@ -40,6 +39,9 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
     restore under ``owners``, the policy of :func:`~artifactkit.engine.reference.restore_meta.plan` (checked
     before anything is written). The tree is made by ``engine`` (``None``: the one selected now), which gets
     the files in batches of whole directories; ``progress`` is told as they finish.
+
+    Returns the fields it could not verify: on a filesystem whose client may cache attributes, the times where
+    no look past the cache could be shown fresh (:mod:`~artifactkit.store.fresh_looks`); else ``()``.
     """
     layout = entries.layout(owners)
     parent, name = os.path.split(dest)
@@ -56,12 +58,19 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
             if engine is None:
                 engine = stack.enter_context(contextlib.closing(engine_for(None, "download")))
             _materialize(layout, private, source, engine, progress or Reporter(None))
+        tree = _TREE
+        unverified: tuple[str, ...] = ()
         if _may_cache(parent):
-            _verify_past_the_cache(entries, private)
-        # Every entry, the root included, was verified exact above; the rename moves no time.
-        _rename_into_place(private.fd, private.parent_fd, name, dest)
+            # weed mount keeps no atime: for a second its cache showed the value set, and the read-back inside
+            # that second said "verified exact". The calibration is made while the kernel's timeout runs out.
+            calibrated = fresh_looks.prepare(private.fd)
+            time.sleep(PAST_ATTRIBUTE_CACHE_S)
+            tree, unverified = fresh_looks.read_back(entries, private.fd, _TREE, calibrated=calibrated)
+        # Every entry, the root included, was verified above; the rename moves no time.
+        _rename_into_place(tree, private.fd, private.parent_fd, name, dest)
     finally:
         private.close()
+    return unverified
 
 
 #: The tree's name inside a download's private directory; only what this process made is ever inside.
@@ -103,26 +112,9 @@ def _may_cache(parent: str) -> bool:
         return False
 
 
-def _verify_past_the_cache(entries: Parsed, private: PrivateDir) -> None:
-    """Every entry's times read back again once the client's attribute cache has expired, before the tree is
-    made visible: a network or FUSE client shows what was just set from its cache, whatever the server kept.
-
-    ``weed mount`` keeps no atime: for a second its cache shows the value set, then atime reads back as
-    mtime; the read-back inside that second said "verified exact". Only the times are compared (a re-owned
-    download changes owner and setid bits as it planned); every other field was read back with them.
-    """
-    time.sleep(PAST_ATTRIBUTE_CACHE_S)
-    root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
+def _rename_into_place(tree: str, private_fd: int, parent_fd: int, name: str, dest: str) -> None:
     try:
-        verify_stored([(entry, os.lstat(entry.path, dir_fd=root_fd)) for entry in entries], stage="download",
-                      fields=TIME_FIELDS)
-    finally:
-        os.close(root_fd)
-
-
-def _rename_into_place(private_fd: int, parent_fd: int, name: str, dest: str) -> None:
-    try:
-        rename_noreplace(_TREE, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
+        rename_noreplace(tree, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
     except FileExistsError as err:
         raise FileExistsError(errno.EEXIST, "download destination appeared during the download", dest) from err
     except OSError as err:
@@ -131,6 +123,6 @@ def _rename_into_place(private_fd: int, parent_fd: int, name: str, dest: str) ->
         # No RENAME_NOREPLACE here (old kernel or filesystem): a checked plain rename instead.
         if os.path.lexists(dest):
             raise FileExistsError(errno.EEXIST, "download destination already exists", dest) from err
-        os.rename(_TREE, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
+        os.rename(tree, name, src_dir_fd=private_fd, dst_dir_fd=parent_fd)
 
 

@@ -11,7 +11,9 @@ an attacker's link into DEST while saying "verified exact". So the directory is:
   ours (euid), private, empty, and not flocked by anyone else — or it is :class:`UnsafeStoreError`;
   a directory of ours whose mode lets others in is no swap (only we or root can make one of our euid):
   s3fs and rclone mount ignore ``mkdir``'s mode. It is ``chmod``-ed 0700, or, where the filesystem does
-  not apply that either, removed and refused as the filesystem's (:class:`NotRestorableError`);
+  not apply that either, removed and refused as the filesystem's (:class:`NotRestorableError`). Likewise one
+  owned by another uid where a file we create beside it (``O_EXCL``, checked through its fd) shows that uid too:
+  rclone mount ``--uid`` and bindfs ``--force-user`` show every entry so; a swapped-in directory leaves ours ours;
 * flocked for its whole life (:func:`artifactkit.store.locks.hold`), so a later download into the
   same parent can tell an abandoned one (its owner was SIGKILLed) from a live one;
 * marked as ours: once locked and proven empty it gets a file :data:`MARKER` (created through its fd,
@@ -198,6 +200,9 @@ class PrivateDir:
             return False  # removed between our mkdir and our flock (an older artifactkit's sweep): it was empty
         problem = ""
         if held.st_uid != os.geteuid():
+            if self._owner_of_a_new_file() == held.st_uid:
+                raise self._refused(name, fd, held, what="our owner", remedy="keeps owners",
+                                    seen=f"it and a file made beside it read uid {held.st_uid}, not {os.geteuid()}")
             problem = f"it is owned by uid {held.st_uid} with mode {stat.S_IMODE(held.st_mode):o}, not ours"
         elif os.listdir(fd):
             problem = "it is not empty"
@@ -231,6 +236,34 @@ class PrivateDir:
             why = f", and chmod answered {errno.errorcode.get(err.errno or 0, err.errno)}"
         if stat.S_IMODE(held.st_mode) == 0o700:
             return held
+        raise self._refused(name, fd, held, what="mode 0700", remedy="keeps modes",
+                            seen=f"it reads {stat.S_IMODE(held.st_mode):o} after mkdir{why}")
+
+    def _owner_of_a_new_file(self) -> int | None:
+        """The owner this filesystem shows on a file just made in the parent (``O_EXCL``: no name is trusted, no
+        swap can come between its creation and our ``fstat``); removed again. None if none can be made.
+
+        A filesystem that forces an owner on what it shows (rclone mount ``--uid``, bindfs ``--force-user``)
+        shows it on this file too; under a swap the file, made by us, is ours."""
+        name = f"{self.prefix}owner-{os.urandom(6).hex()}"
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=self.parent_fd)
+        except OSError:
+            return None
+        try:
+            made = os.fstat(fd)
+            with contextlib.suppress(OSError):
+                if _identity(os.lstat(name, dir_fd=self.parent_fd)) == _identity(made):
+                    os.unlink(name, dir_fd=self.parent_fd)
+            return made.st_uid
+        finally:
+            os.close(fd)
+
+    def _refused(self, name: str, fd: int, held: os.stat_result, *, what: str, seen: str,
+                 remedy: str) -> NotRestorableError:
+        """Remove our directory (empty, still at our name); the refusal naming the filesystem, which does not
+        apply ``what`` to it (``seen``: what it shows instead): not a swap, and nothing is left behind."""
         where = os.path.join(self.parent, name)
         with contextlib.suppress(OSError):
             if not os.listdir(fd) and self._still_ours(name, held):
@@ -239,11 +272,10 @@ class PrivateDir:
             fs_type = mount_info(where if os.path.lexists(where) else self.parent or ".").fs_type
         except OSError:
             fs_type = "unknown"
-        raise NotRestorableError(
-            f"download refused: this filesystem ({fs_type}) does not apply mode 0700 to the private directory "
-            f"{where} (it reads {stat.S_IMODE(held.st_mode):o} after mkdir{why}), so the tree could not be built "
-            "where only this user can reach it; nothing was written: download onto a filesystem that keeps modes",
-            entries=[where])
+        return NotRestorableError(
+            f"download refused: this filesystem ({fs_type}) does not apply {what} to the private directory "
+            f"{where} ({seen}), so the tree could not be built where only this user can reach it; nothing was "
+            f"written: download onto a filesystem that {remedy}", entries=[where])
 
     def _still_ours(self, name: str, held: os.stat_result | None = None) -> bool:
         try:

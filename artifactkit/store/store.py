@@ -27,6 +27,7 @@ from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.store.backend import Backend, Opened
 from artifactkit.store.diff import diff_versions
 from artifactkit.store.download import restore_tree
+from artifactkit.store.downloaded import Downloaded
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import parse_ref
@@ -140,7 +141,7 @@ class Store:
 
     def download(self, name_or_ref: str | ArtifactRef, dest: str | os.PathLike[str],
                  version: int | None = None, owners: Owners = "exact", workers: int | None = None, *,
-                 progress: ProgressCallback | None = None, paths: Sequence[str] | None = None) -> ArtifactRef:
+                 progress: ProgressCallback | None = None, paths: Sequence[str] | None = None) -> Downloaded:
         """Materialize a version at ``dest`` (which must not exist) with exact metadata, or nothing.
 
         ``owners="exact"`` (default) restores every owner and refuses (:class:`NotRestorableError`)
@@ -149,7 +150,8 @@ class Store:
         ``workers`` and ``progress`` as :meth:`publish`'s. ``paths``: only these entries (relative paths) and
         everything under them, with the directories on the way to them, each as recorded; of a format-3 version
         only the tree objects on their way are read (:class:`LookupError` for a path the version lacks). Every
-        guarantee is the same.
+        guarantee is the same. Returns the version as a :class:`~artifactkit.store.downloaded.Downloaded` ref
+        naming any field it could not verify (``unverified``: the times on a filesystem whose client may cache them).
         """
         target = os.path.abspath(os.fspath(dest))
         with self._open() as opened, closing(engine_for(workers, "download")) as engine:
@@ -164,8 +166,9 @@ class Store:
                 reporter = Reporter(progress)
                 reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)
                 with opened.blob_source(needed, target, reporter) as blobs:
-                    restore_tree(entries, target, blob_path=blobs, owners=owners, engine=engine, progress=reporter)
-        return ref
+                    unverified = restore_tree(entries, target, blob_path=blobs, owners=owners, engine=engine,
+                                              progress=reporter)
+        return Downloaded(ref.name, ref.version, ref.digest, unverified=unverified)
 
     def diff(self, a: str | ArtifactRef, b: str | ArtifactRef) -> Changes:
         """What changed from version ``a`` to ``b`` (each a ref or ``name@V``): every entry removed (diagnosis

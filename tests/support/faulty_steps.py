@@ -42,24 +42,26 @@ def _naive_restore(entries: Iterable[FileMeta], dest: str, blob_path: Callable[[
 
 
 def restore_omitting_atime(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           owners: str = "exact", engine: object = None, progress: object = None) -> None:
+                           owners: str = "exact", engine: object = None, progress: object = None) -> tuple[str, ...]:
     """Sets mtime and keeps whatever atime the copy left (``utime`` with the current atime)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
         return os.lstat(full).st_atime_ns, entry.mtime_ns
     _naive_restore(entries, dest, blob_path, times)
+    return ()  # verified nothing, claims nothing unverified: what a faulty restore does
 
 
-def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *,
-                                  blob_path: Callable[[str], str],
-                                  owners: str = "exact", engine: object = None, progress: object = None) -> None:
+def restore_truncating_to_seconds(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
+                                  owners: str = "exact", engine: object = None,
+                                  progress: object = None) -> tuple[str, ...]:
     """Sets times from whole seconds (``int(st.st_atime)``-style code)."""
     _naive_restore(entries, dest, blob_path,
                    lambda e: ((e.atime_ns // NS) * NS, (e.mtime_ns // NS) * NS))
+    return ()
 
 
 def restore_through_float(entries: Iterable[FileMeta], dest: str, *, blob_path: Callable[[str], str],
-                           owners: str = "exact", engine: object = None, progress: object = None) -> None:
+                           owners: str = "exact", engine: object = None, progress: object = None) -> tuple[str, ...]:
     """Sets times through float seconds (``os.utime(p, (st.st_atime, st.st_mtime))``)."""
     def times(entry: FileMeta) -> tuple[int, int]:
         full = os.path.join(dest, entry.path)
@@ -67,5 +69,6 @@ def restore_through_float(entries: Iterable[FileMeta], dest: str, *, blob_path: 
         st = os.lstat(full)
         return st.st_atime_ns, st.st_mtime_ns
     _naive_restore(entries, dest, blob_path, times)
+    return ()  # verified nothing, claims nothing unverified: what a faulty restore does
 
 

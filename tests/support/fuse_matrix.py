@@ -28,7 +28,8 @@ from artifactkit.isolation.probe import AtimeProbe, probe_atime
 from artifactkit.isolation.tree import private_noatime_tree
 from artifactkit.metadata.compare import assert_metadata_equal
 from artifactkit.store.store import Store
-from tests.support.fuse_mounts import FuseMount, FuseMounts
+from tests.support.capability import skip_or_fail
+from tests.support.fuse_mounts import FuseMount, FuseMounts, require_fuse_tools
 from tests.support.fuse_servers import Sshd
 
 NS_PER_S: Final = 1_000_000_000
@@ -59,6 +60,16 @@ class FuseRig:
         if spec.name not in self._mounts:
             self._mounts[spec.name] = spec.build(self)
         return self._mounts[spec.name]
+
+    def row(self, name: str) -> FuseMount:
+        """The mount of the row ``name``, its tools required (a skip, or a failure in CI, naming what is missing)."""
+        spec = next(spec for spec in MATRIX if spec.name == name)
+        require_fuse_tools(*spec.tools)
+        try:
+            return self.mount(spec)
+        except RuntimeError as err:
+            skip_or_fail(f"{name} did not mount: {err}")
+            raise
 
     def probe(self, spec: FuseSpec) -> AtimeProbe | OSError:
         """The row's probe, run once per session in a fresh directory (the probe takes 3 s on these)."""
@@ -126,6 +137,10 @@ _WEED_ATIME: Final = "MetadataMismatchError: atime not kept"
 #: Neither RENAME_NOREPLACE nor link(2): a publish says so before it moves anything.
 _S3_COMMIT: Final = "OSError: ENOTSUP: cannot commit atomically"
 _RCLONE_COMMIT: Final = "OSError: EIO: cannot commit atomically"
+#: bindfs --force-user shows the private directory as nobody's: named as the filesystem's lack, never a swap.
+_OWNER_FORCED: Final = "NotRestorableError: our owner not applied"
+#: No hard link, so no look past a client cache can be shown fresh: the times are read back and named unverified.
+_TIMES_UNVERIFIED: Final = "read back, mtime_ns, atime_ns unverified"
 _S3 = {"both": _S3_COMMIT, "store-only": _S3_COMMIT, "dest-only": _MODE_IGNORED}
 
 MATRIX: Final[tuple[FuseSpec, ...]] = (
@@ -155,6 +170,20 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              "flag", _KEPT,
              dict.fromkeys(VARIANTS, "exact"),
              "mergerfs passes times and the flags ioctl through to its one tmpfs branch"),
+    FuseSpec("bindfs-force-user", ("bindfs",),
+             lambda rig: rig.fuse.bindfs("bindfs-fu", ["--force-user=nobody", "--force-group=nogroup"]),
+             _probe("fuse", "relatime", "not seen", granularity=1, extremes=(True, True)),
+             "IsolationError:unsupported", _KEPT,
+             {"both": _OWNER_FORCED, "store-only": "exact", "dest-only": _OWNER_FORCED},
+             "bindfs --force-user shows every entry as nobody's: the private directory's owner is the filesystem's "
+             "lack, not a swap"),
+    FuseSpec("mergerfs-no-link", ("mergerfs",), lambda rig: rig.fuse.mergerfs("mergerfs-nl", "func.link=erofs"),
+             _probe("fuse.mergerfs", "relatime", "cannot tell", granularity=1, extremes=(True, True), flag="supported",
+                    unverified=("granularity_ns", "pre_1970_ok", "post_2038_ok"), time_range=None),
+             "IsolationError:client-cache", _KEPT,
+             {"both": "OSError: EROFS", "store-only": "OSError: EROFS", "dest-only": _TIMES_UNVERIFIED},
+             "mergerfs with link(2) refused (func.link=erofs): no second name shows a look past a cache fresh, so "
+             "a download's times are read back but named unverified"),
     FuseSpec("squashfuse", ("squashfuse", "mksquashfs"), lambda rig: rig.fuse.squashfuse(),
              {"error": "OSError: ENOSYS"}, "IsolationError:setup", {},
              {"both": "OSError: ENOSYS", "store-only": "OSError: ENOSYS", "dest-only": "OSError: ENOSYS"},
@@ -206,8 +235,9 @@ def _tag(err: Exception) -> str:
         return f"{errno_tag(err)}: cannot commit atomically"
     if isinstance(err, OSError) and not type(err).__module__.startswith("artifactkit"):
         return errno_tag(err)
-    if "does not apply mode 0700" in text:
-        return f"{type(err).__name__}: mode 0700 not applied"
+    for lack in ("mode 0700", "our owner"):
+        if f"does not apply {lack}" in text:
+            return f"{type(err).__name__}: {lack} not applied"
     for word in ("xattrs", "swapped"):
         if word in text:
             return f"{type(err).__name__}: {word}"
@@ -217,9 +247,10 @@ def _tag(err: Exception) -> str:
 def store_round_trip(corpus: str, source_base: Path, store_dir: Path, dest_parent: Path) -> str:
     """Publish ``corpus`` (made on ``source_base``) into ``store_dir`` and download it into ``dest_parent``.
 
-    ``exact`` only if the download verifies and every file's times still read back the same 3 s later
-    (past every FUSE attribute timeout here: what was verified must not be a cache's copy). Otherwise
-    the outcome's tag; a refused download must leave nothing in ``dest_parent`` (else ``; left <names>``).
+    ``exact`` only if the download verifies every field and every file's times still read back the same 3 s
+    later (past every FUSE attribute timeout here: what was verified must not be a cache's copy); ``read back,
+    <fields> unverified`` where the download said it could not verify them. Otherwise the outcome's tag; a
+    refused download must leave nothing in ``dest_parent`` (else ``; left <names>``).
     """
     source = Path(tempfile.mkdtemp(prefix="src-", dir=source_base)) / "src"
     supplied = materialize(corpus, source)
@@ -229,7 +260,7 @@ def store_round_trip(corpus: str, source_base: Path, store_dir: Path, dest_paren
         store = Store(store_dir)
         ref = store.publish(source, corpus)
         before = set(os.listdir(dest_parent))  # the store may be in there too
-        store.download(ref, dest)
+        unverified = store.download(ref, dest).unverified
         assert_metadata_equal(supplied, capture_tree(dest), stage="download")
     except Exception as err:  # noqa: BLE001 - whatever refused is the outcome pinned
         left = sorted(set(os.listdir(dest_parent)) - before) if before is not None else []
@@ -243,4 +274,4 @@ def store_round_trip(corpus: str, source_base: Path, store_dir: Path, dest_paren
         assert_metadata_equal([e for e in supplied if e.path in files], later, stage="download")
     except MetadataMismatchError as err:
         return f"verified, then {_tag(err)} 3 s later"
-    return "exact"
+    return f"read back, {', '.join(unverified)} unverified" if unverified else "exact"

@@ -154,15 +154,16 @@ class FuseMounts:
         return self.start(label, lambda point: ["sshfs", "-f", f"root@127.0.0.1:{backing}", str(point),
                                                 *sshd.sshfs_options(), *extra], "fuse.sshfs", backing=backing)
 
-    def bindfs(self) -> FuseMount:
-        backing = self.backing_dir("bindfs")
-        return self.start("bindfs", lambda point: ["bindfs", "-f", "--no-allow-other", str(backing), str(point)],
-                          "fuse", backing=backing)  # bindfs names itself plain "fuse"
+    def bindfs(self, label: str = "bindfs", options: Sequence[str] = ()) -> FuseMount:
+        backing = self.backing_dir(label)
+        return self.start(label, lambda point: ["bindfs", "-f", "--no-allow-other", *options, str(backing),
+                                                str(point)], "fuse", backing=backing)  # bindfs names itself "fuse"
 
-    def mergerfs(self) -> FuseMount:
-        backing = self.backing_dir("mergerfs")
-        return self.start("mergerfs", lambda point: ["mergerfs", "-f", "-o", "minfreespace=0", str(backing),
-                                                     str(point)], "fuse.mergerfs", backing=backing)
+    def mergerfs(self, label: str = "mergerfs", options: str = "") -> FuseMount:
+        backing = self.backing_dir(label)
+        opts = ",".join(filter(None, ("minfreespace=0", options)))
+        return self.start(label, lambda point: ["mergerfs", "-f", "-o", opts, str(backing), str(point)],
+                          "fuse.mergerfs", backing=backing)
 
     def squashfuse(self) -> FuseMount:
         content = self.path("squash-content")

@@ -91,9 +91,10 @@ def test_a_blob_dir_swapped_after_the_restore_is_reported_with_dest_complete_and
     canary.mkdir()
     real_restore = store_module.restore_tree
 
-    def restore_then_swap(*args: Any, **kwargs: Any) -> None:
-        real_restore(*args, **kwargs)
+    def restore_then_swap(*args: Any, **kwargs: Any) -> tuple[str, ...]:
+        unverified = real_restore(*args, **kwargs)
         _swap(work, canary, next(n for n in os.listdir(work) if n.startswith(PREFIX)))
+        return unverified
 
     monkeypatch.setattr(store_module, "restore_tree", restore_then_swap)
     with pytest.raises(UnsafePathError, match="completed and verified exact") as caught:
