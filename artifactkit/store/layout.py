@@ -165,8 +165,9 @@ def commit_name(src_fd: int, src: str, dst_fd: int, dst: str, *, where: str = ""
 
 
 #: What ``link(2)`` answers on a filesystem without hard links: s3fs ``ENOTSUP``, rclone mount ``EIO``, vfat
-#: ``EPERM``. Met right after ``RENAME_NOREPLACE`` was refused, an ``EIO`` is that too, and the message names it.
-_NO_LINK: Final = frozenset({errno.EOPNOTSUPP, errno.EPERM, errno.ENOSYS, errno.EIO})
+#: ``EPERM``, mergerfs with ``func.link=erofs`` ``EROFS``. Met right after ``RENAME_NOREPLACE`` was refused (in a
+#: directory a publish has just written to), an ``EIO`` or ``EROFS`` is that too, and the message names it.
+_NO_LINK: Final = frozenset({errno.EOPNOTSUPP, errno.EPERM, errno.ENOSYS, errno.EIO, errno.EROFS})
 
 
 def _not_atomic(dir_fd: int, rename_err: OSError, link_err: OSError, src: str, dst: str) -> OSError:

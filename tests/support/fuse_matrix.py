@@ -137,6 +137,7 @@ _WEED_ATIME: Final = "MetadataMismatchError: atime not kept"
 #: Neither RENAME_NOREPLACE nor link(2): a publish says so before it moves anything.
 _S3_COMMIT: Final = "OSError: ENOTSUP: cannot commit atomically"
 _RCLONE_COMMIT: Final = "OSError: EIO: cannot commit atomically"
+_MERGERFS_COMMIT: Final = "OSError: EROFS: cannot commit atomically"
 #: bindfs --force-user shows the private directory as nobody's: named as the filesystem's lack, never a swap.
 _OWNER_FORCED: Final = "NotRestorableError: our owner not applied"
 #: No hard link, so no look past a client cache can be shown fresh: the times are read back and named unverified.
@@ -181,7 +182,7 @@ MATRIX: Final[tuple[FuseSpec, ...]] = (
              _probe("fuse.mergerfs", "relatime", "cannot tell", granularity=1, extremes=(True, True), flag="supported",
                     unverified=("granularity_ns", "pre_1970_ok", "post_2038_ok"), time_range=None),
              "IsolationError:client-cache", _KEPT,
-             {"both": "OSError: EROFS", "store-only": "OSError: EROFS", "dest-only": _TIMES_UNVERIFIED},
+             {"both": _MERGERFS_COMMIT, "store-only": _MERGERFS_COMMIT, "dest-only": _TIMES_UNVERIFIED},
              "mergerfs with link(2) refused (func.link=erofs): no second name shows a look past a cache fresh, so "
              "a download's times are read back but named unverified"),
     FuseSpec("squashfuse", ("squashfuse", "mksquashfs"), lambda rig: rig.fuse.squashfuse(),
