@@ -39,7 +39,7 @@ from tests.support.fuse_matrix import (
     fixture_outcome,
     store_round_trip,
 )
-from tests.support.fuse_mounts import FuseMount, FuseMounts, require_fuse_tools
+from tests.support.fuse_mounts import FuseMounts, require_fuse_tools
 from tests.support.mounts import Mounts, mounts_under
 
 REPO = Path(__file__).resolve().parent.parent
@@ -193,16 +193,6 @@ def test_a_busy_fuse_mount_is_still_unmounted_and_its_daemon_stopped_at_teardown
 WHOLE_S = 1_000_000_000 * NS_PER_S
 
 
-def _row(fuse_rig: FuseRig, name: str) -> FuseMount:
-    spec = next(spec for spec in MATRIX if spec.name == name)
-    require_fuse_tools(*spec.tools)
-    try:
-        return fuse_rig.mount(spec)
-    except RuntimeError as err:
-        skip_or_fail(f"{name} did not mount: {err}")
-        raise
-
-
 def _published(local: Path, *, xattr: bool) -> tuple[Store, Path]:
     """A store on the local tmpfs holding a small tree sshfs can hold (whole seconds, no link), with or without
     a ``user.*`` xattr on its file."""
@@ -226,7 +216,7 @@ def _published_to(local: Path, store_dir: Path, *, xattr: bool = False,
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_a_tree_without_xattrs_downloads_onto_sshfs_whose_listxattr_is_unsupported(
         fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
-    point = _row(fuse_rig, "sshfs").point
+    point = fuse_rig.row("sshfs").point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     work = Path(tempfile.mkdtemp(prefix="work-", dir=point))
     try:
@@ -242,7 +232,7 @@ def test_a_tree_without_xattrs_downloads_onto_sshfs_whose_listxattr_is_unsupport
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_xattrs_onto_sshfs_are_refused_as_the_filesystem_s_lack_and_nothing_is_left(
         fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
-    point = _row(fuse_rig, "sshfs").point
+    point = fuse_rig.row("sshfs").point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     work = Path(tempfile.mkdtemp(prefix="work-", dir=point))
     try:
@@ -261,7 +251,7 @@ def test_xattrs_onto_sshfs_are_refused_as_the_filesystem_s_lack_and_nothing_is_l
 @pytest.mark.parametrize("row", ["s3fs", "rclone-mount"])
 def test_a_filesystem_that_ignores_mkdir_s_mode_is_named_not_called_a_swap_and_nothing_is_left(
         fuse_rig: FuseRig, fuse_local: Path, row: str) -> None:
-    point = _row(fuse_rig, row).point
+    point = fuse_rig.row(row).point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     work = point / f"work-{os.getpid()}-{row}"
     work.mkdir()
@@ -281,7 +271,7 @@ def test_a_filesystem_that_ignores_mkdir_s_mode_is_named_not_called_a_swap_and_n
 @pytest.mark.parametrize("row", ["s3fs", "rclone-mount"])
 def test_a_store_on_a_filesystem_without_an_atomic_no_replace_commit_says_so_and_leaves_no_version(
         fuse_rig: FuseRig, fuse_local: Path, row: str, engine: str) -> None:
-    point = _row(fuse_rig, row).point
+    point = fuse_rig.row(row).point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     store_dir = point / f"store-{os.getpid()}-{row}-{engine}"
     try:
@@ -303,7 +293,7 @@ def test_a_store_on_a_filesystem_without_an_atomic_no_replace_commit_says_so_and
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_on_weed_mount_a_download_is_verified_past_the_attribute_cache_and_never_certifies_a_lost_atime(
         fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
-    point = _row(fuse_rig, "weed-mount").point
+    point = fuse_rig.row("weed-mount").point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     work = point / f"work-{os.getpid()}-{engine}"
     work.mkdir()
@@ -330,7 +320,7 @@ def test_on_weed_mount_a_download_is_verified_past_the_attribute_cache_and_never
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_a_publish_from_rclone_mount_names_the_file_the_calls_and_the_source_s_filesystem(
         fuse_rig: FuseRig, fuse_local: Path, engine: str) -> None:
-    point = _row(fuse_rig, "rclone-mount").point
+    point = fuse_rig.row("rclone-mount").point
     local = Path(tempfile.mkdtemp(prefix="local-", dir=fuse_local))
     src = point / f"src-{os.getpid()}-{engine}"
     src.mkdir()
