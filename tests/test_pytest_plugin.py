@@ -67,7 +67,7 @@ def test_strictatime_base_passes_with_the_flag_set(pytester: pytest.Pytester, mo
     if not workers:  # xdist workers print no header; the controller does
         result.stdout.fnmatch_lines([
             "artifactkit: base * (--artifactkit-base): fs=tmpfs atime=strictatime "
-            "FS_NOATIME_FL=supported, inherited -> isolation flag*"])
+            "FS_NOATIME_FL=supported, inherited time_range 64-bit seconds -> isolation flag*"])
     assert _ancestor_flags(tmpfs_strict) == before
     assert list(tmpfs_strict.glob("artifactkit-*")) == []  # every private tree removed
 

@@ -40,6 +40,17 @@ def _tries(edges: Iterable[int], outward: int, limit: int) -> tuple[int, ...]:
 HIGH_TRIES_S: Final = _tries((*CLAMP_CEILINGS_S, _I64_NS_S[1]), 1, STORE_HIGHEST_S)
 LOW_TRIES_S: Final = _tries((*CLAMP_FLOORS_S, _I64_NS_S[0]), -1, STORE_LOWEST_S)
 
+def _day(second: int) -> str:
+    """A whole second as its UTC day where a calendar date names it (years 1 to 9999), else as seconds."""
+    import datetime  # noqa: PLC0415 - only a rendering needs it; the probe's import stays light
+
+    try:
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+        return (epoch + datetime.timedelta(seconds=second)).date().isoformat()
+    except OverflowError:
+        return f"{second} s"
+
+
 #: Sets one whole second (as both times) and returns the mtime read back, ``None`` where ``utime`` refused it.
 Store = Callable[[int], "int | None"]
 
@@ -53,7 +64,11 @@ class TimeRange:
     granularity_ns: int = 1
 
     def __str__(self) -> str:
-        return f"[{self.lowest_s} s, {self.highest_s} s]"
+        """As the docs' tables write it: ``64-bit seconds`` (all the store holds) or ``1901-12-13 .. 2446-05-10``
+        (the JSON keeps the exact seconds)."""
+        if (self.lowest_s, self.highest_s) == (STORE_LOWEST_S, STORE_HIGHEST_S):
+            return "64-bit seconds"
+        return f"{_day(self.lowest_s)} .. {_day(self.highest_s)}"
 
     def to_json(self) -> list[int]:
         return [self.lowest_s, self.highest_s]
