@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import attrs
 
+from artifactkit._os_calls import named
 from artifactkit._syscalls import copy_range, open_noatime
 from artifactkit.errors import IntegrityError, IntegrityFailure, SourceChangedError
 from artifactkit.metadata.extended import data_extents, read_flags
@@ -268,7 +269,7 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
     """
     # O_NONBLOCK: a file swapped for a FIFO after the scan must be refused, not hang the open.
     try:
-        fd, noatime = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd, noatime = named("open", open_noatime, path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         if err.errno != errno.ELOOP:
             raise
@@ -276,29 +277,31 @@ def read_source(path: str, captured: FileMeta, identity: tuple[int, int], *,
         raise SourceChangedError(f"source {path!r} changed between capture and read: it was replaced by a "
                                  "symlink; publish again once it is stable", path=path) from err
     try:
-        if changed := source_changed(path, captured, identity, os.fstat(fd), "between capture and read"):
+        before = named("fstat", os.fstat, fd)
+        if changed := source_changed(path, captured, identity, before, "between capture and read"):
             raise changed
         # Captured from the open fd before its first read, like everything else about the entry.
-        flags, extents = read_flags(fd, path), data_extents(fd, captured.size)
+        flags, extents = named("ioctl", read_flags, fd, path), named("lseek", data_extents, fd, captured.size)
         data: bytes | None = None
         if extents is None and captured.size <= IN_MEMORY_LIMIT:
-            data = read_small(fd, captured.size)
+            data = named("pread", read_small, fd, captured.size)
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
         else:
             # O_RDWR: the digest is taken from what was written to staging, read back.
-            out = os.open(stage_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
+            out = named("open", os.open, stage_name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444,
+                        dir_fd=stage_fd)
             try:
                 if extents is None:
-                    sha, count = hash_while_copying(fd, out, captured.size)
+                    sha, count = named("copy_file_range", hash_while_copying, fd, out, captured.size)
                 else:
-                    sha, count = copy_sparse(fd, out, captured.size, extents)
+                    sha, count = named("copy_file_range", copy_sparse, fd, out, captured.size, extents)
             finally:
                 os.close(out)
         if count != captured.size:
             raise SourceChangedError(
                 f"source {path!r} changed while read: {count} bytes read, {captured.size} captured",
                 path=path)
-        if changed := source_changed(path, captured, identity, os.fstat(fd), "while being read"):
+        if changed := source_changed(path, captured, identity, named("fstat", os.fstat, fd), "while being read"):
             raise changed
     finally:
         os.close(fd)
@@ -358,9 +361,10 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 def write_staged(stage_fd: int, stage_name: str, data: bytes, *, sync: Callable[[int], None] | None = None) -> None:
     """Write in-memory content to a staging file (read-only mode: blobs are immutable); ``sync(fd)`` (an
     ``fsync``) once it is written, where no barrier comes after."""
-    out = os.open(stage_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444, dir_fd=stage_fd)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    out = named("open", os.open, stage_name, flags, 0o444, dir_fd=stage_fd)
     try:
-        write_all(out, data)
+        named("write", write_all, out, data)
         if sync is not None:
             sync(out)
     finally:

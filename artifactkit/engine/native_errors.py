@@ -43,8 +43,7 @@ _WHEN = ("between capture and read", "while being read")
 def raise_scan(kind: str, fields: dict[str, Any], root: str) -> NoReturn:
     """A capture's failure (``capture_tree``) as the reference's scan raises it."""
     if kind == "os":
-        code = fields["errno"]
-        raise OSError(code, os.strerror(code), fields.get("filename"))
+        raise _os_error(fields)
     if kind == "source_xattrs":
         raise xattrs_unreadable(fields["path"], fields["errno"])
     if kind == "scan_root":
@@ -141,12 +140,19 @@ def raise_create(kind: str, fields: dict[str, Any], flat: Callable[[int], FileMe
 def raise_common(kind: str, fields: dict[str, Any]) -> NoReturn:
     """A failure every call may report: an ``OSError`` as ``os`` raises it; any other kind is a bug."""
     if kind == "os":
-        code = fields["errno"]
-        if fields.get("filename2") is not None:
-            raise OSError(code, os.strerror(code), fields.get("filename"), None, fields["filename2"])
-        raise OSError(code, os.strerror(code), fields.get("filename"))
+        raise _os_error(fields)
     # A read-back the reference's own check found equal, or a kind this module does not know: a bug.
     raise AssertionError(f"the native core reported {kind} {fields!r}, which the reference engine does not raise")
+
+
+def _os_error(fields: dict[str, Any]) -> OSError:
+    """The ``OSError`` of the core's failed ``call``, worded as :func:`~artifactkit.engine.reference.calls.named`
+    words the reference's (a call of ``""`` is none: a path refused before any call)."""
+    code, call = fields["errno"], fields.get("call", "")
+    strerror = f"{call}: {os.strerror(code)}" if call else os.strerror(code)
+    if fields.get("filename2") is not None:
+        return OSError(code, strerror, fields.get("filename"), None, fields["filename2"])
+    return OSError(code, strerror, fields.get("filename"))
 
 
 def _stat(fields: tuple[int | float, ...]) -> os.stat_result:

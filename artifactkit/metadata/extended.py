@@ -11,6 +11,7 @@ import errno
 import os
 from typing import Final
 
+from artifactkit._os_calls import named
 from artifactkit.metadata.flags import get_flags_int
 from artifactkit.metadata.model import Extents, Xattrs
 
@@ -31,7 +32,7 @@ def read_xattrs(target: str | int) -> Xattrs:
     """
     follow = isinstance(target, int)  # an fd has no link to follow; a path's final link is never followed
     try:
-        names = os.listxattr(target, follow_symlinks=follow)
+        names = named("listxattr", os.listxattr, target, follow_symlinks=follow)
     except OSError as err:
         if err.errno in _NO_XATTRS:
             return ()
@@ -43,7 +44,7 @@ def read_xattrs(target: str | int) -> Xattrs:
         if name in _ALIASES:
             continue
         try:
-            found.append((name, os.getxattr(target, name, follow_symlinks=follow)))
+            found.append((name, named("getxattr", os.getxattr, target, name, follow_symlinks=follow)))
         except OSError as err:
             if err.errno != errno.ENODATA:  # removed between the list and the read
                 raise

@@ -55,8 +55,9 @@ impl StatFacts {
 /// batch fails the same way however its threads interleaved).
 #[derive(Debug)]
 pub enum Failure {
-    /// A syscall failed: `OSError(errno, strerror, filename[, None, filename2])`.
-    Os { errno: Errno, filename: Option<OsString>, filename2: Option<OsString> },
+    /// A syscall failed: `OSError(errno, "call: strerror", filename[, None, filename2])`; `call` is named as the
+    /// reference's `os` function for the same step is, so both engines' messages read alike.
+    Os { call: &'static str, errno: Errno, filename: Option<OsString>, filename2: Option<OsString> },
     /// The source's final component is a symlink now (`O_NOFOLLOW` met it).
     SourceSymlink { path: OsString },
     /// The source's `fstat` differs from its capture (`when`: 0 before the read, 1 after it).
@@ -95,8 +96,8 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn os(errno: Errno, filename: Option<OsString>) -> Self {
-        Failure::Os { errno, filename, filename2: None }
+    pub fn os(call: &'static str, errno: Errno, filename: Option<OsString>) -> Self {
+        Failure::Os { call, errno, filename, filename2: None }
     }
 }
 

@@ -62,7 +62,7 @@ def test_a_kernel_refused_xattr_from_a_forged_manifest_is_one_line_and_exit_2_wi
     done = _cli("download", "demo", str(fast_tmp / "out"), "--store", store_path)
     assert done.returncode == EXIT_SETUP, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr == f"artifactkit: error: {entry['path']}: {os.strerror(errno.EINVAL)}\n", done.stderr
+    assert done.stderr == f"artifactkit: error: {entry['path']}: setxattr: {os.strerror(errno.EINVAL)}\n", done.stderr
     assert not (fast_tmp / "out").exists()
 
 

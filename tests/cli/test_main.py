@@ -65,7 +65,7 @@ def test_every_subcommand_help_has_a_description_option_help_and_the_exit_codes(
     (["download", "demo", "{tmp}/out", "--store", "{tmp}/typo"], "no artifactkit store at {tmp}/typo"),
     (["verify", "--store", "{tmp}/file"], "no artifactkit store at {tmp}/file: it is a file, not a directory"),
     (["publish", "{tmp}/nonexistent", "--store", "{tmp}/store", "--name", "a"],
-     "source {tmp}/nonexistent: No such file or directory"),
+     "source {tmp}/nonexistent: lstat: No such file or directory"),
     (["download", "demo@0", "{tmp}/out", "--store", "{tmp}/store"], "version '0' of 'demo' must be a positive"),
     (["download", "demo@-1", "{tmp}/out", "--store", "{tmp}/store"], "version '-1' of 'demo' must be a positive"),
 ])

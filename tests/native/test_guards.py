@@ -26,6 +26,7 @@ from tests.native.trees import (
     CreateFn,
     File,
     build,
+    names_call,
     native_create,
     python_create,
     restore,
@@ -132,6 +133,18 @@ def test_a_symlink_planted_for_a_directory_is_refused_alike(native: ModuleType, 
     error, _ = create_both(native, work, entries, blobs, plant)
     assert isinstance(error, OSError)
     assert os.listdir(outside) == []
+    names_call(error, "open")  # the same words from both (same_error)
+
+
+def test_a_file_planted_for_a_destination_directory_names_the_call_alike(native: ModuleType, work: Work) -> None:
+    entries, blobs, _ = tree_with_blobs(work)
+
+    def plant(root_fd: int) -> None:
+        os.rmdir("sub", dir_fd=root_fd)
+        os.close(os.open("sub", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=root_fd))
+    error, _ = create_both(native, work, entries, blobs, plant)
+    assert isinstance(error, NotADirectoryError)
+    names_call(error, "open")
 
 
 def test_a_name_taken_before_the_create_is_refused_alike(native: ModuleType, work: Work) -> None:

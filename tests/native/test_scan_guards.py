@@ -24,7 +24,7 @@ import pytest
 from artifactkit.engine.reference.scan import Walker, scan_tree
 from artifactkit.errors import SourceChangedError, TreeTooDeepError, UnsupportedFileType
 from tests.native.scan_trees import native_capture
-from tests.native.trees import same_error
+from tests.native.trees import names_call, same_error
 
 Make = Callable[[Path], None]
 Hook = Callable[[Path], Callable[[int], None]]
@@ -88,6 +88,9 @@ def test_a_missing_root_a_file_and_a_link_to_a_directory_are_refused_alike(nativ
             errors.append(caught.value)
         for error in errors[1:]:
             same_error(errors[0], error)
+        if root == "missing":  # the call named, as well as the path (issue 49)
+            names_call(errors[0], "lstat")
+            assert str(errors[0]) == f"[Errno 2] lstat: No such file or directory: '{fast_tmp / 'missing'}'"
 
 
 @pytest.mark.parametrize("root", ["nul\x00here", "lone\ud800surrogate"], ids=["nul", "surrogate"])

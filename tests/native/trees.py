@@ -4,6 +4,7 @@ differential tests' shared helpers; the fixtures are in this directory's ``conft
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +209,13 @@ def restored(dest: Path, entries: list[FileMeta]) -> dict[str, tuple[Any, ...]]:
             row += (os.readlink(path),)
         found[e.path] = row
     return found
+
+
+def names_call(error: BaseException, call: str) -> None:
+    """``error`` is an ``OSError`` whose message names ``call`` before its strerror and path (issue 49)."""
+    assert isinstance(error, OSError), error
+    expected = rf"\[Errno \d+\] {call}: {re.escape(os.strerror(error.errno or 0))}: '"
+    assert re.match(expected, str(error)), str(error)
 
 
 def same_error(first: BaseException, second: BaseException) -> None:

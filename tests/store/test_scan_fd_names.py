@@ -43,4 +43,4 @@ def test_a_source_directory_that_cannot_be_listed_is_named_by_its_path(
         code = main(["publish", str(src), "--name", "demo", "--store", str(fast_tmp / "store")])
     assert (caught.value.errno, caught.value.filename) == (errno.EIO, str(src / "sub")), repr(caught.value)
     assert code == 2
-    assert capsys.readouterr().err == f"artifactkit: error: {src / 'sub'}: Input/output error\n"
+    assert capsys.readouterr().err == f"artifactkit: error: {src / 'sub'}: {call}: Input/output error\n"

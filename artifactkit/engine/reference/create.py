@@ -15,6 +15,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from artifactkit._fsutil import naming
+from artifactkit._os_calls import named
 from artifactkit._syscalls import open_beneath
 from artifactkit.engine.blobs import BlobSource
 from artifactkit.engine.content import (
@@ -72,8 +73,8 @@ def create_tree(job: CreateJob, layout: Layout, create: Creator) -> None:
             entry = layout.dirs[path]
             apply_fd(dir_fd, entry, path)
             with naming(path):  # os.utime(fd) names the fd's number
-                os.utime(dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
-                verify_entries([(entry, os.fstat(dir_fd))])
+                named("utime", os.utime, dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
+                verify_entries([(entry, named("fstat", os.fstat, dir_fd))])
 
 
 @contextlib.contextmanager
@@ -81,7 +82,7 @@ def open_dir(root_fd: int, path: str) -> Iterator[int]:
     if path == ROOT:
         yield root_fd
         return
-    fd = open_beneath(root_fd, path, _DIR_FLAGS)
+    fd = named("open", open_beneath, root_fd, path, _DIR_FLAGS)
     try:
         yield fd
     finally:
@@ -92,24 +93,24 @@ def _create(entry: FileMeta, dir_fd: int, blob_path: BlobSource) -> None:
     name = entry.path.rpartition("/")[2]
     kind = entry.kind
     if kind == "file":  # first: nearly every entry is one
-        out = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+        out = named("open", os.open, name, _NEW_FILE, 0o600, dir_fd=dir_fd)
         try:
             _copy_blob(entry, blob_path, out)
             apply_fd(out, entry, entry.path)  # after the writes: a write clears setuid for non-root
             with naming(entry.path):  # os.utime(fd) names the fd's number
-                os.utime(out, ns=(entry.atime_ns, entry.mtime_ns))
+                named("utime", os.utime, out, ns=(entry.atime_ns, entry.mtime_ns))
             # Read back once, with every sibling, by _verify_children before the parent is sealed.
         finally:
             os.close(out)
     elif kind == "dir":
-        os.mkdir(name, 0o700, dir_fd=dir_fd)
+        named("mkdir", os.mkdir, name, 0o700, dir_fd=dir_fd)
     elif kind != "symlink":
         create_special(dir_fd, name, entry)  # a FIFO or a device: made by name, never opened
     else:
         assert entry.target is not None
-        os.symlink(entry.target, name, dir_fd=dir_fd)
+        named("symlink", os.symlink, entry.target, name, dir_fd=dir_fd)
         apply_symlink(dir_fd, name, entry)
-        os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+        named("utime", os.utime, name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
 
 
 def create_items(root_fd: int, batch: Sequence[CreateItem], blobs: BlobSource) -> list[None]:
@@ -130,43 +131,44 @@ def _link(root_fd: int, entry: FileMeta) -> None:
     assert entry.hardlink is not None
     with open_dir(root_fd, parent_of(entry.hardlink)) as src_dir, open_dir(root_fd, parent_of(entry.path)) as dst_dir:
         first, name = entry.hardlink.rpartition("/")[2], entry.path.rpartition("/")[2]
-        os.link(first, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
-        if os.lstat(first, dir_fd=src_dir).st_ino != os.lstat(name, dir_fd=dst_dir).st_ino:
+        named("link", os.link, first, name, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
+        linked = named("lstat", os.lstat, first, dir_fd=src_dir), named("lstat", os.lstat, name, dir_fd=dst_dir)
+        if linked[0].st_ino != linked[1].st_ino:
             raise UnsafePathError(f"download refused: {entry.path!r} is not the inode of {entry.hardlink!r} "
                                   "after linking it", path=entry.path)
 
 
 def _copy_blob(entry: FileMeta, blob_path: BlobSource, out: int) -> None:
     """Copy a blob into ``out`` (open for reading too) and prove it holds the content the manifest names."""
-    named, size = entry.sha256, entry.size
-    assert named is not None
-    blob, st = blob_path.open(named, path=entry.path)  # with its fstat: kind and size before a byte is read
+    wanted, size = entry.sha256, entry.size
+    assert wanted is not None
+    blob, st = blob_path.open(wanted, path=entry.path)  # with its fstat: kind and size before a byte is read
     try:
         if st.st_size != size or not stat.S_ISREG(st.st_mode):
-            check_blob_fd(blob, named, size, where=f"for {entry.path!r}", path=entry.path)
+            check_blob_fd(blob, wanted, size, where=f"for {entry.path!r}", path=entry.path)
         if entry.extents is not None:
             # Holes stay holes: only the data runs are copied, the digest covers the logical bytes.
-            sha, count = copy_sparse(blob, out, size, entry.extents)
+            sha, count = named("copy_file_range", copy_sparse, blob, out, size, entry.extents)
         elif size <= IN_MEMORY_LIMIT:
-            data = read_small(blob, size)
+            data = named("pread", read_small, blob, size)
             sha, count = hashlib.sha256(data).hexdigest(), len(data)
-            if sha == named:  # never write bytes that are not the named content
-                write_all(out, data)
-        elif (runs := data_extents(blob, size)) is None:
+            if sha == wanted:  # never write bytes that are not the named content
+                named("write", write_all, out, data)
+        elif (runs := named("lseek", data_extents, blob, size)) is None:
             # The digest is of the bytes written to ``out``, read back: what lands is what is proven.
-            sha, count = hash_while_copying(blob, out, size)
+            sha, count = named("copy_file_range", hash_while_copying, blob, out, size)
         else:
             # A blob with holes under an entry that records none (planted for free by a writer of the store, or
             # a store copied with ``rsync -S``) stays sparse: no more is written than the blob holds.
             if len(runs) > MAX_EXTENTS:
-                raise too_many_blob_runs(named, entry.path)
-            sha, count = copy_sparse(blob, out, size, runs)
+                raise too_many_blob_runs(wanted, entry.path)
+            sha, count = named("copy_file_range", copy_sparse, blob, out, size, runs)
     finally:
         os.close(blob)
-    if sha != named or count != size:
+    if sha != wanted or count != size:
         raise IntegrityError(
-            f"blob {named} for {entry.path!r} is corrupt: {count} bytes hashing to {sha}, manifest says {size} bytes",
-            path=entry.path, blob=named, actual=sha, failed=IntegrityFailure.CORRUPT)
+            f"blob {wanted} for {entry.path!r} is corrupt: {count} bytes hashing to {sha}, manifest says {size} bytes",
+            path=entry.path, blob=wanted, actual=sha, failed=IntegrityFailure.CORRUPT)
 
 
 def too_many_blob_runs(sha: str, path: str) -> IntegrityError:
@@ -184,6 +186,7 @@ def verify_entries(pairs: Iterable[tuple[FileMeta, os.stat_result]]) -> None:
 
 def verify_children(entries: Iterable[FileMeta], dir_fd: int) -> None:
     """Re-``lstat`` every child (before its parent's mode may forbid it) and compare exactly."""
-    verify_entries([(entry, os.lstat(entry.path.rpartition("/")[2], dir_fd=dir_fd)) for entry in entries])
+    verify_entries([(entry, named("lstat", os.lstat, entry.path.rpartition("/")[2], dir_fd=dir_fd))
+                    for entry in entries])
 
 

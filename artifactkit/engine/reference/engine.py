@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
+from artifactkit._os_calls import named
 from artifactkit.engine.plan import Plan
 from artifactkit.engine.protocol import CreateJob, StageJob
 from artifactkit.engine.reference.create import create_items, create_tree
@@ -52,7 +53,7 @@ class PythonEngine:
 
     def move_files(self, src_fd: int, dst_fd: int, moves: Sequence[tuple[str, str]]) -> None:
         for src, dst in moves:
-            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+            named("rename", os.rename, src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
     def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
         return None  # assemble's own encoder is the reference

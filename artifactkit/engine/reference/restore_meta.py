@@ -51,6 +51,7 @@ from typing import Final
 import attrs
 
 from artifactkit._fsutil import naming
+from artifactkit._os_calls import named
 from artifactkit.engine.values import Owners
 from artifactkit.errors import MetadataMismatchError, NotRestorableError, ReownedWarning
 from artifactkit.metadata.extended import read_xattrs
@@ -212,7 +213,7 @@ def apply_fd(fd: int, entry: FileMeta, where: str) -> None:
 def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
     uid, gid, wanted = entry.uid, entry.gid, entry.xattrs
     if uid is not None and gid is not None:
-        os.fchown(fd, uid, gid)
+        named("fchown", os.fchown, fd, uid, gid)
     xattrs: Xattrs | None = None
     if wanted is not None:
         present = None
@@ -221,12 +222,12 @@ def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
                 present = os.listxattr(fd)
         # The usual new file: none wanted, none there, and that listing was the read-back.
         xattrs = () if present == [] else _set_xattrs_exactly(fd, wanted, where)
-    os.fchmod(fd, entry.mode)
+    named("fchmod", os.fchmod, fd, entry.mode)
     flags = None
-    if entry.flags is not None and (flags := flags_if_unchanged(fd, entry.flags)) is None:
+    if entry.flags is not None and (flags := named("ioctl", flags_if_unchanged, fd, entry.flags)) is None:
         # Also when the source had none: ext4 passes sync/nodump/dirsync on from the parent. The
         # result is the kernel's value read back after the change (or unchanged, as read).
-        result = restore_flags_fd(fd, entry.flags, where)
+        result = named("ioctl", restore_flags_fd, fd, entry.flags, where)
         if result.flags is None and entry.flags & _COMPARED_INT:
             raise flags_not_restorable(where, entry.flags, result)
         flags = int(result.flags) if result.flags is not None else None
@@ -237,12 +238,12 @@ def _apply_fd(fd: int, entry: FileMeta, where: str) -> None:
 def apply_symlink(dir_fd: int, name: str, entry: FileMeta) -> None:
     """Owner and xattrs of a symlink itself (``lchown``; no link is followed)."""
     if entry.uid is not None and entry.gid is not None:
-        os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
+        named("chown", os.chown, name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
     if entry.xattrs:
         path = f"{_proc(dir_fd)}/{name}"
         with naming(entry.path):  # not the /proc path the call went through
             for xname, value in entry.xattrs:
-                os.setxattr(path, xname, value, follow_symlinks=False)
+                named("setxattr", os.setxattr, path, xname, value, follow_symlinks=False)
 
 
 def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
@@ -252,9 +253,9 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
     try:
         if entry.kind in DEVICE_KINDS:
             assert entry.rdev is not None
-            os.mknod(name, private, os.makedev(*entry.rdev), dir_fd=dir_fd)
+            named("mknod", os.mknod, name, private, os.makedev(*entry.rdev), dir_fd=dir_fd)
         else:
-            os.mkfifo(name, 0o600, dir_fd=dir_fd)
+            named("mkfifo", os.mkfifo, name, 0o600, dir_fd=dir_fd)
     except OSError as err:
         # What plan could not see: EPERM (a seccomp filter, overlayfs's own whiteout 0,0), EINVAL (a device
         # number the filesystem cannot hold: xfs keeps a minor below 2**18).
@@ -262,16 +263,16 @@ def create_special(dir_fd: int, name: str, entry: FileMeta) -> None:
             raise
         what = f" {entry.rdev[0]},{entry.rdev[1]}" if entry.rdev is not None else ""
         raise NotRestorableError(f"download refused: cannot create {entry.kind}{what} {entry.path!r} on this "
-                                 f"filesystem ({err.strerror}); nothing was made visible",
+                                 f"filesystem ({os.strerror(err.errno or 0)}); nothing was made visible",
                                  entries=[entry.path]) from err
     if entry.uid is not None and entry.gid is not None:
-        os.chown(name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
+        named("chown", os.chown, name, entry.uid, entry.gid, dir_fd=dir_fd, follow_symlinks=False)
     # By path through the directory's fd: an O_PATH fd takes no xattr or mode calls, and opening it blocks.
     path = f"{_proc(dir_fd)}/{name}"
     with naming(entry.path):  # not the /proc path the call went through
         xattrs = None if entry.xattrs is None else _set_xattrs_exactly(path, entry.xattrs, entry.path)
-    os.chmod(name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
-    os.utime(name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+    named("chmod", os.chmod, name, entry.mode, dir_fd=dir_fd)  # after chown, which clears setuid/setgid
+    named("utime", os.utime, name, ns=(entry.atime_ns, entry.mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
     if mismatch := read_back_mismatch(entry, xattrs=xattrs, flags=None):
         raise mismatch
 
@@ -286,7 +287,7 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
     by_path = {} if isinstance(fd, int) else {"follow_symlinks": False}
     try:
         try:
-            present = set(os.listxattr(fd, **by_path))
+            present = set(named("listxattr", os.listxattr, fd, **by_path))
         except OSError as err:
             # sshfs, s3fs, ramfs: no xattrs at all. The filesystem holds none, and none is wanted: exact.
             if err.errno in _NO_XATTRS and not wanted:
@@ -295,9 +296,10 @@ def _set_xattrs_exactly(fd: int | str, wanted: Xattrs, where: str) -> Xattrs:
         if not present and not wanted:
             return ()  # the common case: that listing was the read-back
         for name, value in wanted:
-            os.setxattr(fd, name, value, **by_path)
+            named("setxattr", os.setxattr, fd, name, value, **by_path)
         for name in sorted(present - {name for name, _ in wanted}):
-            os.removexattr(fd, name, **by_path)  # e.g. an ACL inherited from the destination's default ACL
+            # e.g. an ACL inherited from the destination's default ACL
+            named("removexattr", os.removexattr, fd, name, **by_path)
         return read_xattrs(fd)
     except OSError as err:
         if err.errno not in (*_NO_XATTRS, errno.EPERM):
@@ -309,7 +311,7 @@ def xattrs_not_restorable(where: str, err: OSError) -> NotRestorableError:
     """The refusal of xattrs this filesystem cannot hold (``ENOTSUP``: it has none) or this user may not set."""
     lack = ": this filesystem does not support xattrs" if err.errno in _NO_XATTRS else ""
     return NotRestorableError(f"download refused: cannot restore the xattrs of {where!r} here{lack} "
-                              f"({err.strerror}); nothing was made visible", entries=[where])
+                              f"({os.strerror(err.errno or 0)}); nothing was made visible", entries=[where])
 
 
 def read_back_mismatch(entry: FileMeta, *, xattrs: Xattrs | None, flags: int | None) -> MetadataMismatchError | None:

@@ -25,6 +25,7 @@ from typing import Protocol
 import attrs
 
 from artifactkit._fsutil import naming
+from artifactkit._os_calls import named
 from artifactkit._syscalls import open_noatime
 from artifactkit.engine.content import sha256_of_fd
 from artifactkit.engine.reference.lists import CapturedList
@@ -143,7 +144,7 @@ class _Scan:
 
 def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None],
                cached: CacheHits, size_limit: int) -> ScannedTree:
-    st = os.lstat(root)
+    st = named("lstat", os.lstat, root)
     if not stat.S_ISDIR(st.st_mode):
         raise not_a_directory(root)
     scan = _Scan(root, on_progress, cached, size_limit=size_limit)
@@ -194,18 +195,18 @@ def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     the cache. It must still be the inode the scan saw. A directory or link of a matched listing is captured
     from the scan's own ``lstat`` (:attr:`ScannedTree.kept`): the scan has listed it since, or read a target."""
     full = f"{tree.root}/{path}"
-    now = os.lstat(full)
+    now = named("lstat", os.lstat, full)
     _same_inode(tree, path, now)
     meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=_source_xattrs(full))
     if meta.kind == "symlink":
         return attrs.evolve(meta, target=read_target(full, None, tree.kept.get(path, now), path, tree.root))
     if meta.kind == "dir":
-        fd, _ = open_noatime(full, os.O_RDONLY | os.O_DIRECTORY)  # opened, never listed: its atime stays
+        fd, _ = named("open", open_noatime, full, os.O_RDONLY | os.O_DIRECTORY)  # opened, never listed: its atime stays
         try:
             with naming(full):
-                st = os.fstat(fd)
+                st = named("fstat", os.fstat, fd)
             _same_inode(tree, path, st)
-            return attrs.evolve(meta, flags=read_flags(fd, full))
+            return attrs.evolve(meta, flags=named("ioctl", read_flags, fd, full))
         finally:
             os.close(fd)
     return meta
@@ -282,10 +283,10 @@ class _LinkReader:
         if parent != self.parent:
             self.close()
             where = f"{self.root}/{parent}" if parent else self.root
-            self.fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self.fd = named("open", os.open, where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             self.parent = parent
             with naming(where):
-                st = os.fstat(self.fd)
+                st = named("fstat", os.fstat, self.fd)
             if (st.st_dev, st.st_ino) != self.identities[parent or ROOT]:
                 raise dir_replaced(self.root, parent or ROOT, "published")
         return read_target(name, self.fd, before, path, self.root)
@@ -303,8 +304,8 @@ def read_target(name: str, dir_fd: int | None, before: os.stat_result, path: str
     target's length, so a target read from anything else does not match it either.
     """
     try:
-        target = os.readlink(name, dir_fd=dir_fd)
-        now = os.lstat(name, dir_fd=dir_fd)
+        target = named("readlink", os.readlink, name, dir_fd=dir_fd)
+        now = named("lstat", os.lstat, name, dir_fd=dir_fd)
     except OSError as err:
         if err.errno not in (errno.ENOENT, errno.EINVAL):  # gone, or no longer a link
             raise
@@ -329,22 +330,22 @@ def _hardlink_names(metas: list[FileMeta], identities: dict[str, tuple[int, int]
 def _scan_dir(scan: _Scan, rel: str) -> tuple[bool, list[str]]:
     """List and capture one directory: whether ``O_NOATIME`` held, and its subdirectories to scan next."""
     top = os.path.join(scan.root, rel) if rel else scan.root
-    fd, noatime = open_noatime(top, os.O_RDONLY | os.O_DIRECTORY)
+    fd, noatime = named("open", open_noatime, top, os.O_RDONLY | os.O_DIRECTORY)
     try:
         # The path is opened by name, following any link in its components: it must still be the
         # directory captured from its parent's listing, or the scan would wander outside the tree.
         with naming(top):  # os.fstat(fd) names nothing, os.listdir(fd) the fd's number
-            st = os.fstat(fd)
+            st = named("fstat", os.fstat, fd)
         if (st.st_dev, st.st_ino) != scan.identities[rel or ROOT]:
             raise dir_replaced(scan.root, rel or ROOT, "scanned")
         if (rel or ROOT) in scan.captured_dirs:
-            scan.dir_flags[rel or ROOT] = read_flags(fd, top)
+            scan.dir_flags[rel or ROOT] = named("ioctl", read_flags, fd, top)
         with naming(top):
-            names = sorted(os.listdir(fd))
+            names = sorted(named("listdir", os.listdir, fd))
         prefix = f"{rel}/" if rel else ""
         relpaths = [prefix + name for name in names]
         try:
-            stats = [os.lstat(name, dir_fd=fd) for name in names]
+            stats = [named("lstat", os.lstat, name, dir_fd=fd) for name in names]
         except FileNotFoundError as err:  # listed, then gone: a race with whoever writes the source
             gone = prefix + os.fsdecode(err.filename) if err.filename is not None else rel or ROOT
             raise vanished(scan.root, gone) from err
@@ -371,10 +372,10 @@ def capture_tree(src: str | os.PathLike[str], *, hash_content: bool = True, read
             result.append(entry)
             continue
         path = os.path.join(tree.root, entry.path)
-        fd, _ = open_noatime(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd, _ = named("open", open_noatime, path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             # Flags and holes from the open fd, before its first read.
-            flags, extents = read_flags(fd, path), data_extents(fd, entry.size)
+            flags, extents = named("ioctl", read_flags, fd, path), named("lseek", data_extents, fd, entry.size)
             sha = sha256_of_fd(fd)[0] if hash_content else None
         finally:
             os.close(fd)

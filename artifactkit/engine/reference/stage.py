@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from artifactkit._os_calls import named
 from artifactkit.engine.blob_check import HasBlob, StagedCopy
 from artifactkit.engine.content import SourceRead, read_source, write_staged
 from artifactkit.engine.values import Staged, StageItem, staging_name
@@ -33,5 +34,5 @@ def stage_file(root: str, item: StageItem, txn_fd: int, has_blob: HasBlob, seen:
             write_staged(txn_fd, stage_name, found.data)
         seen.add(found.sha256)
     elif found.data is None:
-        os.unlink(stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
+        named("unlink", os.unlink, stage_name, dir_fd=txn_fd)  # copied while hashing, but already stored
     return Staged(index, found.sha256, found.noatime, found.flags, found.extents, is_new, data)

@@ -46,7 +46,8 @@ pub(crate) fn failure_to_py(py: Python<'_>, located: Located) -> PyErr {
 
 fn fill(py: Python<'_>, d: &Bound<'_, PyDict>, failure: Failure) -> PyResult<&'static str> {
     Ok(match failure {
-        Failure::Os { errno, filename, filename2 } => {
+        Failure::Os { call, errno, filename, filename2 } => {
+            d.set_item("call", call)?;
             d.set_item("errno", errno)?;
             d.set_item("filename", filename)?;
             d.set_item("filename2", filename2)?;

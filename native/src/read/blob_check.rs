@@ -84,12 +84,11 @@ pub fn check(
     if listed.is_some_and(|names| !names.contains(sha)) {
         return Ok(Stored::Absent);
     }
-    let failed = |e: Errno| Failure::os(e, Some(os_string(sha.as_bytes())));
     let (fd, st) = match open_regular(blobs, &cstr(sha.as_bytes())?) {
         Ok(Looked::Regular(fd, st)) => (fd, st),
         Ok(Looked::Other(_)) | Err(libc::EACCES | libc::EPERM) => return Ok(Stored::Damaged),
         Err(libc::ENOENT) => return Ok(Stored::Absent),
-        Err(e) => return Err(failed(e)),
+        Err(e) => return Err(Failure::os("open", e, Some(os_string(sha.as_bytes())))),
     };
     if u64::try_from(st.st_size).ok() != Some(size) {
         return Ok(Stored::Damaged);
@@ -98,7 +97,7 @@ pub fn check(
         Held::Bytes(data) => same_as_bytes(sys::raw(&fd), data),
         Held::Copy { fd: copy, extents } => same_as_copy(sys::raw(&fd), copy, size, extents),
     };
-    Ok(if same.map_err(|e| Failure::os(e, None))? { Stored::Holds } else { Stored::Damaged })
+    Ok(if same.map_err(|e| Failure::os("pread", e, None))? { Stored::Holds } else { Stored::Damaged })
 }
 
 thread_local! {

@@ -21,6 +21,7 @@ pub fn rename_all(src_dir: RawFd, dst_dir: RawFd, moves: &[(CString, CString)]) 
         sys::rename_at(src_dir, src, dst_dir, dst).map_err(|errno| Located {
             at,
             failure: Failure::Os {
+                call: "rename",
                 errno,
                 filename: Some(OsString::from_vec(src.to_bytes().to_vec())),
                 filename2: Some(OsString::from_vec(dst.to_bytes().to_vec())),
@@ -76,7 +77,8 @@ mod tests {
         let err = rename_all(dir.as_raw_fd(), dir.as_raw_fd(), &moves).unwrap_err();
         assert_eq!(err.at, 3);
         match err.failure {
-            Failure::Os { errno, filename, filename2 } => {
+            Failure::Os { call, errno, filename, filename2 } => {
+                assert_eq!(call, "rename");
                 assert_eq!(errno, libc::ENOENT);
                 assert_eq!((filename.unwrap(), filename2.unwrap()), (OsString::from("absent"), OsString::from("d3")));
             }

@@ -83,7 +83,7 @@ fn changed(item: &Item<'_>, st: &libc::stat) -> bool {
 }
 
 fn check_unchanged(item: &Item<'_>, full: &OsString, fd: RawFd, when: u8) -> Result<(), Failure> {
-    let st = sys::fstat(fd).map_err(|e| Failure::os(e, None))?;
+    let st = sys::fstat(fd).map_err(|e| Failure::os("fstat", e, None))?;
     if changed(item, &st) {
         return Err(Failure::SourceChanged { path: full.clone(), when, found: Box::new(StatFacts::of(&st)) });
     }
@@ -97,7 +97,7 @@ fn open_source(full: &CString, shown: &OsString) -> Result<(OwnedFd, bool), Fail
         if e == libc::ELOOP {
             Failure::SourceSymlink { path: shown.clone() }
         } else {
-            Failure::os(e, Some(shown.clone()))
+            Failure::os("open", e, Some(shown.clone()))
         }
     };
     match sys::open_at(libc::AT_FDCWD, full, base | libc::O_NOATIME, 0) {
@@ -141,12 +141,13 @@ where
     let flags = match sys::get_flags(src) {
         Ok(v) => Some(v),
         Err(e) if NO_FLAGS.contains(&e) => None,
-        Err(e) => return Err(Failure::os(e, None)),
+        Err(e) => return Err(Failure::os("ioctl", e, None)),
     };
-    let extents = data_extents(src, item.size).map_err(|e| Failure::os(e, None))?;
+    let extents = data_extents(src, item.size).map_err(|e| Failure::os("lseek", e, None))?;
     let name = stage_cname(item.index);
     let create = || {
-        sys::open_at(txn, &name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o444).map_err(|e| os(e, name.as_bytes()))
+        sys::open_at(txn, &name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o444)
+            .map_err(|e| os("open", e, name.as_bytes()))
     };
     // A file that grew or shrank is refused before its blob is asked about: never stage a wrong length.
     let whole = |count: u64| {
@@ -158,13 +159,13 @@ where
     };
     let (sha256, stored, copied) = if extents.is_none() && item.size <= IN_MEMORY_LIMIT {
         SMALL_BYTES.with_borrow_mut(|data| {
-            read_small_into(src, item.size, data).map_err(|e| Failure::os(e, None))?;
+            read_small_into(src, item.size, data).map_err(|e| Failure::os("pread", e, None))?;
             let sha = hex(&Sha256::digest(&data[..]));
             let checked = whole(data.len() as u64).and_then(|()| check(&sha, Held::Bytes(data)));
             let written = match checked {
                 Ok((stored, true)) => sys::pwrite_all(sys::raw(&create()?), data, 0)
                     .map(|()| (sha, stored, true))
-                    .map_err(|e| Failure::os(e, None)),
+                    .map_err(|e| Failure::os("write", e, None)),
                 Ok((stored, false)) => Ok((sha, stored, false)),
                 Err(failure) => Err(failure),
             };
@@ -177,7 +178,7 @@ where
             None => hash_while_copying(src, sys::raw(&out), item.size),
             Some(runs) => copy_sparse(src, sys::raw(&out), item.size, runs),
         };
-        let (sha, count) = copied.map_err(|e| Failure::os(e, None))?;
+        let (sha, count) = copied.map_err(|e| Failure::os("copy_file_range", e, None))?;
         whole(count)?;
         let (stored, _) = check(&sha, Held::Copy { fd: sys::raw(&out), extents: extents.as_deref() })?;
         (sha, stored, true)
@@ -298,7 +299,7 @@ pub fn stage_files<T: ToRead>(
     let out: Vec<Staged> = reads.into_iter().map(|(read, _, _)| read).collect(); // std collects this in place
     pool::map(&dropped, threads, |_, &(i, index)| {
         let name = stage_cname(index);
-        sys::unlink_at(txn, &name).map_err(|e| at(i)(os(e, name.as_bytes())))
+        sys::unlink_at(txn, &name).map_err(|e| at(i)(os("unlink", e, name.as_bytes())))
     })?;
     Ok(out)
 }

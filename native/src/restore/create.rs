@@ -35,7 +35,7 @@ fn open_dir(root: RawFd, rel: &[u8]) -> Result<Option<OwnedFd>, Failure> {
     match sys::openat2_beneath(root, &path, flags) {
         Ok(fd) => Ok(Some(fd)),
         Err(libc::ENOSYS) => open_walk(root, rel, flags).map(Some),
-        Err(e) => Err(os(e, rel)),
+        Err(e) => Err(os("open", e, rel)),
     }
 }
 
@@ -44,10 +44,10 @@ fn open_walk(root: RawFd, rel: &[u8], flags: libc::c_int) -> Result<OwnedFd, Fai
     let mut current: Option<OwnedFd> = None;
     for part in rel.split(|b| *b == b'/') {
         let at = current.as_ref().map_or(root, sys::raw);
-        let next = sys::open_at(at, &cstr(part)?, flags, 0).map_err(|e| os(e, part))?;
+        let next = sys::open_at(at, &cstr(part)?, flags, 0).map_err(|e| os("open", e, part))?;
         current = Some(next);
     }
-    current.ok_or_else(|| os(libc::ENOENT, rel))
+    current.ok_or_else(|| os("open", libc::ENOENT, rel))
 }
 
 fn blob_failure(what: &'static str, entry: &Entry, sha: &str) -> Failure {
@@ -72,14 +72,14 @@ impl Scratch {
         name.clear();
         name.extend_from_slice(bytes);
         name.push(0);
-        CStr::from_bytes_with_nul(name).map_err(|_| Failure::os(libc::EINVAL, Some(os_string(bytes))))
+        CStr::from_bytes_with_nul(name).map_err(|_| Failure::os("", libc::EINVAL, Some(os_string(bytes))))
     }
 }
 
 /// `_copy_blob`: the blob's kind and size before a byte is read; a small blob written only if it hashes
 /// to its name; a large or sparse one hashed as written (the caller's staging is dropped on failure).
 fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
-    let sha = entry.sha256.ok_or_else(|| Failure::os(libc::EINVAL, Some(os_string(entry.path))))?;
+    let sha = entry.sha256.ok_or_else(|| Failure::os("open", libc::EINVAL, Some(os_string(entry.path))))?;
     let name = Scratch::c(&mut scratch.name, sha.as_bytes())?;
     // Looked at before it is opened (`blob_check::open_regular`): a FIFO or a device under the name is never opened.
     let (blob, st) = match open_regular(blobs, name) {
@@ -89,7 +89,7 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> 
         }
         Ok(Looked::Other(_)) => return Err(blob_failure("not_regular", entry, sha)),
         Err(libc::ENOENT) => return Err(blob_failure("missing", entry, sha)),
-        Err(e) => return Err(os(e, sha.as_bytes())),
+        Err(e) => return Err(os("open", e, sha.as_bytes())),
     };
     let src = sys::raw(&blob);
     let stored = u64::try_from(st.st_size).unwrap_or(0);
@@ -97,13 +97,13 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> 
         return Err(blob_found("size", entry, sha, stored, String::new()));
     }
     let (actual, count) = if let Some(runs) = entry.extents {
-        copy_sparse(src, out, entry.size, runs).map_err(|e| Failure::os(e, None))?
+        copy_sparse(src, out, entry.size, runs).map_err(|e| Failure::os("copy_file_range", e, None))?
     } else if entry.size <= IN_MEMORY_LIMIT {
         let data = &mut scratch.data;
-        read_small_into(src, entry.size, data).map_err(|e| Failure::os(e, None))?;
+        read_small_into(src, entry.size, data).map_err(|e| Failure::os("pread", e, None))?;
         let digest = Sha256::digest(&data[..]);
         if names(&digest, sha) && data.len() as u64 == entry.size {
-            sys::pwrite_all(out, data, 0).map_err(|e| Failure::os(e, None))?;
+            sys::pwrite_all(out, data, 0).map_err(|e| Failure::os("write", e, None))?;
             return Ok(()); // never write bytes that are not the named content
         }
         // The hex only for the failure's message: a format per byte was a tenth of a small file's user time.
@@ -112,12 +112,12 @@ fn copy_blob(entry: &Entry, blobs: RawFd, out: RawFd, scratch: &mut Scratch) -> 
         // `_copy_blob`: a blob with holes under an entry that records none stays sparse (a writer of the store
         // plants a tebibyte of hole for free; a store copied with `rsync -S` has them too), so no more is
         // written than the blob holds; a blob of more runs than a manifest may list is no publish's blob.
-        match data_extents(src, entry.size).map_err(|e| Failure::os(e, None))? {
+        match data_extents(src, entry.size).map_err(|e| Failure::os("lseek", e, None))? {
             Some(runs) if runs.len() > MAX_EXTENTS => return Err(blob_found("runs", entry, sha, 0, String::new())),
             Some(runs) => copy_sparse(src, out, entry.size, &runs),
             None => hash_while_copying(src, out, entry.size),
         }
-        .map_err(|e| Failure::os(e, None))?
+        .map_err(|e| Failure::os("copy_file_range", e, None))?
     };
     if actual != sha || count != entry.size {
         return Err(blob_found("corrupt", entry, sha, count, actual));
@@ -139,11 +139,11 @@ fn names(digest: &[u8], named: &str) -> bool {
 fn create_file(dir: RawFd, entry: &Entry<'_>, blobs: RawFd, scratch: &mut Scratch) -> Result<(), Failure> {
     let name = Scratch::c(&mut scratch.name, entry.name())?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-    let out = sys::open_at(dir, name, flags, 0o600).map_err(|e| os(e, entry.name()))?;
+    let out = sys::open_at(dir, name, flags, 0o600).map_err(|e| os("open", e, entry.name()))?;
     let fd = sys::raw(&out);
     copy_blob(entry, blobs, fd, scratch)?;
     apply_fd(fd, entry)?; // after the writes: a write clears setuid for non-root
-    sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| os(e, entry.path))
+    sys::set_times(fd, None, entry.atime_ns, entry.mtime_ns).map_err(|e| os("utime", e, entry.path))
 }
 
 /// `os.symlink` + `apply_symlink` + `utime(follow_symlinks=False)`.
@@ -151,12 +151,13 @@ fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     let name = cstr(entry.name())?;
     let target = entry.target.unwrap_or_default();
     sys::symlink_at(&cstr(target)?, dir, &name).map_err(|e| Failure::Os {
+        call: "symlink",
         errno: e,
         filename: Some(os_string(target)),
         filename2: Some(os_string(entry.name())),
     })?;
     if let (Some(uid), Some(gid)) = (entry.uid, entry.gid) {
-        sys::lchown_at(dir, &name, uid, gid).map_err(|e| os(e, entry.name()))?;
+        sys::lchown_at(dir, &name, uid, gid).map_err(|e| os("chown", e, entry.name()))?;
     }
     if let Some(xattrs) = entry.xattrs.as_ref().filter(|x| !x.is_empty()) {
         let mut path = format!("/proc/self/fd/{dir}/").into_bytes();
@@ -164,10 +165,10 @@ fn create_symlink(dir: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
         let link = cstr(&path)?;
         for (xname, value) in xattrs {
             // Named by the entry, not the /proc path the call went through (as `naming` does in Python).
-            sys::set_xattr(XTarget::Link(&link), &cstr(xname)?, value).map_err(|e| os(e, entry.path))?;
+            sys::set_xattr(XTarget::Link(&link), &cstr(xname)?, value).map_err(|e| os("setxattr", e, entry.path))?;
         }
     }
-    sys::set_times(dir, Some(&name), entry.atime_ns, entry.mtime_ns).map_err(|e| os(e, entry.name()))
+    sys::set_times(dir, Some(&name), entry.atime_ns, entry.mtime_ns).map_err(|e| os("utime", e, entry.name()))
 }
 
 /// `verify_stored`'s `_exact` for a file or symlink (no pair field: neither kind carries one).
@@ -202,7 +203,7 @@ fn create_unit(root: RawFd, blobs: RawFd, dir: &Dir<'_>, first: usize, entries: 
     let mut wrong = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         let name = Scratch::c(&mut scratch.name, entry.name()).map_err(|failure| Located { at: last, failure })?;
-        let st = sys::lstat_at(fd, name).map_err(|e| Located { at: last, failure: os(e, entry.name()) })?;
+        let st = sys::lstat_at(fd, name).map_err(|e| Located { at: last, failure: os("lstat", e, entry.name()) })?;
         if !exact(entry, &st) {
             wrong.push((first + i, StatFacts::of(&st)));
         }

@@ -24,12 +24,13 @@ pub fn flags_bits(flags: impl Into<i64>) -> i32 {
     flags.into() as i32
 }
 
-/// `read_xattrs(fd)`: every name but xfs's aliases, sorted, a name removed meanwhile skipped.
-fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, Errno> {
+/// `read_xattrs(fd)`: every name but xfs's aliases, sorted, a name removed meanwhile skipped; a failure with
+/// the call that failed.
+fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, (&'static str, Errno)> {
     let mut names = match sys::list_xattrs(target) {
         Ok(n) => n,
         Err(e) if e == libc::EOPNOTSUPP => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(("listxattr", e)),
     };
     names.sort();
     let mut found = Vec::with_capacity(names.len());
@@ -40,7 +41,7 @@ fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, Errno> {
         match sys::get_xattr(target, &name) {
             Ok(v) => found.push((name.into_bytes(), v)),
             Err(libc::ENODATA) => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(("getxattr", e)),
         }
     }
     Ok(found)
@@ -49,11 +50,13 @@ fn read_xattrs(target: XTarget<'_>) -> Result<Xattrs, Errno> {
 /// `_set_xattrs_exactly` on an fd: set every wanted one, remove any other (an inherited default ACL),
 /// return what is there afterwards, read back.
 fn set_xattrs_exactly(fd: RawFd, wanted: &[(&[u8], &[u8])], entry: &Entry<'_>) -> Result<Xattrs, Failure> {
-    let refuse = |e: Errno| {
-        if e == libc::EOPNOTSUPP || e == libc::EPERM {
-            Failure::Xattrs { path: os_string(entry.path), errno: e }
-        } else {
-            Failure::os(e, Some(os_string(entry.path)))
+    let refuse = |call: &'static str| {
+        move |e: Errno| {
+            if e == libc::EOPNOTSUPP || e == libc::EPERM {
+                Failure::Xattrs { path: os_string(entry.path), errno: e }
+            } else {
+                Failure::os(call, e, Some(os_string(entry.path)))
+            }
         }
     };
     let target = XTarget::Fd(fd);
@@ -61,21 +64,21 @@ fn set_xattrs_exactly(fd: RawFd, wanted: &[(&[u8], &[u8])], entry: &Entry<'_>) -
         Ok(p) => p,
         // sshfs, s3fs, ramfs: no xattrs at all. The filesystem holds none, and none is wanted: exact.
         Err(e) if e == libc::EOPNOTSUPP && wanted.is_empty() => return Ok(Vec::new()),
-        Err(e) => return Err(refuse(e)),
+        Err(e) => return Err(refuse("listxattr")(e)),
     };
     if present.is_empty() && wanted.is_empty() {
         return Ok(Vec::new());
     }
     for (name, value) in wanted {
-        sys::set_xattr(target, &cstr(name)?, value).map_err(refuse)?;
+        sys::set_xattr(target, &cstr(name)?, value).map_err(refuse("setxattr"))?;
     }
     let mut extra: Vec<CString> =
         present.into_iter().filter(|p| !wanted.iter().any(|(n, _)| *n == p.as_bytes())).collect();
     extra.sort();
     for name in extra {
-        sys::remove_xattr(target, &name).map_err(refuse)?;
+        sys::remove_xattr(target, &name).map_err(refuse("removexattr"))?;
     }
-    read_xattrs(target).map_err(refuse)
+    read_xattrs(target).map_err(|(call, e)| refuse(call)(e))
 }
 
 /// `restore_flags_fd`'s outcome: the flags now, or `Err(errno)` where they cannot be read or set.
@@ -86,7 +89,7 @@ fn restore_flags(fd: RawFd, wanted: i32) -> Result<Result<i32, Errno>, Failure> 
         {
             Ok(Err(e))
         } else {
-            Err(Failure::os(e, None)) // not ours (EBADF, ...): stays an OSError
+            Err(Failure::os("ioctl", e, None)) // not ours (EBADF, ...): stays an OSError
         }
     };
     let current = match sys::get_flags(fd) {
@@ -109,7 +112,7 @@ fn restore_flags(fd: RawFd, wanted: i32) -> Result<Result<i32, Errno>, Failure> 
 /// `apply_fd` then the times: owner, xattrs exactly, mode, restorable flags, each read back.
 pub fn apply_fd(fd: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
     if let (Some(uid), Some(gid)) = (entry.uid, entry.gid) {
-        sys::fchown(fd, uid, gid).map_err(|e| Failure::os(e, Some(os_string(entry.path))))?;
+        sys::fchown(fd, uid, gid).map_err(|e| Failure::os("fchown", e, Some(os_string(entry.path))))?;
     }
     let mut xattrs = None;
     if let Some(wanted) = &entry.xattrs {
@@ -121,7 +124,7 @@ pub fn apply_fd(fd: RawFd, entry: &Entry<'_>) -> Result<(), Failure> {
             set_xattrs_exactly(fd, wanted, entry)?
         });
     }
-    sys::fchmod(fd, entry.mode).map_err(|e| Failure::os(e, Some(os_string(entry.path))))?;
+    sys::fchmod(fd, entry.mode).map_err(|e| Failure::os("fchmod", e, Some(os_string(entry.path))))?;
     let mut flags = None;
     if let Some(wanted) = entry.flags {
         match restore_flags(fd, wanted)? {

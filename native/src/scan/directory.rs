@@ -23,9 +23,9 @@ fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Fail
     match sys::open_at(libc::AT_FDCWD, &c, base | libc::O_NOATIME, 0) {
         Ok(fd) => Ok((fd, true)),
         Err(libc::EPERM | libc::EACCES) => {
-            sys::open_at(libc::AT_FDCWD, &c, base, 0).map(|fd| (fd, false)).map_err(|e| os(e, path))
+            sys::open_at(libc::AT_FDCWD, &c, base, 0).map(|fd| (fd, false)).map_err(|e| os("open", e, path))
         }
-        Err(e) => Err(os(e, path)),
+        Err(e) => Err(os("open", e, path)),
     }
 }
 
@@ -33,9 +33,9 @@ fn open_noatime(path: &[u8], flags: libc::c_int) -> Result<(OwnedFd, bool), Fail
 /// through a `dup` of `fd`, rewound and closed after (a listing of `/proc/self/fd` shows that very `dup`).
 /// A failure names `top`, the directory's path, as `_scan_dir`'s `naming(top)` does.
 fn list_dir(fd: &OwnedFd, top: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
-    let dup = sys::dup(sys::raw(fd)).map_err(|errno| os(errno, top))?;
-    let names = read_names(&dup).map_err(|errno| os(errno, top))?;
-    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| os(errno, top))?;
+    let dup = sys::dup(sys::raw(fd)).map_err(|errno| os("listdir", errno, top))?;
+    let names = read_names(&dup).map_err(|errno| os("listdir", errno, top))?;
+    sys::lseek(sys::raw(&dup), 0, libc::SEEK_SET).map_err(|errno| os("listdir", errno, top))?;
     Ok(names)
 }
 
@@ -68,9 +68,9 @@ fn read_names(dup: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
 const NOT_THE_FILESYSTEM: [Errno; 4] = [libc::ENOENT, libc::ENOTDIR, libc::EACCES, libc::EPERM];
 
 /// scan.py's `_source_xattrs`: the source filesystem's failure of the xattr calls, named as such.
-fn xattrs_failed(e: Errno, path: &[u8]) -> Failure {
+fn xattrs_failed(call: &'static str, e: Errno, path: &[u8]) -> Failure {
     if NOT_THE_FILESYSTEM.contains(&e) {
-        os(e, path)
+        os(call, e, path)
     } else {
         Failure::SourceXattrs { path: os_string(path), errno: e }
     }
@@ -83,7 +83,7 @@ pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
     let mut names = match sys::list_xattrs(target) {
         Ok(names) => names,
         Err(e) if e == libc::ENOTSUP || e == libc::EOPNOTSUPP => return Ok(Vec::new()),
-        Err(e) => return Err(xattrs_failed(e, path)),
+        Err(e) => return Err(xattrs_failed("listxattr", e, path)),
     };
     names.sort_by_cached_key(|n| fs_points(n.as_bytes()));
     let mut found = Vec::with_capacity(names.len());
@@ -94,7 +94,7 @@ pub(crate) fn read_xattrs(path: &[u8]) -> Result<Xattrs, Failure> {
         match sys::get_xattr(target, &name) {
             Ok(value) => found.push((name.into_bytes(), value)),
             Err(libc::ENODATA) => {} // removed between the list and the read
-            Err(e) => return Err(xattrs_failed(e, path)),
+            Err(e) => return Err(xattrs_failed("getxattr", e, path)),
         }
     }
     Ok(found)
@@ -104,7 +104,7 @@ fn read_flags(fd: &OwnedFd) -> Result<Option<i32>, Failure> {
     match sys::get_flags(sys::raw(fd)) {
         Ok(v) => Ok(Some(v)),
         Err(e) if NO_FLAGS.contains(&e) => Ok(None),
-        Err(e) => Err(Failure::os(e, None)), // fcntl.ioctl's OSError names no file
+        Err(e) => Err(Failure::os("ioctl", e, None)), // fcntl.ioctl's OSError names no file
     }
 }
 
@@ -148,13 +148,13 @@ pub fn capture_dir(
         match sys::open_at(libc::AT_FDCWD, &cstr(&top)?, flags | libc::O_NOFOLLOW | libc::O_NOATIME, 0) {
             Ok(fd) => (fd, true),
             Err(libc::EPERM | libc::EACCES) => return Ok(None),
-            Err(e) => return Err(os(e, &top)),
+            Err(e) => return Err(os("open", e, &top)),
         }
     } else {
         open_noatime(&top, flags)?
     };
     // Opened by name, following any link in its components: it must still be the directory listed.
-    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os(errno, &top))?;
+    let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os("fstat", errno, &top))?;
     if identity != Some((st.st_dev, st.st_ino)) {
         return Err(Failure::DirReplaced { rel: os_string(key), when: 0 });
     }

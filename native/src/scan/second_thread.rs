@@ -94,7 +94,7 @@ fn lstat_all(dir: i32, names: &[Vec<u8>], rels: &[Vec<u8>]) -> Result<Vec<libc::
             Ok(st) => stats.push(st),
             // Listed, then gone: a race with whoever writes the source.
             Err(libc::ENOENT) => return Err(Failure::Vanished { gone: os_string(rel), name: os_string(name) }),
-            Err(e) => return Err(os(e, name)),
+            Err(e) => return Err(os("lstat", e, name)),
         }
     }
     Ok(stats)
@@ -199,7 +199,7 @@ impl<'scope, 'env> Capture<'scope, 'env> {
         // Always waited for before `dir` may close: the helper may still be reading through it.
         let theirs = if sent { helper.done.recv().ok() } else { None };
         // A helper that stopped (a bug: none is meant to) is a failure here, never a panic in Python.
-        let Some(Done::Part(theirs)) = theirs else { return Err(Failure::os(libc::EIO, None)) };
+        let Some(Done::Part(theirs)) = theirs else { return Err(Failure::os("", libc::EIO, None)) };
         let mut stats = mine.stats?;
         stats.extend(theirs.stats?);
         let mut xattrs = mine.xattrs?;

@@ -54,7 +54,7 @@ impl Scan<'_, '_, '_> {
         let part =
             capture_dir(self.root, rel, identity, false, |dir, top, names, rels| capture.names(dir, top, names, rels))?;
         // Not asked for O_NOATIME only: a part always comes back.
-        part.ok_or_else(|| Failure::os(libc::EIO, None))
+        part.ok_or_else(|| Failure::os("", libc::EIO, None))
     }
 
     /// Hand the directory scanned after the current one to the helper, if free, to capture meanwhile.
@@ -122,8 +122,8 @@ impl LinkReader<'_> {
             let path = if parent.is_empty() { self.root.to_vec() } else { slash(self.root, parent) };
             let c = cstr(&path)?;
             let fd = sys::open_at(libc::AT_FDCWD, &c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)
-                .map_err(|e| os(e, &path))?;
-            let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os(errno, &path))?;
+                .map_err(|e| os("open", e, &path))?;
+            let st = sys::fstat(sys::raw(&fd)).map_err(|errno| os("fstat", errno, &path))?;
             let key = if parent.is_empty() { ROOT } else { parent };
             if dirs.get(key).map(|d| d.1) != Some((st.st_dev, st.st_ino)) {
                 return Err(Failure::DirReplaced { rel: os_string(key), when: 1 });
@@ -131,18 +131,20 @@ impl LinkReader<'_> {
             self.parent = Some(parent.to_vec());
             self.fd = Some(fd);
         }
-        let Some(fd) = &self.fd else { return Err(Failure::os(libc::EBADF, None)) };
+        let Some(fd) = &self.fd else { return Err(Failure::os("", libc::EBADF, None)) };
         read_target(sys::raw(fd), &cstr(name)?, name, e)
     }
 }
 
 /// `read_target`: the target of the link `name`, which must still be the link the scan's `lstat` captured.
 fn read_target(dir: i32, c: &CStr, name: &[u8], e: &Entry) -> Result<Vec<u8>, Failure> {
-    let read = sys::readlink_at(dir, c).and_then(|target| Ok((target, sys::lstat_at(dir, c)?)));
+    let read = sys::readlink_at(dir, c)
+        .map_err(|e| ("readlink", e))
+        .and_then(|target| Ok((target, sys::lstat_at(dir, c).map_err(|e| ("lstat", e))?)));
     let (target, now) = match read {
         Ok((target, st)) => (target, Some(StatFacts::of(&st))),
-        Err(libc::ENOENT | libc::EINVAL) => (Vec::new(), None), // gone, or no longer a link
-        Err(errno) => return Err(os(errno, name)),
+        Err((_, libc::ENOENT | libc::EINVAL)) => (Vec::new(), None), // gone, or no longer a link
+        Err((call, errno)) => return Err(os(call, errno, name)),
     };
     let before = &e.st;
     let same = now.is_some_and(|now| {
@@ -181,7 +183,7 @@ fn walk(
     capture: Capture<'_, '_>,
     progress: &mut dyn FnMut(&[Entry]) -> bool,
 ) -> Result<Tree, Failure> {
-    let st = sys::lstat_at(libc::AT_FDCWD, &cstr(root)?).map_err(|e| os(e, root))?;
+    let st = sys::lstat_at(libc::AT_FDCWD, &cstr(root)?).map_err(|e| os("lstat", e, root))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return Err(Failure::ScanRoot);
     }

@@ -8,14 +8,15 @@ use crate::failure::{Errno, Failure};
 
 /// `bytes` as a C string, or the `OSError(EINVAL)` naming them that a NUL byte makes.
 pub fn cstr(bytes: &[u8]) -> Result<CString, Failure> {
-    CString::new(bytes).map_err(|_| Failure::os(libc::EINVAL, Some(os_string(bytes))))
+    // No call was made: the path was refused before one (the reference's `os` refuses it with a ValueError).
+    CString::new(bytes).map_err(|_| Failure::os("", libc::EINVAL, Some(os_string(bytes))))
 }
 
 pub fn os_string(bytes: &[u8]) -> OsString {
     OsString::from_vec(bytes.to_vec())
 }
 
-/// The `OSError(errno, path)` a call on the path `name` failed with.
-pub fn os(errno: Errno, name: &[u8]) -> Failure {
-    Failure::os(errno, Some(os_string(name)))
+/// The `OSError(errno, "call: ...", path)` the call `call` on the path `name` failed with.
+pub fn os(call: &'static str, errno: Errno, name: &[u8]) -> Failure {
+    Failure::os(call, errno, Some(os_string(name)))
 }

@@ -208,7 +208,7 @@ fn gather<R>(parts: Vec<Part<R>>, len: usize) -> Result<Vec<R>, Located> {
     let mut first: Option<Located> = None;
     for part in parts {
         let Some((done, failed)) = part else {
-            let bug = Located { at: 0, failure: crate::failure::Failure::os(libc::EIO, None) };
+            let bug = Located { at: 0, failure: crate::failure::Failure::os("", libc::EIO, None) };
             first = Some(first.map_or(bug, |f| f));
             continue;
         };
@@ -227,7 +227,7 @@ fn gather<R>(parts: Vec<Part<R>>, len: usize) -> Result<Vec<R>, Located> {
     // Every slot is filled when nothing failed; a hole would be a bug, reported as EIO rather than a panic.
     slots
         .into_iter()
-        .map(|r| r.ok_or(Located { at: 0, failure: crate::failure::Failure::os(libc::EIO, None) }))
+        .map(|r| r.ok_or(Located { at: 0, failure: crate::failure::Failure::os("", libc::EIO, None) }))
         .collect()
 }
 

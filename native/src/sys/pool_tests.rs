@@ -68,7 +68,7 @@ fn a_false_to_a_poll_stops_the_items_in_progress_at_their_next_step() {
             threads,
             |at, _| loop {
                 if cancel::check().is_err() {
-                    break Err::<(), _>(Located { at, failure: Failure::os(cancel::STOPPED, None) });
+                    break Err::<(), _>(Located { at, failure: Failure::os("", cancel::STOPPED, None) });
                 }
                 std::thread::yield_now();
             },
@@ -87,7 +87,7 @@ fn the_lowest_failing_position_is_reported() {
     let items: Vec<usize> = (0..100).collect();
     for threads in [1, 2, 7] {
         let failing =
-            |i, _: &usize| if i >= 10 { Err(Located { at: i, failure: Failure::os(1, None) }) } else { Ok(()) };
+            |i, _: &usize| if i >= 10 { Err(Located { at: i, failure: Failure::os("", 1, None) }) } else { Ok(()) };
         assert_eq!(map(&items, threads, failing).unwrap_err().at, 10);
         let reported = map_reporting(&items, threads, failing, |_| true);
         assert_eq!(reported.unwrap_err().at, 10);

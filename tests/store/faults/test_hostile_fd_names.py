@@ -47,5 +47,5 @@ def test_an_xattr_the_kernel_refuses_names_the_entry_not_an_fd(
     assert (caught.value.errno, caught.value.filename) == (errno.EINVAL, entry), repr(caught.value)
     capsys.readouterr()
     assert main(["download", "demo", str(fast_tmp / "out"), "--store", str(store.root)]) == 2
-    assert capsys.readouterr().err == f"artifactkit: error: {entry}: Invalid argument\n"
+    assert capsys.readouterr().err == f"artifactkit: error: {entry}: setxattr: Invalid argument\n"
     assert not (fast_tmp / "out").exists()
