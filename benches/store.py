@@ -78,7 +78,7 @@ def cli_command() -> list[str]:
     return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "artifactkit.cli"]
 
 
-def _timed(cmd: list[str], cores: int, env: dict[str, str], rss_file: str) -> dict[str, Any]:
+def timed_cli(cmd: list[str], cores: int, env: dict[str, str], rss_file: str) -> dict[str, Any]:
     full = [*cpu_set(cores), "/usr/bin/time", "-f", "%M %U %S", "-o", rss_file, *cmd]
     os.sync()
     start = time.perf_counter_ns()
@@ -124,7 +124,7 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
                     shutil.rmtree(path)
             order = ("cp_a", "publish", "download") if round_no % 2 else ("publish", "download", "cp_a")
             for op in order:
-                got = _timed(commands[op], cores, env, os.path.join(base, "scale.time"))
+                got = timed_cli(commands[op], cores, env, os.path.join(base, "scale.time"))
                 if round_no:
                     raw[op].append(got)
                 # Off the clock, what no later op of the round reads goes at once: at a million files each tree
@@ -152,39 +152,52 @@ def bench_tree_ops(base: str, src: str, cores: int, env: dict[str, str]) -> dict
     the bytes it added outside their blobs: tree objects and manifest), a ``download --path`` of one directory,
     and the ``diff`` of the two versions (which must name exactly those 10 files)."""
     cli, store = cli_command(), os.path.join(base, "trees-store")
-    # Ten files in ten directories spread over the tree, chosen before the atimes are put back: listing a
-    # directory moves its atime, which a diff would then rightly report.
-    dirs = sorted(os.listdir(src))
-    chosen = [os.path.join(group, sorted(os.listdir(os.path.join(src, group)))[0])
-              for group in dirs[::max(1, len(dirs) // 10)][:10]]
+    # Chosen before the atimes are put back: listing a directory moves its atime, which a diff would then report.
+    chosen, middle = ten_spread_files(src), middle_directory(src)
     reset_source_atimes(src)
 
     def run(name: str, *args: str) -> dict[str, Any]:
-        return _timed([*cli, *args], cores, env, os.path.join(base, f"{name}.time"))
+        return timed_cli([*cli, *args], cores, env, os.path.join(base, f"{name}.time"))
     out: dict[str, Any] = {"publish": run("publish", "publish", "--store", store, "--name", "trees", src)}
     out["verify"] = run("verify", "verify", "--store", store)
     before = _stored(store)
-    for path in chosen:  # the same size, other bytes: content, mtime and (the read) atime change
-        with open(os.path.join(src, path), "r+b") as handle:
-            first = handle.read(1)
-            handle.seek(0)
-            handle.write(bytes([first[0] ^ 0xFF]))
+    change_files(src, chosen)
     out["republish_10_changed"] = run("republish", "publish", "--store", store, "--name", "trees", src)
     added = {name: size for name, size in _stored(store).items() if name not in before}
     new_content = {hashlib.sha256(Path(src, path).read_bytes()).hexdigest() for path in chosen}
     out["republish_bytes_outside_blobs"] = sum(size for name, size in added.items()
                                                 if name.rpartition("/")[2] not in new_content)
     part = os.path.join(base, "trees-part")
-    middle = dirs[len(dirs) // 2]
     out["download_path_one_dir"] = run("path", "download", "--store", store, "trees@2", part, "--path", middle)
     shutil.rmtree(part)
-    out["diff"] = _timed_diff(cli, store, cores, env, base)
+    out["diff"] = timed_diff(cli, store, cores, env, base)
     shutil.rmtree(store)
     out["changed_files"] = chosen
     return out
 
 
-def _timed_diff(cli: list[str], store: str, cores: int, env: dict[str, str], base: str) -> dict[str, Any]:
+def ten_spread_files(src: str) -> list[str]:
+    """Ten files in ten directories spread over the tree (the first of each)."""
+    dirs = sorted(os.listdir(src))
+    return [os.path.join(group, sorted(os.listdir(os.path.join(src, group)))[0])
+            for group in dirs[::max(1, len(dirs) // 10)][:10]]
+
+
+def middle_directory(src: str) -> str:
+    dirs = sorted(os.listdir(src))
+    return dirs[len(dirs) // 2]
+
+
+def change_files(src: str, chosen: list[str]) -> None:
+    """The same size, other bytes: content, mtime and (the read) atime change."""
+    for path in chosen:
+        with open(os.path.join(src, path), "r+b") as handle:
+            first = handle.read(1)
+            handle.seek(0)
+            handle.write(bytes([first[0] ^ 0xFF]))
+
+
+def timed_diff(cli: list[str], store: str, cores: int, env: dict[str, str], base: str) -> dict[str, Any]:
     """``diff --json`` of the two versions, timed, with the paths it names."""
     full = [*cpu_set(cores), "/usr/bin/time", "-f", "%M %U %S", "-o", os.path.join(base, "diff.time"),
             *cli, "diff", "--store", store, "trees@1", "trees@2", "--json"]
