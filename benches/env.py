@@ -207,3 +207,81 @@ def build_corpus(dest: str, name: str, files: int, size: int, dirs: int) -> None
     generate = {"count": files, "per_dir": max(1, files // max(dirs, 1)), "pattern": pattern, "mode": 0o644,
                 "size": size, "seed": 1000, "step_ns": 1_000_003, **times}
     materialize(parse_tree(f"bench-{name}", {"entry": entries, "generate": [generate]}), dest)
+
+
+#: ``mixed`` (benches/s3.py): (share of the files, smallest, largest size), sizes drawn from a fixed seed.
+MIXED_SIZES: Final = ((0.90, 1 << 10, 16 << 10), (0.09, 32 << 10, 256 << 10), (0.01, 1 * MIB, 4 * MIB))
+
+
+def build_mixed(dest: str, files: int, dirs: int) -> None:
+    """The ``mixed`` corpus: ``files`` of the sizes of :data:`MIXED_SIZES` in ``dirs`` directories, the content
+    of ``artifactkit.conformance.corpus.content`` (deterministic), every time the corpus time."""
+    import random  # noqa: PLC0415
+
+    from artifactkit.conformance.corpus import content  # noqa: PLC0415
+
+    draw = random.Random(53)  # reproducible sizes, not secrets
+    sizes = [draw.randint(low, high) for share, low, high in MIXED_SIZES for _ in range(round(share * files))]
+    sizes += [MIXED_SIZES[0][1]] * (files - len(sizes))
+    draw.shuffle(sizes)
+    for index, size in enumerate(sizes[:files]):
+        folder = os.path.join(dest, f"d{index % dirs:03d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"f{index:05d}.bin"), "wb") as handle:
+            handle.write(content(2000 + index, size))
+    reset_source_atimes(dest)
+
+
+def tree_size(root: str) -> tuple[int, int]:
+    files = total = 0
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            files += 1
+            total += os.lstat(os.path.join(dirpath, name)).st_size
+    return files, total
+
+
+def settle_atimes(src: str) -> None:
+    """Read every file and list every directory once (untimed): relatime has then moved each atime to now, and
+    moves none again within a day, whichever tool reads the tree next (the source of versions to compare)."""
+    for top, _dirs, names in os.walk(src):
+        for name in names:
+            with open(os.path.join(top, name), "rb") as handle:
+                handle.read()
+
+
+def tool_env(endpoint: Any, base: str, engine: str = "") -> dict[str, dict[str, str]]:
+    """Each S3 tool's environment (``benches/s3.py``): the standard AWS variables for the server and nothing of this
+    machine's; ``engine``: artifactkit's as :func:`child_env` gives it."""
+    from artifactkit.conformance.adapters.rclone_s3 import is_plain_http_loopback  # noqa: PLC0415
+
+    common = {**(child_env(engine) if engine else os.environ), **endpoint.env(), "AWS_EC2_METADATA_DISABLED": "true",
+              "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+              "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    common.pop("AWS_PROFILE", None)
+    rclone = {**common, "RCLONE_CONFIG": os.path.join(base, "rclone.conf"), "RCLONE_CONFIG_S3T_TYPE": "s3",
+              "RCLONE_CONFIG_S3T_PROVIDER": "SeaweedFS", "RCLONE_CONFIG_S3T_ENV_AUTH": "true",
+              "RCLONE_CONFIG_S3T_ENDPOINT": endpoint.url, "RCLONE_CONFIG_S3T_REGION": endpoint.region}
+    if is_plain_http_loopback(endpoint.url):
+        rclone.pop("AWS_CA_BUNDLE", None)  # plain http: no TLS; Debian's rclone 1.60 refuses any bundle
+    return {"artifactkit": common, "aws": common, "rclone": rclone}
+
+
+def tool_versions(bins: dict[str, str]) -> dict[str, str]:
+    """The interpreter, kernel, library and S3 tools of a ``benches/s3.py`` run."""
+    def first(cmd: list[str]) -> str:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        return (done.stdout or done.stderr).strip().splitlines()[0]
+
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {"python": platform.python_version(), "kernel": platform.release(), "nproc": str(os.cpu_count()),
+            "artifactkit": version("artifactkit"), "obstore": installed("obstore"), "boto3": installed("boto3"),
+            "weed": first([bins["weed"], "version"]), "rclone": first([bins["rclone"], "version"]),
+            "aws": first([bins["aws"], "--version"])}

@@ -1,7 +1,7 @@
 """Paired benchmark of a bucket store against ``rclone copy`` and ``aws s3 sync`` (issue 15, item 7).
 
     python -m benches.s3 [--rounds N] [--corpus NAME ...] [--many-files N] [--mixed-files N] [--no-docs]
-    (from the repository root)
+    python -m benches.s3 --trees FILES [--rounds N] [--engine native|python]     (from the repository root)
 
 One run starts a throw-away SeaweedFS (``weed mini`` on loopback free ports, its data dir on tmpfs)
 and builds the corpora of ``store.py`` on tmpfs (``/dev/shm``): ``small`` 128 x 16 KiB in 4
@@ -23,14 +23,20 @@ below 1 means artifactkit was faster. Every download is checked untimed (file co
 
 The server, its clients and the corpus share this machine's cores: the 1-minute load average is
 kept per round, and the CPU time (user + system) of each measured process tree.
+
+``--trees FILES`` (issue 52): ``store.py``'s scale tree (FILES x 256 B, dirs of 100), every file read and directory
+listed once first (atimes settled: no tool moves one after). Each round the artifactkit CLI on ``--engine`` and
+``rclone copy`` upload and download it (order alternating), whole processes timed as ``store.py``'s scale run (GNU
+``time``: peak RSS); then ``store.py``'s tree operations on the last round's store: verify, re-publish after 10
+changes (what it stored outside the blobs), ``download --path`` of one directory, ``diff`` (must name the 10).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import platform
 import resource
 import secrets
 import shutil
@@ -43,12 +49,12 @@ from typing import Any, Final
 
 MIB: Final = 1 << 20
 SCHEMA: Final = "artifactkit.bench-s3/1"
+TREES_SCHEMA: Final = "artifactkit.bench-s3-trees/2"  # /1: both engines in one run, made by 9f2db63
 DEFAULT_OUTPUT: Final = "diagnostics/results/bench-s3.json"
+TREES_OUTPUT: Final = "diagnostics/results/bench-s3-trees-100k.json"
 TMPFS: Final = "/dev/shm"  # noqa: S108 - only a mkdtemp (private, 0700) directory is made in it
 CORPORA: Final = {"small": (128, 16 << 10, 4), "many": (10_000, 1 << 10, 100), "large": (1, 256 * MIB, 0),
                    "mixed": (5_000, 0, 50)}
-#: ``mixed``: (share of the files, smallest, largest size), sizes drawn from a fixed seed.
-MIXED_SIZES: Final = ((0.90, 1 << 10, 16 << 10), (0.09, 32 << 10, 256 << 10), (0.01, 1 * MIB, 4 * MIB))
 TOOLS: Final = ("artifactkit", "rclone", "aws")
 PEERS: Final = ("rclone", "aws")
 
@@ -88,42 +94,6 @@ def worker(task: dict[str, Any]) -> dict[str, Any]:
 
 # -- the parent: server, tools, rounds ---------------------------------------------------------
 
-def build_mixed(dest: str, files: int, dirs: int) -> None:
-    """The ``mixed`` corpus: ``files`` of the sizes of :data:`MIXED_SIZES` in ``dirs`` directories, the content
-    of ``artifactkit.conformance.corpus.content`` (deterministic), every time the corpus time."""
-    import random  # noqa: PLC0415
-
-    from artifactkit.conformance.corpus import content  # noqa: PLC0415
-    from benches.env import reset_source_atimes  # noqa: PLC0415
-
-    draw = random.Random(53)  # reproducible sizes, not secrets
-    sizes = [draw.randint(low, high) for share, low, high in MIXED_SIZES for _ in range(round(share * files))]
-    sizes += [MIXED_SIZES[0][1]] * (files - len(sizes))
-    draw.shuffle(sizes)
-    for index, size in enumerate(sizes[:files]):
-        folder = os.path.join(dest, f"d{index % dirs:03d}")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"f{index:05d}.bin"), "wb") as handle:
-            handle.write(content(2000 + index, size))
-    reset_source_atimes(dest)
-
-
-def tool_env(endpoint: Any, base: str) -> dict[str, dict[str, str]]:
-    """Each tool's environment: the standard AWS variables for the server and nothing of this machine's."""
-    from artifactkit.conformance.adapters.rclone_s3 import is_plain_http_loopback  # noqa: PLC0415
-
-    common = {**os.environ, **endpoint.env(), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
-              "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "NO_PROXY": "127.0.0.1,localhost",
-              "no_proxy": "127.0.0.1,localhost"}
-    common.pop("AWS_PROFILE", None)
-    rclone = {**common, "RCLONE_CONFIG": os.path.join(base, "rclone.conf"), "RCLONE_CONFIG_S3T_TYPE": "s3",
-              "RCLONE_CONFIG_S3T_PROVIDER": "SeaweedFS", "RCLONE_CONFIG_S3T_ENV_AUTH": "true",
-              "RCLONE_CONFIG_S3T_ENDPOINT": endpoint.url, "RCLONE_CONFIG_S3T_REGION": endpoint.region}
-    if is_plain_http_loopback(endpoint.url):
-        rclone.pop("AWS_CA_BUNDLE", None)  # plain http: no TLS; Debian's rclone 1.60 refuses any bundle
-    return {"artifactkit": common, "aws": common, "rclone": rclone}
-
-
 def commands(tool: str, op: str, ctx: dict[str, Any], *, prefix: str, src: str, dest: str) -> list[str]:
     """The command line of one measured operation; every tool reads and writes the same places."""
     bucket, bins = ctx["bucket"], ctx["bins"]
@@ -152,17 +122,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     return sample
 
 
-def tree_size(root: str) -> tuple[int, int]:
-    files = total = 0
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            files += 1
-            total += os.lstat(os.path.join(dirpath, name)).st_size
-    return files, total
-
-
 def one_round(ctx: dict[str, Any], corpus: str, round_no: int) -> dict[str, dict[str, Any]]:
     """Every tool up (fresh prefixes), artifactkit again, every tool down; order alternates by round."""
+    from benches.env import tree_size  # noqa: PLC0415 - the parent's (see main)
+
     src, expect = ctx["sources"][corpus], ctx["sizes"][corpus]
     order = TOOLS if round_no % 2 == 0 else tuple(reversed(TOOLS))
     tag = secrets.token_hex(4)
@@ -216,32 +179,92 @@ def bench(ctx: dict[str, Any], corpus: str, rounds: int) -> dict[str, Any]:
             "ratios": ratios}
 
 
-def versions(bins: dict[str, str]) -> dict[str, str]:
-    def first(cmd: list[str]) -> str:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        return (done.stdout or done.stderr).strip().splitlines()[0]
+# -- --trees: issue 52's tree operations, whole CLI processes ----------------------------------
 
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+def cli_run(ctx: dict[str, Any], tool: str, *args: str) -> dict[str, Any]:
+    """``rclone copy ARGS`` or the ``artifactkit`` console script, timed with its peak RSS (``store.py``'s way)."""
+    from benches.store import cli_command, timed_cli  # noqa: PLC0415 - the parent's (see main)
 
-    def installed(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "not installed"
-
-    return {"python": platform.python_version(), "kernel": platform.release(), "nproc": str(os.cpu_count()),
-            "artifactkit": version("artifactkit"), "obstore": installed("obstore"), "boto3": installed("boto3"),
-            "weed": first([bins["weed"], "version"]), "rclone": first([bins["rclone"], "version"]),
-            "aws": first([bins["aws"], "--version"])}
+    cmd = [ctx["bins"]["rclone"], "copy", *args] if tool == "rclone" else [*cli_command(), *args]
+    return timed_cli(cmd, ctx["cores"], ctx["env"][tool], os.path.join(ctx["base"], "op.time"))
 
 
-def code_state() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+def tree_round(ctx: dict[str, Any], round_no: int) -> tuple[dict[str, dict[str, Any]], str]:
+    """Both tools up to fresh prefixes, then down into a fresh directory (checked untimed); order alternates."""
+    from benches.env import tree_size  # noqa: PLC0415
 
-    return {"commit": git("rev-parse", "HEAD"),
-            "artifactkit_changes_uncommitted": git("status", "--porcelain", "--", "artifactkit").splitlines()}
+    order = ("artifactkit", "rclone") if round_no % 2 == 0 else ("rclone", "artifactkit")
+    tag, dest = secrets.token_hex(4), os.path.join(ctx["base"], "dest")
+    remote = {"artifactkit": f"s3://{ctx['bucket']}/r{round_no}-{tag}/artifactkit",
+              "rclone": f"s3t:{ctx['bucket']}/r{round_no}-{tag}/rclone"}
+    up = {"artifactkit": ["publish", "--store", remote["artifactkit"], "--name", "trees", ctx["src"]],
+          "rclone": [ctx["src"], remote["rclone"]]}
+    down = {"artifactkit": ["download", "--store", remote["artifactkit"], "trees@1", dest],
+            "rclone": [remote["rclone"], dest]}
+    out = {f"{tool}:publish": cli_run(ctx, tool, *up[tool]) for tool in order}
+    for tool in order:
+        out[f"{tool}:download"] = cli_run(ctx, tool, *down[tool])
+        if (found := tree_size(dest)) != ctx["expect"]:
+            raise RuntimeError(f"{tool} downloaded {found} (files, bytes), expected {ctx['expect']}")
+        shutil.rmtree(dest)
+    return out, remote["artifactkit"]
+
+
+def listed(endpoint: Any, url: str) -> dict[str, int]:
+    """Every object of the store at ``url`` but its leases, with its size (boto3, off the clock)."""
+    import boto3  # noqa: PLC0415 - the s3 extra, as the server's readiness probe uses it
+
+    prefix = url.split("/", 3)[3] + "/"
+    client = boto3.client("s3", endpoint_url=endpoint.url, aws_access_key_id=endpoint.access_key,
+                          aws_secret_access_key=endpoint.secret_key, region_name=endpoint.region)
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=endpoint.bucket, Prefix=prefix)
+    keys = ((item["Key"][len(prefix):], item["Size"]) for page in pages for item in page.get("Contents", []))
+    return {key: size for key, size in keys if not key.startswith("locks/")}
+
+
+def bench_trees(ctx: dict[str, Any], rounds: int, started: float) -> dict[str, Any]:
+    """The paired rounds, then ``store.py``'s tree operations on the last round's store, which holds ``trees@1``."""
+    from benches.store import bench_tree_ops  # noqa: PLC0415
+
+    raw, loads = [], []
+    for round_no in range(rounds):
+        loads.append(round(os.getloadavg()[0], 2))
+        print(f"[{time.monotonic() - started:5.0f}s] round {round_no + 1}/{rounds} (load {loads[-1]})", file=sys.stderr)
+        got, url = tree_round(ctx, round_no)
+        raw.append(got)
+    ops = {key: {"samples_s": [r[key]["wall_s"] for r in raw],
+                 "median_s": round(statistics.median(r[key]["wall_s"] for r in raw), 3),
+                 "cpu_s": round(statistics.median(r[key]["user_s"] + r[key]["sys_s"] for r in raw), 3),
+                 "peak_rss_mib": round(max(r[key]["peak_rss_kib"] for r in raw) / 1024, 1)} for key in raw[0]}
+    ratios = {op: round(statistics.median(r[f"artifactkit:{op}"]["wall_s"] / r[f"rclone:{op}"]["wall_s"] for r in raw),
+                        3) for op in ("publish", "download")}
+    loads.append(round(os.getloadavg()[0], 2))
+    print(f"[{time.monotonic() - started:5.0f}s] tree operations (load {loads[-1]})", file=sys.stderr)
+    trees = bench_tree_ops(ctx["base"], ctx["src"], ctx["cores"], ctx["env"]["artifactkit"], store=url,
+                           stored=functools.partial(listed, ctx["endpoint"], url))
+    if trees["diff"]["paths"] != sorted(trees["changed_files"]):
+        raise RuntimeError(f"diff named {trees['diff']['paths'][:20]}, not the 10 changed files")
+    return {"ops": ops, "ratio_to_rclone_paired": ratios, "loadavg_1m_per_round_then_tree_ops": loads,
+            "trees": trees, "raw": raw}
+
+
+def render_trees(doc: dict[str, Any]) -> str:
+    res, tree = doc["results"], doc["shape"]
+
+    def cell(op: dict[str, Any]) -> str:
+        mib = op["peak_rss_mib"] if "peak_rss_mib" in op else op["peak_rss_kib"] / 1024
+        return f"{op.get('median_s', op.get('wall_s')):.1f} s, {mib:.0f} MiB"
+    rows = [(op, cell(res["ops"][f"artifactkit:{op}"]), cell(res["ops"][f"rclone:{op}"]),
+             f"{res['ratio_to_rclone_paired'][op]:.2f}") for op in ("publish", "download")]
+    labels = {"verify": "verify", "republish_10_changed": "re-publish, 10 changed",
+              "download_path_one_dir": "download --path (1 dir)", "diff": "diff (names the 10)"}
+    rows += [(label, cell(res["trees"][key])) for key, label in labels.items()]
+    loads = ", ".join(f"{x:.1f}" for x in res["loadavg_1m_per_round_then_tree_ops"])
+    return "\n".join([f"`{doc['command']}` at `{doc['code']['commit'][:7]}`, {doc['engine']} engine, load {loads}:", "",
+                      f"| {tree['files']:,} x {tree['bytes_per_file']} B, {tree['dirs']:,} dirs | artifactkit | "
+                      "rclone | paired ratio |", "|---|---|---|---|", *(f"| {' | '.join(row)} |" for row in rows), "",
+                      f"The re-publish stored {res['trees']['republish_bytes_outside_blobs'] / 1024:.0f} KiB outside "
+                      "the blobs."])
 
 
 def _cell(op: dict[str, Any]) -> str:
@@ -291,25 +314,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="only these (repeatable)")
     parser.add_argument("--many-files", type=int, default=10_000, help="files of `many` (default %(default)s)")
     parser.add_argument("--mixed-files", type=int, default=5_000, help="files of `mixed` (default %(default)s)")
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="evidence JSON (default: %(default)s)")
+    parser.add_argument("--trees", type=int, metavar="FILES", help="the tree operations on FILES x 256 B instead")
+    parser.add_argument("--engine", choices=("native", "python"), default="native", help="--trees: the engine")
+    parser.add_argument("--output", help=f"evidence JSON (default: {DEFAULT_OUTPUT}, --trees: {TREES_OUTPUT})")
     parser.add_argument("--no-docs", action="store_true", help="do not write the table into docs/s3.md")
     parser.add_argument("--table-from", metavar="FILE", help="re-render the tables of an existing JSON into the docs")
-    parser.add_argument("--block", default="bench-s3", help="the generated block of docs/s3.md (default %(default)s)")
+    parser.add_argument("--block", help="the generated block of docs/s3.md (default bench-s3, --trees bench-s3-trees)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
-    if args.table_from:
-        from diagnostics.docs_tables import rerender  # noqa: PLC0415
-
-        return rerender(args.table_from, render, "s3.md", args.block)
     # The parent's helpers, imported here: the artifactkit child (--worker, this file run as a script) loads the
     # library alone.
-    from benches.env import build_corpus, command_line  # noqa: PLC0415
-    from diagnostics.docs_tables import write_table  # noqa: PLC0415
+    from benches import env  # noqa: PLC0415
+    from diagnostics.docs_tables import rerender, write_table  # noqa: PLC0415
     from tests.support.seaweedfs import find_weed, running_seaweedfs  # noqa: PLC0415
 
+    if args.table_from:
+        with open(args.table_from, encoding="utf-8") as handle:
+            trees = json.load(handle)["schema"] == TREES_SCHEMA
+        return rerender(args.table_from, render_trees if trees else render, "s3.md",
+                        args.block or ("bench-s3-trees" if trees else "bench-s3"))
     here = os.path.dirname(sys.executable)
     bins = {"weed": find_weed(), **{t: shutil.which(t, path=f"{here}:{os.environ['PATH']}") or t
                                     for t in ("rclone", "aws")}}
@@ -320,36 +346,50 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with running_seaweedfs(os.path.join(base, "weed"), bucket="bench") as endpoint:
             ctx: dict[str, Any] = {"base": base, "bucket": endpoint.bucket, "bins": bins, "sources": {},
-                                   "sizes": {}, "env": tool_env(endpoint, base)}
-            for name in ("small", *(args.corpus or CORPORA)):
+                                   "sizes": {}, "env": env.tool_env(endpoint, base, args.engine if args.trees else ""),
+                                   "endpoint": endpoint, "cores": len(os.sched_getaffinity(0)),
+                                   "src": os.path.join(base, "src")}
+            if args.trees:
+                env.build_corpus(ctx["src"], "scale", *env.scale_shape(args.trees))
+                env.settle_atimes(ctx["src"])
+                ctx["expect"] = env.tree_size(ctx["src"])
+                results = bench_trees(ctx, args.rounds, started)
+            for name in () if args.trees else ("small", *(args.corpus or CORPORA)):
                 if name not in ctx["sources"]:
                     ctx["sources"][name] = os.path.join(base, f"src-{name}")
                     if name == "mixed":
-                        build_mixed(ctx["sources"][name], shapes[name][0], shapes[name][2])
+                        env.build_mixed(ctx["sources"][name], shapes[name][0], shapes[name][2])
                     else:
-                        build_corpus(ctx["sources"][name], name, *shapes[name])
-                    ctx["sizes"][name] = tree_size(ctx["sources"][name])
-            print(f"[{time.monotonic() - started:5.0f}s] warm-up round on small (untimed)", file=sys.stderr)
-            one_round(ctx, "small", 0)
-            for name in args.corpus or CORPORA:
+                        env.build_corpus(ctx["sources"][name], name, *shapes[name])
+                    ctx["sizes"][name] = env.tree_size(ctx["sources"][name])
+            if not args.trees:
+                print(f"[{time.monotonic() - started:5.0f}s] warm-up round on small (untimed)", file=sys.stderr)
+                one_round(ctx, "small", 0)
+            for name in () if args.trees else args.corpus or CORPORA:
                 print(f"[{time.monotonic() - started:5.0f}s] {name}", file=sys.stderr)
                 results[name] = bench(ctx, name, args.rounds)
             weed_rss_mib = round(endpoint.rss_kib() / 1024, 1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    doc = {"schema": SCHEMA, "command": command_line(sys.argv[1:] if argv is None else argv, "s3"),
-           "rounds": args.rounds, "versions": versions(bins), "code": code_state(),
+    doc = {"schema": TREES_SCHEMA if args.trees else SCHEMA, "rounds": args.rounds,
+           "command": env.command_line(sys.argv[1:] if argv is None else argv, "s3"),
+           "versions": env.tool_versions(bins), "code": env.code_state(),
            "machine": {"loadavg_1_5_15": load_before, "tmpfs": TMPFS, "weed_rss_mib_at_end": weed_rss_mib},
            "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
            "duration_s": round(time.monotonic() - started, 1), "method": __doc__.split("\n\n", 2)[2].strip(),
            "results": results}
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as handle:
+    if args.trees:
+        doc.update(engine=args.engine, shape=dict(zip(("files", "bytes_per_file", "dirs"), env.scale_shape(args.trees),
+                                                      strict=True)))
+    output = args.output or (TREES_OUTPUT if args.trees else DEFAULT_OUTPUT)
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output, "w", encoding="utf-8") as handle:
         json.dump(doc, handle, indent=1, sort_keys=True)
         handle.write("\n")
-    print(render(doc))
+    table = (render_trees if args.trees else render)(doc)
+    print(table)
     if not args.no_docs:
-        write_table("s3.md", args.block, render(doc))
+        write_table("s3.md", args.block or ("bench-s3-trees" if args.trees else "bench-s3"), table)
     return 0
 
 

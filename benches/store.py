@@ -32,6 +32,7 @@ even ones); one untimed warm-up round first. The issue's figures for the code be
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -146,32 +148,41 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
             "today": TODAY}
 
 
-def bench_tree_ops(base: str, src: str, cores: int, env: dict[str, str]) -> dict[str, Any]:
+def bench_tree_ops(base: str, src: str, cores: int, env: dict[str, str], *, store: str = "",
+                   stored: Callable[[], dict[str, int]] | None = None) -> dict[str, Any]:
     """Issue 52's operations on the scale tree, one CLI process each (wall time, peak RSS): a publish of it as
     the corpus gave it (atimes put back), verify, a re-publish after 10 files in 10 directories changed (and
     the bytes it added outside their blobs: tree objects and manifest), a ``download --path`` of one directory,
-    and the ``diff`` of the two versions (which must name exactly those 10 files)."""
-    cli, store = cli_command(), os.path.join(base, "trees-store")
+    and the ``diff`` of the two versions (which must name exactly those 10 files). ``store``: one that already
+    holds ``trees@1`` of ``src`` as it is (``s3.py --trees``: no publish, atimes as they are), its objects and
+    their sizes listed by ``stored``."""
+    cli, local = cli_command(), not store
     # Chosen before the atimes are put back: listing a directory moves its atime, which a diff would then report.
     chosen, middle = ten_spread_files(src), middle_directory(src)
-    reset_source_atimes(src)
 
     def run(name: str, *args: str) -> dict[str, Any]:
         return timed_cli([*cli, *args], cores, env, os.path.join(base, f"{name}.time"))
-    out: dict[str, Any] = {"publish": run("publish", "publish", "--store", store, "--name", "trees", src)}
+    out: dict[str, Any] = {}
+    if local:
+        store = os.path.join(base, "trees-store")
+        reset_source_atimes(src)
+        out["publish"] = run("publish", "publish", "--store", store, "--name", "trees", src)
+    listing = stored or functools.partial(_stored, store)
     out["verify"] = run("verify", "verify", "--store", store)
-    before = _stored(store)
+    before = listing()
     change_files(src, chosen)
     out["republish_10_changed"] = run("republish", "publish", "--store", store, "--name", "trees", src)
-    added = {name: size for name, size in _stored(store).items() if name not in before}
+    added = {name: size for name, size in listing().items() if name not in before}
     new_content = {hashlib.sha256(Path(src, path).read_bytes()).hexdigest() for path in chosen}
     out["republish_bytes_outside_blobs"] = sum(size for name, size in added.items()
                                                 if name.rpartition("/")[2] not in new_content)
     part = os.path.join(base, "trees-part")
     out["download_path_one_dir"] = run("path", "download", "--store", store, "trees@2", part, "--path", middle)
+    out["download_path_files"] = sum(len(names) for _, _, names in os.walk(part))
     shutil.rmtree(part)
     out["diff"] = timed_diff(cli, store, cores, env, base)
-    shutil.rmtree(store)
+    if local:
+        shutil.rmtree(store)
     out["changed_files"] = chosen
     return out
 
