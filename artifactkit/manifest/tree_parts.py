@@ -9,7 +9,8 @@ part be made on its own: a hard link's first name sorts before its later names, 
 
 What a walk holds: its lines of one part, and the directories it is inside (one frame each: at most the tree's
 depth), each with the subdirectories whose subtree is due once the siblings sorting before them are out (a few: a
-subdirectory waits only behind names that extend its own with a character sorting before ``/``). A directory with a
+subdirectory waits only behind names that extend its own with a character sorting before ``/``, so those waiting
+at once are prefixes of one name, at most 255). A directory with a
 million entries is read a part object at a time. The bound is the part's size, not the tree's.
 """
 

@@ -75,13 +75,18 @@ def download_in_parts(opened: Opened, tree: LargeTree, dest: str, *, engine: Eng
     where = f"manifest of {tree.ref}"
 
     def fill(root_fd: int, engine: Engine, reporter: Reporter) -> None:
-        reporter.phase("create", entries_total=tree.root.entries, bytes_total=tree.root.file_bytes)
+        # Entries counted a part at a time (its directories and later names too: every entry but the root), bytes as
+        # the engine's batches finish.
+        reporter.phase("create", entries_total=tree.root.entries - 1, bytes_total=tree.root.file_bytes)
         walk = PathOrderWalk(tree.root, tree.fetch, where=where)
         for part in tree_parts.in_parts(walk, tree_parts.PART_ENTRIES):
+            entries = len(part.lines)
             parsed, made_before, unsealed = _part_listing(tree, part, engine, where)
             layout = attrs.evolve(parsed.layout("exact"), made_before=made_before, unsealed=unsealed)
             with opened.blob_source(parsed.blobs(), dest, Reporter(None)) as blobs:
-                engine.create(CreateJob(root_fd, blobs, on_batch=reporter.advance), layout)
+                engine.create(CreateJob(root_fd, blobs, on_batch=lambda _, byte_count: reporter.advance(0, byte_count)),
+                              layout)
+            reporter.advance(entries)
     return download.build_in_place(dest, fill, engine=engine, progress=progress, entries=None)
 
 

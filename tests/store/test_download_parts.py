@@ -20,6 +20,7 @@ from artifactkit.engine.reference import create
 from artifactkit.manifest import tree_parts
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store import download_parts
+from artifactkit.store.progress import Progress
 from tests.support.engines import ENGINE_NAMES
 from tests.support.tree_objects import (
     canonical_entries,
@@ -137,3 +138,14 @@ def test_a_later_name_claiming_a_directory_or_nothing_is_refused_in_parts(
         store.download("t@2", str(tmp / "out"))
     assert not (tmp / "out").exists()
     assert [name for name in os.listdir(tmp) if name.startswith(".out.")] == []
+
+
+def test_progress_in_parts_reaches_every_entry_and_byte(published: tuple[Store, Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    store, tmp = published
+    seen: list[Progress] = []
+    monkeypatch.setattr(tree_parts, "PART_ENTRIES", 10)
+    store.download("t", str(tmp / "parts"), progress=seen.append)
+    last = [item for item in seen if item.phase == "create"][-1]
+    assert (last.entries, last.bytes) == (last.entries_total, last.bytes_total)
+    assert last.entries_total == len(capture_tree(str(tmp / "parts"))) - 1  # every entry but the root
