@@ -45,6 +45,11 @@ def _tree(src: Path) -> Path:
     os.link(src / "a/f1", src / "a.y/z/later")
     os.link(src / "a/f1", src / "ro/later")
     os.link(src / "a-x/f2", src / "split/0150-later")
+    # A first name in a directory still open when its later name's part is made, with new names after it there.
+    (src / "w/sub").mkdir(parents=True)
+    (src / "w/f0").write_bytes(b"w0\n")
+    os.link(src / "w/f0", src / "w/sub/later")
+    (src / "w/zz").write_bytes(b"zz\n")
     (src / "a/link").symlink_to("f1")
     os.mkfifo(src / "a0/fifo")
     os.utime(src / "a/b", ns=(1_000_000_001, 2_000_000_002))
