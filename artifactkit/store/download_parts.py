@@ -15,8 +15,10 @@ ever), so a directory that forbids writing is sealed only once it is full. The c
 checked when the walk ends, before the last part is made; nothing is renamed into place before.
 
 Used for a whole download (no ``--path``) of ``owners="exact"`` onto a filesystem whose client keeps no attribute
-cache: a refusal of the owners plan names the entries of the first part that holds one, and a read-back past a
-cache needs every entry at once, so those stay whole downloads (:func:`~artifactkit.store.download.restore_tree`).
+cache. The rest stay whole downloads (:func:`~artifactkit.store.download.restore_tree`): ``owners="current"`` lists
+every re-owned entry in one warning, a read-back past a cache needs every entry at once, and a ``--path`` selection
+makes a first name of a hard link whose first is left out. One difference a large tree shows: an owner this user
+cannot restore is refused by the part that meets it, naming that part's entries (a whole download names all).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import attrs
 from artifactkit.engine.protocol import CreateJob, Engine
 from artifactkit.engine.values import Owners, Parsed
 from artifactkit.manifest import tree_parts
-from artifactkit.manifest.artifact_ref import ArtifactRef
+from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.encode import digest_of
 from artifactkit.manifest.limits import decode_text
 from artifactkit.manifest.tree_format import is_tree_manifest
@@ -53,19 +55,22 @@ class LargeTree:
     fetch: Fetch
 
 
-def large_tree(opened: Opened, ref: ArtifactRef, dest: str, owners: Owners) -> LargeTree | None:
+def large_tree(opened: Opened, ref: ArtifactRef, read: tuple[bytes, str], dest: str,
+               owners: Owners) -> LargeTree | None:
     """``ref`` as a :class:`LargeTree` if a download of it to ``dest`` is made in parts (a format-3 version of more
     than :data:`~artifactkit.manifest.tree_parts.PART_ENTRIES` entries, every owner exact, onto a filesystem
     without a client cache); else ``None``."""
     if owners != "exact" or download.may_cache(os.path.dirname(dest)):
         return None
-    body = opened.manifest_bytes(ref)[0]
+    # ``read``: the manifest's bytes and where, no digest checked yet (a whole download checks it as it parses).
+    body, where = read
     if not is_tree_manifest(body):
         return None
     root = parse_root(body, where=f"manifest of {ref}")
-    if root.name != ref.name:
-        return None  # the whole download's parse refuses it, naming both
-    return LargeTree(ref, root, store_fetch(opened, {})) if root.entries > tree_parts.PART_ENTRIES else None
+    if root.name != ref.name or root.entries <= tree_parts.PART_ENTRIES:
+        return None  # a small tree, or another artifact's (the whole download's parse refuses it, naming both)
+    check_manifest_digest(ref, body, where)
+    return LargeTree(ref, root, store_fetch(opened, {}))
 
 
 def download_in_parts(opened: Opened, tree: LargeTree, dest: str, *, engine: Engine,
