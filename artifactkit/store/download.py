@@ -78,7 +78,11 @@ def build_in_place(dest: str, fill: Filler, *, engine: Engine | None, progress: 
             _materialize(fill, private, engine, progress or Reporter(None))
         tree = _TREE
         unverified: tuple[str, ...] = ()
-        if entries is not None and may_cache(parent):
+        if may_cache(parent) and entries is None:
+            # A download in parts is chosen only where no cache is; should the mount have changed since, its times
+            # are named unverified rather than said exact.
+            unverified = fresh_looks.CACHED
+        elif may_cache(parent) and entries is not None:
             # weed mount keeps no atime: for a second its cache showed the value set, and the read-back inside
             # that second said "verified exact". The calibration is made while the kernel's timeout runs out.
             calibrated = fresh_looks.prepare(private.fd)

@@ -19,7 +19,7 @@ from artifactkit import IntegrityError, Store, assert_metadata_equal, capture_tr
 from artifactkit.engine.reference import create
 from artifactkit.manifest import tree_parts
 from artifactkit.metadata.model import FileMeta
-from artifactkit.store import download_parts
+from artifactkit.store import download, download_parts
 from artifactkit.store.progress import Progress
 from tests.support.engines import ENGINE_NAMES
 from tests.support.tree_objects import (
@@ -154,3 +154,13 @@ def test_progress_in_parts_reaches_every_entry_and_byte(published: tuple[Store, 
     last = [item for item in seen if item.phase == "create"][-1]
     assert (last.entries, last.bytes) == (last.entries_total, last.bytes_total)
     assert last.entries_total == len(capture_tree(str(tmp / "parts"))) - 1  # every entry but the root
+
+
+def test_a_mount_that_turns_caching_after_parts_were_chosen_names_the_times_unverified(
+        published: tuple[Store, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Parts are chosen only where no client cache is; one that appears before the rename must not be looked through.
+    store, tmp = published
+    monkeypatch.setattr(tree_parts, "PART_ENTRIES", 10)
+    looks = iter([False])
+    monkeypatch.setattr(download, "may_cache", lambda parent: next(looks, True))
+    assert store.download("t", str(tmp / "parts")).unverified == ("mtime_ns", "atime_ns")
