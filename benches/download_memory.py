@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", action="append", choices=["native", "python"])
     parser.add_argument("--output", help="evidence JSON (default: print it)")
     args = parser.parse_args(argv)
-    # Each file a page: the source, the store and one download at a time, with room to spare.
-    with tmpfs_base(f"{max(1, args.files * 3 * 4096 * 5 // 4 >> 30)}g") as (mounted, note):
+    # Each file a page: the source, the store (its blobs and tree objects) and one download at a time, a GiB spare.
+    with tmpfs_base(f"{-(-args.files * 4 * 4096 // (1 << 30)) + 1}g") as (mounted, note):
         base = tempfile.mkdtemp(prefix="ak-download-memory-", dir=mounted)
         runs = measure(base, args.files, args.engine or ["native"])
     doc = {"command": " ".join(["python -m benches.download_memory", *(argv or sys.argv[1:])]),
