@@ -62,12 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="evidence JSON (default: print it)")
     args = parser.parse_args(argv)
     # Each file a page: the source, the store (its blobs and tree objects) and one download at a time, a GiB spare.
+    code = code_state()  # before: what ran, not what the tree holds once it ends
     with tmpfs_base(f"{-(-args.files * 4 * 4096 // (1 << 30)) + 1}g") as (mounted, note):
         base = tempfile.mkdtemp(prefix="ak-download-memory-", dir=mounted)
         runs = measure(base, args.files, args.engine or ["native"])
     doc = {"command": " ".join(["python -m benches.download_memory", *(argv or sys.argv[1:])]),
            "files": args.files, "bytes_per_file": 256, "dirs": max(1, args.files // 100), "where": note,
-           "part_entries": PART_ENTRIES, "code": code_state(), "loadavg_after": os.getloadavg(), "runs": runs}
+           "part_entries": PART_ENTRIES, "code": code, "loadavg_after": os.getloadavg(), "runs": runs}
     text = json.dumps(doc, indent=1) + "\n"
     if args.output:
         with open(args.output, "w") as handle:
