@@ -49,8 +49,8 @@ canonical_line: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=True, sepa
 #: Objects asked of the store at once (a bucket's requests for them overlap).
 FETCHED_AT_ONCE: Final = 64
 _ROOT_KEYS: Final = frozenset({"bytes", "entries", "files", "format", "name", "root", "source_read_noatime", "tree"})
-_ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
-_INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
+ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
+INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
 
 
 @attrs.frozen
@@ -235,17 +235,17 @@ class Walk:
         following: list[tuple[str, str]] = []
         parts: list[tuple[str, str]] = []
         for directory, digest, (doc, data) in self.objects(level):
-            if set(doc) == _INDEX_KEYS:
-                parts.extend((directory, part) for part in self._index(directory, digest, doc, data))
+            if set(doc) == INDEX_KEYS:
+                parts.extend((directory, part) for part in self.index_parts(directory, digest, doc, data))
             else:
-                following.extend(self._entries(directory, digest, doc, data, last))
+                following.extend(self.entries_of(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
-            if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
+            if set(doc) != ENTRIES_KEYS or not doc["entries"]:
                 raise corrupt(f"{self.where}: tree object {digest}", f"a part of {show(directory)} must hold entries")
-            following.extend(self._entries(directory, digest, doc, data, last))
+            following.extend(self.entries_of(directory, digest, doc, data, last))
         return following
 
-    def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
+    def index_parts(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
         # Each part at most once: an index naming one part a million times would cost a million reads before the
         # order of their names (strictly increasing across parts) could refuse it.
@@ -255,10 +255,10 @@ class Walk:
             raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {show(directory)}'s parts")
         return parts
 
-    def _entries(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
+    def entries_of(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
                  last: dict[str, str]) -> list[tuple[str, str]]:
         where = f"{self.where}: tree object {digest} of {show(directory)}"
-        if set(doc) != _ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
+        if set(doc) != ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
             raise corrupt(where, "must hold entries and trees")
         prefix = "" if directory == "." else f"{directory}/"
         lines: list[str] = []
