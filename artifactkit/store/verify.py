@@ -148,24 +148,24 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
             raise
     missing: list[str] = []
 
-    def check(item: tuple[str, tuple[int, ...]]) -> tuple[str, Outcome | None]:
+    def check(item: tuple[str, tuple[int, ...]]) -> tuple[str, int, Outcome | None]:
         sha, sizes = item
         try:
             size, actual = opened.blob_digest(sha, set(sizes))
         except IntegrityError as err:
             failed = getattr(err, "failed", None) == IntegrityFailure.MISSING
-            return sha, ("missing" if failed else "error", 0, None, err)
+            return sha, sizes[0], ("missing" if failed else "error", 0, None, err)
         # A size no manifest could have is reported with the versions that record it, and never hashed for.
         if any(claimed != size for claimed in sizes):
-            return sha, ("size", size, actual, None)
-        return sha, None if actual == sha else ("hash", size, actual, None)
+            return sha, sizes[0], ("size", size, actual, None)
+        return sha, sizes[0], None if actual == sha else ("hash", size, actual, None)
     progress.phase("blobs", entries_total=len(needed), bytes_total=needed.bytes)
     wrong: list[tuple[str, Outcome]] = []
     with contextlib.closing(needed):
-        for (_, sizes), (sha, outcome) in zip(needed.items(), each(opened, check, needed.items()), strict=True):
+        for sha, recorded, outcome in each(opened, check, needed.items()):
             if outcome is not None:
                 wrong.append((sha, outcome))
-            progress.advance(1, sizes[0])
+            progress.advance(1, recorded)
     users = users_of(opened, listed, {sha for sha, _ in wrong}) if wrong else {}
     for sha, outcome in wrong:
         kind, problem, broke = _problem(sha, outcome, users[sha])
