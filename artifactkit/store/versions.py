@@ -100,10 +100,11 @@ def proven_manifest(opened: Opened, ref: ArtifactRef) -> bytes:
     return body
 
 
-def version_listing(opened: Opened, ref: ArtifactRef, *, select: Sequence[str] | None = None) -> Listing:
+def version_listing(opened: Opened, ref: ArtifactRef, *, select: Sequence[str] | None = None,
+                    read: tuple[bytes, str] | None = None) -> Listing:
     """The entries of ``ref`` (``select``: only those at and under these paths, and the directories on the way),
-    each tree object verified as it is read."""
-    body, where = opened.manifest_bytes(ref, check_digest=False)
+    each tree object verified as it is read (``read``: as :func:`read_entries`)."""
+    body, where = read or opened.manifest_bytes(ref, check_digest=False)
     if select is None and not is_tree_manifest(body):
         return Listing(ref, body, where, {})  # its digest is checked as it is parsed, as ever
     tree = version_tree(opened, ref) if not is_tree_manifest(body) else None
@@ -123,8 +124,9 @@ def read_manifest(opened: Opened, ref: ArtifactRef) -> tuple[Manifest, dict[str,
     return Manifest(ref.name, manifest.entries, manifest.source_read_noatime), listing.objects
 
 
-def read_entries(opened: Opened, ref: ArtifactRef, engine: Engine, *,
-                 select: Sequence[str] | None = None) -> Parsed:
-    """The entries of ``ref`` as ``engine`` parses them for a download (``select``: a part of the tree)."""
-    listing = version_listing(opened, ref, select=select)
+def read_entries(opened: Opened, ref: ArtifactRef, engine: Engine, *, select: Sequence[str] | None = None,
+                 read: tuple[bytes, str] | None = None) -> Parsed:
+    """The entries of ``ref`` as ``engine`` parses them for a download (``select``: a part of the tree; ``read``: its
+    manifest's bytes and where, read already with no digest checked)."""
+    listing = version_listing(opened, ref, select=select, read=read)
     return verified_entries(listing.ref, listing.body, listing.where, engine)
