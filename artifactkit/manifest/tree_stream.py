@@ -58,7 +58,6 @@ def tree_objects(root: TreeRoot, fetch: Fetch, *, where: str) -> Iterator[tuple[
             if part is not False:
                 del last[directory]  # the directory is done: its last name is no longer needed
             lines, walk.lines = walk.lines, []
-            walk.found.clear()  # the paths a partial walk found, for its caller: none here, and one per entry
             entries += len(lines)
             pending.extend((path, sha, _WHOLE) for path, sha in reversed(subdirectories))
             yield digest, len(data), lines
