@@ -7,11 +7,11 @@ and a whole walk must find the counts the root states, as :func:`~artifactkit.ma
 Only the order differs: depth first, a batch of :data:`~artifactkit.manifest.tree_read.FETCHED_AT_ONCE` objects at a
 time (a bucket's requests for them overlap), each object's lines handed out and dropped before the next batch.
 
-What a walk holds: the batch of objects being checked (each at most the manifest limit), and the objects still to
-read (a digest and a path each): the subdirectories and parts met and not yet entered, at most a batch's children
-for every level of the path being walked. A self-reference cannot loop: an object stands for one path, and every
-subdirectory's path is longer than its parent's (:class:`~artifactkit.manifest.tree_read.Walk` refuses a path past
-what a system call takes).
+What a walk holds: the batch of objects being fetched (``at_once``, each at most the manifest limit; a writer's are
+at most 1 MiB), one of them decoded, and the objects still to read (a digest and a path each): the subdirectories
+and parts met and not yet entered, at most a batch's children for every level of the path being walked. A
+self-reference cannot loop: an object stands for one path, and every subdirectory's path is longer than its
+parent's (:class:`~artifactkit.manifest.tree_read.Walk` refuses a path past what a system call takes).
 """
 
 from __future__ import annotations
@@ -33,18 +33,20 @@ from artifactkit.manifest.tree_read import (
 _WHOLE = None
 
 
-def tree_objects(root: TreeRoot, fetch: Fetch, *, where: str) -> Iterator[tuple[str, int, list[tuple[str, str]]]]:
+def tree_objects(root: TreeRoot, fetch: Fetch, *, where: str,
+                 at_once: int = FETCHED_AT_ONCE) -> Iterator[tuple[str, int, list[tuple[str, str]]]]:
     """``(digest, size, entries)`` of each object of ``root``'s tree as it is read and checked: its entries as
     ``(path, canonical line)`` (none for a split directory's index); the root's own entry is not among them. The
     counts the root states are checked once the last object is out (:func:`~artifactkit.manifest.tree_read.corrupt`
-    if the tree holds others)."""
+    if the tree holds others). ``at_once``: objects fetched together (and held: a local disk gains nothing by more
+    than one, a bucket's requests overlap), at most :data:`~artifactkit.manifest.tree_read.FETCHED_AT_ONCE`."""
     walk = Walk(root, fetch, where, None)
     pending: list[tuple[str, str, bool | None]] = [(".", root.tree, _WHOLE)]
     last: dict[str, str] = {}  # the last name so far of each split directory whose parts are being read
     entries = 1
     while pending:
         # The top of the stack, in the order it is popped: a split directory's parts come out in order.
-        batch = [pending.pop() for _ in range(min(FETCHED_AT_ONCE, len(pending)))]
+        batch = [pending.pop() for _ in range(max(1, min(at_once, FETCHED_AT_ONCE, len(pending))))]
         checked = walk.objects([(directory, digest) for directory, digest, _ in batch])
         for (directory, digest, (doc, data)), (_, _, part) in zip(checked, batch, strict=True):
             if part is _WHOLE and set(doc) == INDEX_KEYS:

@@ -2,7 +2,8 @@
 what ``verify`` and ``gc`` learn per entry of a store of any size costs disk, not memory (issue 52).
 
 Memory: the run being filled (:data:`RUN_BYTES` of records, about twice that as Python objects while it is sorted)
-and, while merging, a read buffer of :data:`READ_BYTES` per run. The file takes each record once per run it is in
+and, while merging, a read buffer of :data:`READ_BYTES` for each of at most :data:`FAN_IN` runs: about 14 MiB in
+all, for any number of records. The file takes each record once per run it is in
 (2 bytes of length besides), and once more after :meth:`SortedRuns.compact`.
 """
 
@@ -18,6 +19,9 @@ from typing import Final
 RUN_BYTES: Final = 4 << 20
 #: What a run's reader reads at once.
 READ_BYTES: Final = 64 << 10
+#: Runs merged at once: what a merge holds is this many reads, whatever the number of runs (more are merged in
+#: rounds, each record written once more a round).
+FAN_IN: Final = 32
 #: The longest record (a length is 2 bytes): a name in a directory is at most 255 bytes, a bucket's key 1,024.
 MAX_RECORD: Final = (1 << 16) - 1
 
@@ -62,18 +66,22 @@ class SortedRuns:
 
     def compact(self) -> None:
         """Merge every run into one, so that each later reading is one sequential read."""
-        self._spill()
-        if len(self._runs) > 1:
-            merged = self._merged()
-            self._runs = []
-            self._write_run(merged)
+        self._merge_down(1)
 
     def __iter__(self) -> Iterator[bytes]:
-        self._spill()
-        return self._merged()
+        self._merge_down(FAN_IN)
+        return self._merged(self._runs)
 
-    def _merged(self) -> Iterator[bytes]:
-        runs = list(self._runs)
+    def _merge_down(self, most: int) -> None:
+        """Merge runs, :data:`FAN_IN` at a time, until at most ``most`` are left."""
+        self._spill()
+        while len(self._runs) > most:
+            merging, self._runs = self._runs[:FAN_IN], self._runs[FAN_IN:]
+            self._write_run(self._merged(merging))
+
+    def _merged(self, runs: list[tuple[int, int]]) -> Iterator[bytes]:
+        if not runs:
+            return iter(())
         if len(runs) == 1:
             return self._read(*runs[0])
         return _unique(heapq.merge(*(self._read(*run) for run in runs)))

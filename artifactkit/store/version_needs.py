@@ -53,7 +53,7 @@ def version_needs(opened: Opened, ref: ArtifactRef) -> Iterator[tuple[str, str, 
 
     def fetch(digests: Sequence[str]) -> list[bytes]:
         return list(each(opened, opened.tree_object, digests))
-    for digest, size, lines in tree_objects(root, fetch, where=named):
+    for digest, size, lines in tree_objects(root, fetch, where=named, at_once=opened.concurrency):
         yield TREE_OBJECT, digest, size
         held = f"{named}: tree object {digest}"
         for path, line in lines:

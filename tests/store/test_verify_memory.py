@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from artifactkit import IntegrityError, Store
-from artifactkit.store import sorted_runs, versions
+from artifactkit.store import sorted_runs, verify, versions
 from artifactkit.store.needed_blobs import NeededBlobs
 from artifactkit.store.sorted_runs import SortedRuns
 from tests.support.hostile_store import remove_blob, replace_blob
@@ -96,16 +96,40 @@ def _peak_of_verify(store: Store) -> int:
         assert report.clean, report
 
 
+def _growth(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How much more verify's peak of Python memory is at 6,000 files than at 1,000."""
+    # Small runs, so that 1,000 entries already fill some, merged four at a time with small reads (a merge holds a
+    # read per run, at most FAN_IN): what is left to grow is what grows with the entries.
+    monkeypatch.setattr(sorted_runs, "RUN_BYTES", 16 << 10)
+    monkeypatch.setattr(sorted_runs, "READ_BYTES", 4 << 10)
+    monkeypatch.setattr(sorted_runs, "FAN_IN", 4)
+    small, large = Store(fast_tmp / "small"), Store(fast_tmp / "large")
+    small.publish(_tree(fast_tmp / "a", 1_000), "demo")
+    large.publish(_tree(fast_tmp / "b", 6_000), "demo")
+    return _peak_of_verify(large) - _peak_of_verify(small)
+
+
+#: Before, every entry was a FileMeta and a user string held at once: 5,000 more entries were 5 MB more.
+_FLAT = 512 << 10
+
+
 def test_what_verify_holds_does_not_grow_with_the_number_of_entries(
         fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Small runs, so that 2,000 entries already fill some: what is left to grow is what grows with the entries.
-    monkeypatch.setattr(sorted_runs, "RUN_BYTES", 16 << 10)
-    small, large = Store(fast_tmp / "small"), Store(fast_tmp / "large")
-    small.publish(_tree(fast_tmp / "a", 2_000), "demo")
-    large.publish(_tree(fast_tmp / "b", 12_000), "demo")
-    grown = _peak_of_verify(large) - _peak_of_verify(small)
-    # Before, every entry was a FileMeta and a user string held at once: 10,000 more entries were 10 MB more.
-    assert grown < 1 << 20, f"verify held {grown:,} bytes more for 10,000 more entries"
+    grown = _growth(fast_tmp, monkeypatch)
+    assert grown < _FLAT, f"verify held {grown:,} bytes more for 5,000 more entries"
+
+
+def test_the_bound_sees_a_verify_that_keeps_what_each_entry_needs(
+        fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept: list[tuple[str, str, int]] = []
+    real = verify.version_needs
+
+    def keeping(opened: Any, ref: Any) -> Iterator[tuple[str, str, int]]:
+        for need in real(opened, ref):
+            kept.append(need)
+            yield need
+    monkeypatch.setattr(verify, "version_needs", keeping)
+    assert _growth(fast_tmp, monkeypatch) > _FLAT
 
 
 def test_a_blob_found_wrong_names_its_users_from_a_second_walk_as_the_report_always_did(
@@ -166,6 +190,7 @@ def test_verify_refuses_a_split_directory_whose_parts_are_out_of_order_missing_o
 def test_sorted_runs_give_every_record_once_in_order_across_many_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sorted_runs, "RUN_BYTES", 256)
     monkeypatch.setattr(sorted_runs, "READ_BYTES", 7)  # records cross every read's edge
+    monkeypatch.setattr(sorted_runs, "FAN_IN", 3)  # merged in rounds
     records = [hashlib.sha256(b"%d" % (i % 500)).digest()[: 1 + i % 40] for i in range(3000)]
     runs = SortedRuns()
     for record in records:
