@@ -1,11 +1,13 @@
 """``verify``, written once for every backend: read every manifest (the *mark*), check every referenced blob's
 size and bytes, and report leftovers; change nothing.
 
-Memory does not grow with the store (issue 52): a version is read a tree object at a time, what the versions need
-goes to a sort on a temporary file (42 bytes of disk per entry of each version), and each blob is checked once, in
-digest order, read back from it. What is held is bounded by the largest tree object (at most the manifest limit;
-a writer's are at most 1 MiB), one run of the sort (4 MiB of records), a batch of objects per thread, and the
-problems found: about the same at 200,000 files as at 1,000,000 (measured in the report of issue 52's verify).
+Memory does not grow with the store (issue 52): a version is read a tree object at a time
+(:mod:`~artifactkit.manifest.tree_stream`), what the versions need goes to a sort on a temporary file
+(:mod:`~artifactkit.store.needed_blobs`: 42 bytes of disk per entry of each version, none of memory), and each blob
+is checked once, in digest order, read back from it. What is held: the objects being fetched (one at a time on a local
+disk; a bucket reads 8 versions at once, 8 objects each), each at most the manifest limit (a writer's are at most 1
+MiB); the sort's run being filled (4 MiB of records) and its merge's reads (at most 32 of 64 KiB); and what is found
+wrong or left over. Measured: 35 MiB peak RSS at 200,000 files, as at 20,000 (28 MiB).
 """
 
 from __future__ import annotations
