@@ -24,7 +24,7 @@ import attrs
 
 from artifactkit.errors import IntegrityError
 from artifactkit.manifest.limits import show
-from artifactkit.manifest.tree_read import INDEX_KEYS, Fetch, TreeRoot, Walk, corrupt, line_facts
+from artifactkit.manifest.tree_read import INDEX_KEYS, Fetch, TreeRoot, Walk, corrupt
 from artifactkit.metadata.model import ROOT
 
 #: Entries in one part of a download: enough that each part keeps the engine's threads busy, few enough that a part's
@@ -111,11 +111,16 @@ class PathOrderWalk:
     def _of_object(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
                    last: dict[str, str]) -> Iterator[tuple[str, str, str | None]]:
         walk = self.walk
-        subtrees = iter(walk.entries_of(directory, digest, doc, data, last))  # checks it all, lines into walk.lines
+        subtrees = walk.entries_of(directory, digest, doc, data, last)  # checks it all, lines into walk.lines
         lines, walk.lines = walk.lines, []
+        # Its subdirectories are exactly its lines of kind dir, in the same order (the walk selects nothing).
+        at = 0
         for path, line in lines:
-            is_dir = line_facts(line, where=walk.where)[1]
-            yield path, line, next(subtrees)[1] if is_dir else None
+            if at < len(subtrees) and subtrees[at][0] == path:
+                at += 1
+                yield path, line, subtrees[at - 1][1]
+            else:
+                yield path, line, None
 
     def check_counts(self) -> None:
         """A whole walk must find the counts the manifest states (a reader sizes its work by them)."""

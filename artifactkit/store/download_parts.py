@@ -24,12 +24,15 @@ cannot restore is refused by the part that meets it, naming that part's entries 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import attrs
 
+from artifactkit.engine.blobs import BlobsNeeded
 from artifactkit.engine.protocol import CreateJob, Engine
-from artifactkit.engine.values import Owners, Parsed
+from artifactkit.engine.values import Layout, Owners, Parsed
 from artifactkit.manifest import tree_parts
 from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.encode import digest_of
@@ -83,16 +86,29 @@ def download_in_parts(opened: Opened, tree: LargeTree, dest: str, *, engine: Eng
         # Entries counted a part at a time (its directories and later names too: every entry but the root), bytes as
         # the engine's batches finish.
         reporter.phase("create", entries_total=tree.root.entries - 1, bytes_total=tree.root.file_bytes)
-        walk = PathOrderWalk(tree.root, tree.fetch, where=where)
-        for part in tree_parts.in_parts(walk, tree_parts.PART_ENTRIES):
-            entries = len(part.lines)
-            parsed, made_before, unsealed = _part_listing(tree, part, engine, where)
-            layout = attrs.evolve(parsed.layout("exact"), made_before=made_before, unsealed=unsealed)
-            with opened.blob_source(parsed.blobs(), dest, Reporter(None)) as blobs:
-                engine.create(CreateJob(root_fd, blobs, on_batch=lambda _, byte_count: reporter.advance(0, byte_count)),
-                              layout)
-            reporter.advance(entries)
+        parts = _prepared(tree, engine, where)
+        # The next part is walked, parsed and laid out on a thread of its own while the engine makes this one (the
+        # core lets go of the interpreter as it works): two parts are held at most.
+        with ThreadPoolExecutor(1, thread_name_prefix="artifactkit-parts") as ahead:
+            coming = ahead.submit(next, parts, None)
+            while (prepared := coming.result()) is not None:
+                coming = ahead.submit(next, parts, None)
+                layout, needed, entries = prepared
+                with opened.blob_source(needed, dest, Reporter(None)) as blobs:
+                    engine.create(CreateJob(root_fd, blobs,
+                                            on_batch=lambda _, byte_count: reporter.advance(0, byte_count)), layout)
+                reporter.advance(entries)
     return download.build_in_place(dest, fill, engine=engine, progress=progress, entries=None)
+
+
+def _prepared(tree: LargeTree, engine: Engine, where: str) -> Iterator[tuple[Layout, BlobsNeeded, int]]:
+    """Each part's layout, the blobs it reads and its count of entries, in order."""
+    walk = PathOrderWalk(tree.root, tree.fetch, where=where)
+    for part in tree_parts.in_parts(walk, tree_parts.PART_ENTRIES):
+        entries = len(part.lines)
+        parsed, made_before, unsealed = _part_listing(tree, part, engine, where)
+        yield (attrs.evolve(parsed.layout("exact"), made_before=made_before, unsealed=unsealed), parsed.blobs(),
+               entries)
 
 
 def _part_listing(tree: LargeTree, part: TreePart, engine: Engine,
