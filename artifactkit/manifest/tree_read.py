@@ -277,7 +277,8 @@ class Walk:
                 subdirs.append(path)
             if self.wanted(path):
                 self.lines.append((path, line))
-                self.found.add(path)
+                if self.select is not None:  # a whole walk asks for none: a set of every path is its size again
+                    self.found.add(path)
                 if _FILE_KIND in line:  # the counts the root states, read as the writer counted them
                     self.files += 1
                     if _LATER_NAME not in line and (size := _SIZE.search(line)) is not None:

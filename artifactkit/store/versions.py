@@ -3,8 +3,9 @@ the backend's objects (each verified before it is used), and what verify, gc and
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import attrs
@@ -21,15 +22,29 @@ from artifactkit.store.manifest_file import verified_entries, verified_manifest
 
 T = TypeVar("T")
 R = TypeVar("R")
+#: Calls :func:`each` starts ahead of the one whose result it yields, per thread.
+AHEAD = 4
 
 
 def each(opened: Opened, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not."""
+    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not. At most
+    :data:`AHEAD` calls per thread are started ahead of the result taken: ``items`` may be a store's every blob,
+    read from a file as they are needed (``Executor.map`` would take them all, and hold a future for each)."""
     if opened.concurrency <= 1:
         yield from map(function, items)
         return
     with ThreadPoolExecutor(opened.concurrency, thread_name_prefix="artifactkit-store") as pool:
-        yield from pool.map(function, items)
+        started: collections.deque[Future[R]] = collections.deque()
+        try:
+            for item in items:
+                started.append(pool.submit(function, item))
+                if len(started) >= AHEAD * opened.concurrency:
+                    yield started.popleft().result()
+            while started:
+                yield started.popleft().result()
+        finally:
+            for future in started:
+                future.cancel()
 
 
 @attrs.frozen
