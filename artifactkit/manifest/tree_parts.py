@@ -124,11 +124,7 @@ class PathOrderWalk:
 
     def check_counts(self) -> None:
         """A whole walk must find the counts the manifest states (a reader sizes its work by them)."""
-        root, walk = self.walk.root, self.walk
-        held = (self.emitted + 1, walk.files, walk.file_bytes)
-        if held != (root.entries, root.files, root.file_bytes):
-            raise corrupt(walk.where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not "
-                                      f"the {root.entries}, {root.files} and {root.file_bytes} it states")
+        self.walk.check_counts(self.emitted + 1)
 
 
 def in_parts(walk: PathOrderWalk, size: int) -> Iterator[TreePart]:

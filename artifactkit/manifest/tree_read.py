@@ -216,6 +216,15 @@ class Walk:
                 raise corrupt(where, f"is not the {TREE_FORMAT} object of {show(directory)}")
             yield directory, digest, (doc, data)
 
+    def check_counts(self, entries: int) -> None:
+        """A whole walk that found ``entries`` (the root's own included) must find every count the root states, not
+        only the entries': a reader may size its work by any of them."""
+        root = self.root
+        held = (entries, self.files, self.file_bytes)
+        if held != (root.entries, root.files, root.file_bytes):
+            raise corrupt(self.where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not "
+                                      f"the {root.entries}, {root.files} and {root.file_bytes} it states")
+
     def run(self) -> list[tuple[str, str]]:
         self.lines.append((".", self.root.root_line))
         self.subtree(".", self.root.tree)
@@ -309,11 +318,7 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
-        # Every count the root states, not only the entries': a reader may size its work by any of them.
-        held = (len(lines), walk.files, walk.file_bytes)
-        if held != (root.entries, root.files, root.file_bytes):
-            raise corrupt(where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not the "
-                                 f"{root.entries}, {root.files} and {root.file_bytes} it states")
+        walk.check_counts(len(lines))
         return lines
     missing = [sub for sub in chosen if sub not in walk.found and sub != "."]
     if missing:

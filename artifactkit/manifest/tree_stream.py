@@ -63,7 +63,4 @@ def tree_objects(root: TreeRoot, fetch: Fetch, *, where: str,
             entries += len(lines)
             pending.extend((path, sha, _WHOLE) for path, sha in reversed(subdirectories))
             yield digest, len(data), lines
-    held = (entries, walk.files, walk.file_bytes)
-    if held != (root.entries, root.files, root.file_bytes):
-        raise corrupt(where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not the "
-                             f"{root.entries}, {root.files} and {root.file_bytes} it states")
+    walk.check_counts(entries)

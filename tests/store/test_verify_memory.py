@@ -6,13 +6,11 @@ hostile tree is refused by the object walk as a download's walk refuses it, with
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
-import signal
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from artifactkit import IntegrityError, Store
 from artifactkit.store import sorted_runs, verify, versions
 from artifactkit.store.needed_blobs import NeededBlobs
 from artifactkit.store.sorted_runs import SortedRuns
+from tests.support.deadline import deadline
 from tests.support.hostile_store import remove_blob, replace_blob
 from tests.support.tree_objects import (
     canonical_entries,
@@ -31,20 +30,6 @@ from tests.support.tree_objects import (
     put_object,
     with_object,
 )
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """``TimeoutError`` after ``seconds``: a walk that loops fails rather than hangs."""
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still working after {seconds} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _tree(src: Path, files: int, *, per_dir: int = 100) -> Path:

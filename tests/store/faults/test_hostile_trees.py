@@ -8,14 +8,10 @@ nothing at its destination and the store as it was.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from inotify_simple import INotify, flags
@@ -23,6 +19,7 @@ from inotify_simple import INotify, flags
 from artifactkit import ArtifactRef, IntegrityError, Store
 from artifactkit.errors import ManifestLimitError, TreeTooDeepError
 from artifactkit.manifest import tree_parts
+from tests.support.deadline import deadline
 from tests.support.hostile_manifest import MESSAGE_LIMIT
 from tests.support.hostile_store import STORE_KINDS, blob_bytes, remove_blob, replace_blob, store_of_kind
 from tests.support.opened_files import files_opened
@@ -39,20 +36,6 @@ from tests.support.tree_objects import (
     root_doc,
     with_object,
 )
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """``TimeoutError`` here after ``seconds``: a walk that loops, or an open that blocks on a FIFO, fails."""
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still working after {seconds} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(autouse=True, params=["whole", "in-parts"])
