@@ -193,6 +193,12 @@ class Layout:
     dirs: dict[str, FileMeta]
     items: list[CreateItem]
     late: list[FileMeta]
+    #: Of a part of a tree made in parts: entries an earlier part made (directories it lies in, first names its
+    #: later names link to), listed so that the parse checks every claim against them, never made again.
+    made_before: frozenset[str] = frozenset()
+    #: Directories whose metadata this part leaves as it is: a later part seals them (entries still go in), or an
+    #: earlier part did.
+    unsealed: frozenset[str] = frozenset()
 
 
 class Parsed(Sequence[FileMeta], abc.ABC):

@@ -49,8 +49,8 @@ canonical_line: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=True, sepa
 #: Objects asked of the store at once (a bucket's requests for them overlap).
 FETCHED_AT_ONCE: Final = 64
 _ROOT_KEYS: Final = frozenset({"bytes", "entries", "files", "format", "name", "root", "source_read_noatime", "tree"})
-_ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
-_INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
+ENTRIES_KEYS: Final = frozenset({"entries", "format", "path", "trees"})
+INDEX_KEYS: Final = frozenset({"format", "parts", "path"})
 
 
 @attrs.frozen
@@ -216,6 +216,15 @@ class Walk:
                 raise corrupt(where, f"is not the {TREE_FORMAT} object of {show(directory)}")
             yield directory, digest, (doc, data)
 
+    def check_counts(self, entries: int) -> None:
+        """A whole walk that found ``entries`` (the root's own included) must find every count the root states, not
+        only the entries': a reader may size its work by any of them."""
+        root = self.root
+        held = (entries, self.files, self.file_bytes)
+        if held != (root.entries, root.files, root.file_bytes):
+            raise corrupt(self.where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not "
+                                      f"the {root.entries}, {root.files} and {root.file_bytes} it states")
+
     def run(self) -> list[tuple[str, str]]:
         self.lines.append((".", self.root.root_line))
         self.subtree(".", self.root.tree)
@@ -235,17 +244,17 @@ class Walk:
         following: list[tuple[str, str]] = []
         parts: list[tuple[str, str]] = []
         for directory, digest, (doc, data) in self.objects(level):
-            if set(doc) == _INDEX_KEYS:
-                parts.extend((directory, part) for part in self._index(directory, digest, doc, data))
+            if set(doc) == INDEX_KEYS:
+                parts.extend((directory, part) for part in self.index_parts(directory, digest, doc, data))
             else:
-                following.extend(self._entries(directory, digest, doc, data, last))
+                following.extend(self.entries_of(directory, digest, doc, data, last))
         for directory, digest, (doc, data) in self.objects(parts):
-            if set(doc) != _ENTRIES_KEYS or not doc["entries"]:
+            if set(doc) != ENTRIES_KEYS or not doc["entries"]:
                 raise corrupt(f"{self.where}: tree object {digest}", f"a part of {show(directory)} must hold entries")
-            following.extend(self._entries(directory, digest, doc, data, last))
+            following.extend(self.entries_of(directory, digest, doc, data, last))
         return following
 
-    def _index(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
+    def index_parts(self, directory: str, digest: str, doc: dict[str, Any], data: bytes) -> list[str]:
         parts = doc["parts"]
         # Each part at most once: an index naming one part a million times would cost a million reads before the
         # order of their names (strictly increasing across parts) could refuse it.
@@ -255,10 +264,10 @@ class Walk:
             raise corrupt(f"{self.where}: tree object {digest}", f"not a canonical index of {show(directory)}'s parts")
         return parts
 
-    def _entries(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
+    def entries_of(self, directory: str, digest: str, doc: dict[str, Any], data: bytes,
                  last: dict[str, str]) -> list[tuple[str, str]]:
         where = f"{self.where}: tree object {digest} of {show(directory)}"
-        if set(doc) != _ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
+        if set(doc) != ENTRIES_KEYS or not isinstance(doc["entries"], list) or not isinstance(doc["trees"], list):
             raise corrupt(where, "must hold entries and trees")
         prefix = "" if directory == "." else f"{directory}/"
         lines: list[str] = []
@@ -277,7 +286,8 @@ class Walk:
                 subdirs.append(path)
             if self.wanted(path):
                 self.lines.append((path, line))
-                self.found.add(path)
+                if self.select is not None:  # a whole walk asks for none: a set of every path is its size again
+                    self.found.add(path)
                 if _FILE_KIND in line:  # the counts the root states, read as the writer counted them
                     self.files += 1
                     if _LATER_NAME not in line and (size := _SIZE.search(line)) is not None:
@@ -308,11 +318,7 @@ def read_tree(root: TreeRoot, fetch: Fetch, *, where: str,
     walk = Walk(root, fetch, where, chosen)
     lines = walk.run()
     if chosen is None:
-        # Every count the root states, not only the entries': a reader may size its work by any of them.
-        held = (len(lines), walk.files, walk.file_bytes)
-        if held != (root.entries, root.files, root.file_bytes):
-            raise corrupt(where, f"its tree holds {held[0]} entries, {held[1]} files of {held[2]} bytes, not the "
-                                 f"{root.entries}, {root.files} and {root.file_bytes} it states")
+        walk.check_counts(len(lines))
         return lines
     missing = [sub for sub in chosen if sub not in walk.found and sub != "."]
     if missing:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from artifactkit.engine.blobs import BlobsNeeded, BlobSource
     from artifactkit.engine.values import ReadBatch
     from artifactkit.manifest.artifact_ref import ArtifactRef
+    from artifactkit.store.needed_blobs import NeededBlobs
     from artifactkit.store.progress import Reporter
     from artifactkit.store.stat_cache import StatCache
 
@@ -129,13 +130,10 @@ class Opened(Protocol):
         (``CORRUPT``) if no regular object. Their digest is the reader's to check
         (:mod:`~artifactkit.manifest.tree_read`)."""
 
-    def blob_names(self) -> dict[str, int | None]:
-        """Every name in the blob directory with its size where the listing gives it for free (else ``None``)."""
-
-    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
+    def blob_digest(self, sha: str, sizes: Collection[int]) -> tuple[int, str | None]:
         """Read the stored blob ``sha``: its size, and the sha256 of its bytes if the size is one of ``sizes``
         (else ``None``: a wrong size is reported, never hashed). :class:`IntegrityError` (``MISSING``) if it is
-        absent, (``CORRUPT``) if it is no regular object. ``known_size``: from :meth:`blob_names`."""
+        absent, (``CORRUPT``) if it is no regular object."""
 
     def quiescent(self) -> AbstractContextManager[Callable[[], bool]]:
         """Held while verify lists the store; what it yields, called at the end of the listing, says whether no
@@ -154,8 +152,9 @@ class Opened(Protocol):
         """Every staging leftover (a killed publish's directory; a bucket's unfinished multipart uploads) with its
         age and, if ``measure``, the bytes it frees (verify, which frees nothing, does not walk them)."""
 
-    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
-        """Every blob no version in ``needed`` references, with its age and (``measure``) the bytes it frees."""
+    def blob_garbage(self, needed: NeededBlobs, *, measure: bool = True) -> list[Garbage]:
+        """Every blob none of ``needed`` is, with its age and (``measure``) the bytes it frees: the listing is
+        streamed through ``needed`` (never held whole), only what it finds is kept."""
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         """Remove what :meth:`staging_garbage` found."""

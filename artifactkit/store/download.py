@@ -20,7 +20,7 @@ from artifactkit._syscalls import rename_noreplace
 from artifactkit.engine.blobs import BlobSource
 from artifactkit.engine.protocol import CreateJob, Engine
 from artifactkit.engine.select import engine_for
-from artifactkit.engine.values import Layout, Owners, Parsed, covered
+from artifactkit.engine.values import Owners, Parsed, covered
 from artifactkit.errors import UnsafePathError
 from artifactkit.store import fresh_looks
 from artifactkit.store.private_dir import PrivateDir
@@ -44,6 +44,25 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
     no look past the cache could be shown fresh (:mod:`~artifactkit.store.fresh_looks`); else ``()``.
     """
     layout = entries.layout(owners)
+    source = blob_path if isinstance(blob_path, BlobSource) else BlobSource("", opener=blob_path)
+
+    def fill(root_fd: int, engine: Engine, reporter: Reporter) -> None:
+        entries_total, bytes_total = covered(layout.items)
+        reporter.phase("create", entries_total=entries_total, bytes_total=bytes_total)
+        engine.create(CreateJob(root_fd, source, on_batch=reporter.advance), layout)
+    return build_in_place(dest, fill, engine=engine, progress=progress, entries=entries)
+
+
+#: Makes a tree beneath the fd it is given, with the engine and reporter it is given.
+Filler = Callable[[int, Engine, Reporter], None]
+
+
+def build_in_place(dest: str, fill: Filler, *, engine: Engine | None, progress: Reporter | None,
+                   entries: Parsed | None) -> tuple[str, ...]:
+    """Make a tree by ``fill`` in a private directory beside ``dest``, then rename it into place: what
+    :func:`restore_tree` does with its entries, and a download in parts with each part's
+    (:mod:`~artifactkit.store.download_parts`). ``entries``: every entry of the tree, to read the times back
+    past a client's cache (``None``: the caller has chosen a filesystem that keeps none)."""
     parent, name = os.path.split(dest)
     # Whoever can write DEST's parent can rename a directory there away and put a link or a directory of
     # theirs in its place; nobody else can change what is *inside* ours (0700). So the tree is built inside
@@ -53,14 +72,17 @@ def restore_tree(entries: Parsed, dest: str, *, blob_path: Callable[[str], str],
     private = PrivateDir(parent, _staging_prefix(name))
     try:
         os.mkdir(_TREE, 0o700, dir_fd=private.fd)
-        source = blob_path if isinstance(blob_path, BlobSource) else BlobSource("", opener=blob_path)
         with contextlib.ExitStack() as stack:
             if engine is None:
                 engine = stack.enter_context(contextlib.closing(engine_for(None, "download")))
-            _materialize(layout, private, source, engine, progress or Reporter(None))
+            _materialize(fill, private, engine, progress or Reporter(None))
         tree = _TREE
         unverified: tuple[str, ...] = ()
-        if _may_cache(parent):
+        if may_cache(parent) and entries is None:
+            # A download in parts is chosen only where no cache is; should the mount have changed since, its times
+            # are named unverified rather than said exact.
+            unverified = fresh_looks.CACHED
+        elif may_cache(parent) and entries is not None:
             # weed mount keeps no atime: for a second its cache showed the value set, and the read-back inside
             # that second said "verified exact". The calibration is made while the kernel's timeout runs out.
             calibrated = fresh_looks.prepare(private.fd)
@@ -84,14 +106,11 @@ def _staging_prefix(name: str) -> str:
     return f".{name}.artifactkit-"
 
 
-def _materialize(layout: Layout, private: PrivateDir, blobs: BlobSource, engine: Engine, progress: Reporter) -> None:
-    entries_total, bytes_total = covered(layout.items)
-    progress.phase("create", entries_total=entries_total, bytes_total=bytes_total)
+def _materialize(fill: Filler, private: PrivateDir, engine: Engine, progress: Reporter) -> None:
     try:
         root_fd = os.open(_TREE, _DIR_FLAGS | os.O_CLOEXEC, dir_fd=private.fd)
         try:
-            job = CreateJob(root_fd, blobs, on_batch=progress.advance)
-            engine.create(job, layout)
+            fill(root_fd, engine, progress)
         finally:
             os.close(root_fd)
     except OSError as err:
@@ -104,7 +123,7 @@ def _materialize(layout: Layout, private: PrivateDir, blobs: BlobSource, engine:
             path=str(err.filename)) from err
 
 
-def _may_cache(parent: str) -> bool:
+def may_cache(parent: str) -> bool:
     """Whether ``parent``'s filesystem may answer ``stat`` from a client cache (unknown without /proc: no)."""
     try:
         return may_cache_attributes(mount_info(parent or ".").fs_type)

@@ -1,9 +1,13 @@
 """``gc``, written once for every backend: under the gc guard, remove abandoned staging, read every manifest
 (verify's mark), and sweep the blobs none needs — all but what is younger than the grace, which is kept and
-reported as kept."""
+reported as kept.
+
+What gc holds: verify's mark (:func:`~artifactkit.store.verify.mark`: a tree object at a time, what is needed sorted
+on a temporary file), and the garbage it found, each with its age and size: as many as it removes or keeps."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import attrs
@@ -58,10 +62,11 @@ def collect_garbage(opened: Opened, *, grace_s: float | None = None, dry_run: bo
             opened.remove_staging(guard, staging)
         progress = progress or Reporter(None)
         _, needed, corrupt, unreadable = mark(opened, progress)
-        if corrupt or unreadable:
-            raise IntegrityError("gc refuses to remove blobs while a manifest is unreadable: "
-                                 + "; ".join(corrupt + unreadable), path=opened.where)
-        blobs, young_blobs = _split(opened.blob_garbage(needed), grace)
+        with contextlib.closing(needed):
+            if corrupt or unreadable:
+                raise IntegrityError("gc refuses to remove blobs while a manifest is unreadable: "
+                                     + "; ".join(corrupt + unreadable), path=opened.where)
+            blobs, young_blobs = _split(opened.blob_garbage(needed), grace)
         progress.phase("sweep", entries_total=len(blobs), bytes_total=sum(item.freed_bytes for item in blobs))
         if not dry_run:
             opened.remove_blobs(guard, blobs)

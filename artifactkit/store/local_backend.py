@@ -14,7 +14,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Final
 
 from artifactkit._fsutil import remove_tree
@@ -32,6 +32,7 @@ from artifactkit.store.layout import StoreLayout, check_commit, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
 from artifactkit.store.locks import name_lock, store_lock, store_lock_if_free
 from artifactkit.store.manifest_file import read_manifest_bytes, read_tree_object
+from artifactkit.store.needed_blobs import NeededBlobs
 from artifactkit.store.progress import Reporter
 from artifactkit.store.stat_cache import StatCache
 from artifactkit.store.stat_cache_file import local_site
@@ -120,10 +121,7 @@ class LocalStore:
     def tree_object(self, digest: str) -> bytes:
         return read_tree_object(self.dirs.blobs, digest, where=self.where)
 
-    def blob_names(self) -> dict[str, int | None]:
-        return dict.fromkeys(listdir_fd(self.dirs.blobs))
-
-    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
+    def blob_digest(self, sha: str, sizes: Collection[int]) -> tuple[int, str | None]:
         # A symlink, FIFO or directory under the name is an IntegrityError (open_blob says which).
         fd = open_blob(sha, sha, where="in the store", dir_fd=self.dirs.blobs)
         try:
@@ -169,10 +167,12 @@ class LocalStore:
             yield _Held()
 
     def staging_garbage(self, *, measure: bool = True) -> list[Garbage]:
-        return _garbage(self.dirs.staging, self.dirs.layout.staging_dir, (), measure=measure)
+        return _garbage(self.dirs.staging, self.dirs.layout.staging_dir, listdir_fd(self.dirs.staging),
+                        measure=measure)
 
-    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
-        return _garbage(self.dirs.blobs, self.dirs.layout.blobs_dir, needed, measure=measure)
+    def blob_garbage(self, needed: NeededBlobs, *, measure: bool = True) -> list[Garbage]:
+        return _garbage(self.dirs.blobs, self.dirs.layout.blobs_dir, needed.unneeded(_names(self.dirs.blobs)),
+                        measure=measure)
 
     @contextlib.contextmanager
     def holding(self, name: str, version: int) -> Iterator[None]:
@@ -334,14 +334,21 @@ def _remove(parent_fd: int, name: str, where: str) -> None:
         os.unlink(name, dir_fd=parent_fd)
 
 
-def _garbage(dir_fd: int, where: str, needed: Collection[str], *, measure: bool) -> list[Garbage]:
-    """The names in ``dir_fd`` not in ``needed``, each with its age (from its ctime, which no ``utime`` sets) and,
-    if ``measure``, the bytes its removal frees."""
+def _names(dir_fd: int) -> Iterator[str]:
+    """The names in ``dir_fd`` (``-1``: none), a ``getdents`` batch at a time: ``blobs/`` may hold millions."""
+    if dir_fd < 0:
+        return
+    os.lseek(dir_fd, 0, os.SEEK_SET)  # scandir reads on from the fd's offset (listdir rewinds it; scandir does not)
+    with os.scandir(dir_fd) as listing:
+        yield from (entry.name for entry in listing)
+
+
+def _garbage(dir_fd: int, where: str, names: Iterable[str], *, measure: bool) -> list[Garbage]:
+    """``names`` (none needed) in ``dir_fd``, each with its age (from its ctime, which no ``utime`` sets) and, if
+    ``measure``, the bytes its removal frees."""
     now = time.time()
     found = []
-    for name in listdir_fd(dir_fd):
-        if name in needed:
-            continue
+    for name in names:
         try:
             st = os.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:

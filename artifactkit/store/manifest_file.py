@@ -33,11 +33,12 @@ def verified_entries(ref: ArtifactRef, body: bytes, where: str, engine: Engine |
         if engine is None:
             engine = stack.enter_context(contextlib.closing(engine_for(None, "parse")))
         parsed = engine.parse(ref, body, where=where)
-    _check_name(ref, parsed.name, where)
+    check_name(ref, parsed.name, where)
     return parsed
 
 
-def _check_name(ref: ArtifactRef, name: str, where: str) -> None:
+def check_name(ref: ArtifactRef, name: str, where: str) -> None:
+    """:class:`IntegrityError` unless the manifest of ``ref`` (read at ``where``) names ``ref``'s artifact."""
     if name != ref.name:
         # A manifest copied (and renamed by its digest) from another artifact is not this one.
         raise IntegrityError(f"manifest of {ref} names another artifact, {name!r}", path=where,

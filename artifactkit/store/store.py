@@ -27,6 +27,7 @@ from artifactkit.metadata.mismatch import Mismatch
 from artifactkit.store.backend import Backend, Opened
 from artifactkit.store.diff import diff_versions
 from artifactkit.store.download import restore_tree
+from artifactkit.store.download_parts import download_in_parts, large_tree
 from artifactkit.store.downloaded import Downloaded
 from artifactkit.store.forget import Wanted, forget_versions
 from artifactkit.store.gc import GcReport, collect_garbage
@@ -161,7 +162,12 @@ class Store:
             # Held from before the manifest is read until the last blob is: no forget removes it meanwhile.
             with opened.holding(name, number):
                 ref = name_or_ref if isinstance(name_or_ref, ArtifactRef) else _ref_in(opened, name, number)
-                entries = read_entries(opened, ref, engine, select=None if paths is None else list(paths))
+                read = opened.manifest_bytes(ref, check_digest=False)
+                large = None if paths is not None else large_tree(opened, ref, read, target, owners)
+                if large is not None:
+                    unverified = download_in_parts(opened, large, target, engine=engine, progress=Reporter(progress))
+                    return Downloaded(ref.name, ref.version, ref.digest, unverified=unverified)
+                entries = read_entries(opened, ref, engine, select=None if paths is None else list(paths), read=read)
                 needed = entries.blobs()
                 reporter = Reporter(progress)
                 reporter.phase("fetch", entries_total=needed.count, bytes_total=needed.size)

@@ -3,8 +3,9 @@ the backend's objects (each verified before it is used), and what verify, gc and
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import attrs
@@ -21,15 +22,29 @@ from artifactkit.store.manifest_file import verified_entries, verified_manifest
 
 T = TypeVar("T")
 R = TypeVar("R")
+#: Calls :func:`each` starts ahead of the one whose result it yields, per thread.
+AHEAD = 4
 
 
 def each(opened: Opened, function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not."""
+    """``map`` at the backend's concurrency: a bucket's requests overlap, a local disk's reads do not. At most
+    :data:`AHEAD` calls per thread are started ahead of the result taken: ``items`` may be a store's every blob,
+    read from a file as they are needed (``Executor.map`` would take them all, and hold a future for each)."""
     if opened.concurrency <= 1:
         yield from map(function, items)
         return
     with ThreadPoolExecutor(opened.concurrency, thread_name_prefix="artifactkit-store") as pool:
-        yield from pool.map(function, items)
+        started: collections.deque[Future[R]] = collections.deque()
+        try:
+            for item in items:
+                started.append(pool.submit(function, item))
+                if len(started) >= AHEAD * opened.concurrency:
+                    yield started.popleft().result()
+            while started:
+                yield started.popleft().result()
+        finally:
+            for future in started:
+                future.cancel()
 
 
 @attrs.frozen
@@ -85,10 +100,11 @@ def proven_manifest(opened: Opened, ref: ArtifactRef) -> bytes:
     return body
 
 
-def version_listing(opened: Opened, ref: ArtifactRef, *, select: Sequence[str] | None = None) -> Listing:
+def version_listing(opened: Opened, ref: ArtifactRef, *, select: Sequence[str] | None = None,
+                    read: tuple[bytes, str] | None = None) -> Listing:
     """The entries of ``ref`` (``select``: only those at and under these paths, and the directories on the way),
-    each tree object verified as it is read."""
-    body, where = opened.manifest_bytes(ref, check_digest=False)
+    each tree object verified as it is read (``read``: as :func:`read_entries`)."""
+    body, where = read or opened.manifest_bytes(ref, check_digest=False)
     if select is None and not is_tree_manifest(body):
         return Listing(ref, body, where, {})  # its digest is checked as it is parsed, as ever
     tree = version_tree(opened, ref) if not is_tree_manifest(body) else None
@@ -108,8 +124,9 @@ def read_manifest(opened: Opened, ref: ArtifactRef) -> tuple[Manifest, dict[str,
     return Manifest(ref.name, manifest.entries, manifest.source_read_noatime), listing.objects
 
 
-def read_entries(opened: Opened, ref: ArtifactRef, engine: Engine, *,
-                 select: Sequence[str] | None = None) -> Parsed:
-    """The entries of ``ref`` as ``engine`` parses them for a download (``select``: a part of the tree)."""
-    listing = version_listing(opened, ref, select=select)
+def read_entries(opened: Opened, ref: ArtifactRef, engine: Engine, *, select: Sequence[str] | None = None,
+                 read: tuple[bytes, str] | None = None) -> Parsed:
+    """The entries of ``ref`` as ``engine`` parses them for a download (``select``: a part of the tree; ``read``: its
+    manifest's bytes and where, read already with no digest checked)."""
+    listing = version_listing(opened, ref, select=select, read=read)
     return verified_entries(listing.ref, listing.body, listing.where, engine)

@@ -41,7 +41,7 @@ def test_a_time_that_changes_once_the_cache_expires_is_refused_and_nothing_is_ma
             if path.is_file() and not path.is_symlink():
                 os.utime(path, ns=(os.lstat(path).st_mtime_ns, os.lstat(path).st_mtime_ns))
 
-    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download, "may_cache", lambda parent: True)
     monkeypatch.setattr(download.time, "sleep", cache_expires)
     with pytest.raises(MetadataMismatchError, match="set-to-mtime"):
         store.download("demo", fast_tmp / "work" / "dest")
@@ -59,7 +59,7 @@ def test_a_local_filesystem_is_read_back_once_and_never_waited_on(
 
 def test_a_calibration_that_shows_the_rename_fresh_leaves_the_download_verified_and_nothing_behind(
         store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download, "may_cache", lambda parent: True)
     monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
     done = store.download("demo", fast_tmp / "work" / "dest")
     assert done.unverified == ()
@@ -69,7 +69,7 @@ def test_a_calibration_that_shows_the_rename_fresh_leaves_the_download_verified_
 @pytest.mark.parametrize("broken", ["no link", "the cache moves with the rename"])
 def test_where_no_look_can_be_shown_fresh_the_times_are_named_unverified(
         store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
-    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download, "may_cache", lambda parent: True)
     monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
     if broken == "no link":
         def no_link(*args: object, **kwargs: object) -> None:
@@ -94,7 +94,7 @@ def test_a_downloaded_ref_compares_sorts_and_hashes_as_the_ref_it_is(store: Stor
 
 def test_the_cli_names_unverified_times_in_its_line_and_json_and_never_says_they_are_exact(
         store: Store, fast_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(download, "_may_cache", lambda parent: True)
+    monkeypatch.setattr(download, "may_cache", lambda parent: True)
     monkeypatch.setattr(download.time, "sleep", lambda seconds: None)
     monkeypatch.setattr(fresh_looks, "passes", lambda private_fd: False)
     where = ["--store", str(fast_tmp / "store")]

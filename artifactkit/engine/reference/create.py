@@ -46,10 +46,12 @@ def create_tree(job: CreateJob, layout: Layout, create: Creator) -> None:
     """Make ``layout`` beneath ``job.root_fd``: the directories, the items by ``create`` (an engine's: the
     reference's :func:`create_items`, or the core's), the hard links' later names, then directory times."""
     root_fd = job.root_fd
+    made_before = layout.made_before
     # What each directory holds that is read back at the end: its subdirectories and hard links' later names.
     late: dict[str, list[FileMeta]] = {}
     for entry in layout.late:
-        late.setdefault(parent_of(entry.path), []).append(entry)
+        if entry.path not in made_before:
+            late.setdefault(parent_of(entry.path), []).append(entry)
     # Shallowest first, so every parent exists before its children.
     dirs = shallowest_first(layout.dirs)
     for path in dirs:
@@ -61,13 +63,15 @@ def create_tree(job: CreateJob, layout: Layout, create: Creator) -> None:
     # Every directory exists: the files and links of each are the executor's, in batches of directories;
     # each batch reads its entries back once it has made them all, so what follows checks only the
     # directories and the hard links' other names (nothing after a batch touches its entries' own values).
-    create(job, layout.items)
+    create(job, without(layout.items, made_before) if made_before else layout.items)
     # The other names of each hard link, once every first name exists (it may sort deeper).
     for entry in layout.late:
         if entry.hardlink is not None:
             _link(root_fd, entry)
     # Directory times last, deepest first: creating a child would move its parent's mtime.
     for path in deepest_first(dirs):
+        if path in layout.unsealed:
+            continue
         with open_dir(root_fd, path) as dir_fd:
             verify_children(late.get(path, ()), dir_fd)
             entry = layout.dirs[path]
@@ -75,6 +79,26 @@ def create_tree(job: CreateJob, layout: Layout, create: Creator) -> None:
             with naming(path):  # os.utime(fd) names the fd's number
                 named("utime", os.utime, dir_fd, ns=(entry.atime_ns, entry.mtime_ns))
                 verify_entries([(entry, named("fstat", os.fstat, dir_fd))])
+
+
+def without(items: Sequence[CreateItem], made: frozenset[str]) -> list[CreateItem]:
+    """``items`` less the entries an earlier part made (a first name listed for its later names' sake): only the
+    runs of the directories those lie in are looked into."""
+    parents = {parent_of(path) for path in made}
+    kept: list[CreateItem] = []
+    for path, run in items:
+        if path not in parents:
+            kept.append((path, run))
+            continue
+        start = 0
+        for at, entry in enumerate(run):
+            if entry.path in made:
+                if at > start:
+                    kept.append((path, run.part(start, at)))
+                start = at + 1
+        if start < len(run):
+            kept.append((path, run.part(start, len(run))))
+    return kept
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.store.backend import Garbage, Guard
 from artifactkit.store.manifest_file import check_object_size
+from artifactkit.store.needed_blobs import NeededBlobs
 from artifactkit.store.progress import Reporter
 from artifactkit.store.s3.download import fetched_blobs
 from artifactkit.store.s3.forget import BucketForgetter
@@ -96,7 +97,6 @@ class BucketStore:
         self._bodies: dict[ArtifactRef, bytes] = {}  # what ref() read, for the manifest_bytes() that follows
         self._now: datetime | None = None  # the server's time, once per operation: what ages are measured from
         self._uploads: dict[str, Upload] = {}  # staging_garbage's listing, by the name it reported
-        self._written: dict[str, datetime] | None = None  # blob_names' listing's times, for verify's blob_garbage
 
     def versions(self, name: str | None = None) -> list[tuple[str, int]]:
         return listed_versions(self.bucket, name)
@@ -134,23 +134,14 @@ class BucketStore:
         check_object_size(digest, length, self.bucket.url(key))
         return data
 
-    def blob_names(self) -> dict[str, int | None]:
-        # The listing gives every object's length for free: a wrong size is found without a GET.
-        sizes: dict[str, int | None] = {}
-        self._written = {}
-        for info in self.bucket.objects_under("blobs/"):
-            sizes[info.key.removeprefix("blobs/")] = info.size
-            self._written[info.key.removeprefix("blobs/")] = info.last_modified
-        return sizes
-
-    def blob_digest(self, sha: str, sizes: Collection[int], known_size: int | None) -> tuple[int, str | None]:
-        size = known_size
-        if size is None:
-            info = self.bucket.head(blob_key(sha))
-            if info is None:
-                raise IntegrityError(f"blob {sha} is missing from {self.where}", path=self.bucket.url(blob_key(sha)),
-                                     blob=sha, failed=IntegrityFailure.MISSING)
-            size = info.size
+    def blob_digest(self, sha: str, sizes: Collection[int]) -> tuple[int, str | None]:
+        # A HEAD first: a wrong size is found without a GET (the listing would give it too, but verify never holds
+        # the listing of every blob).
+        info = self.bucket.head(blob_key(sha))
+        if info is None:
+            raise IntegrityError(f"blob {sha} is missing from {self.where}", path=self.bucket.url(blob_key(sha)),
+                                 blob=sha, failed=IntegrityFailure.MISSING)
+        size = info.size
         if size not in sizes:
             return size, None
         actual, count = self.bucket.retrying(lambda: self._hash_blob(sha, size), blob_key(sha))
@@ -211,13 +202,13 @@ class BucketStore:
         self._uploads = {upload.key: upload for upload in self.bucket.uploads_before(datetime.max.replace(tzinfo=UTC))}
         return [Garbage(name, 0, self._age_s(upload.initiated)) for name, upload in self._uploads.items()]
 
-    def blob_garbage(self, needed: Collection[str], *, measure: bool = True) -> list[Garbage]:
-        # verify listed blobs/ a moment ago (blob_names): its listing answers, and sizes are not needed there.
-        written, self._written = self._written, None
-        if written is not None and not measure:
-            return [Garbage(name, 0, self._age_s(when)) for name, when in written.items() if name not in needed]
+    def blob_garbage(self, needed: NeededBlobs, *, measure: bool = True) -> list[Garbage]:
+        # The server lists keys in order (UTF-8 binary order, as S3 specifies): merged with what is needed, held
+        # page by page; a listing out of order is refused by the merge rather than trusted.
+        listing = self.bucket.objects_under("blobs/")
         return [Garbage(info.key.removeprefix("blobs/"), info.size, self._age_s(info.last_modified))
-                for info in self.bucket.objects_under("blobs/") if info.key.removeprefix("blobs/") not in needed]
+                for info in needed.unneeded_in_order(listing, lambda info: info.key.removeprefix("blobs/"),
+                                                     where=self.bucket.url("blobs/"))]
 
     def remove_staging(self, guard: Guard, staging: Sequence[Garbage]) -> None:
         for item in staging:

@@ -11,14 +11,10 @@ test must fail in seconds rather than hang.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
@@ -27,6 +23,7 @@ from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.errors import ManifestLimitError
 from artifactkit.manifest.limits import FILE_BYTES_SETTING, MAX_FILE_BYTES, file_size_limit
 from tests.support.both_parses import parse_both
+from tests.support.deadline import deadline
 from tests.support.hostile_manifest import DATA, SHA, body, doc, file_entry, refusal
 from tests.support.hostile_store import STORE_KINDS, blob_exists, forge_manifest, put_blob, store_of_kind
 
@@ -35,19 +32,6 @@ HUGE = 2**62
 PLANTED = "cd" * 32
 
 
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """``TimeoutError`` in this thread after ``seconds``: a long hash is stopped there (the native core runs
-    Python's signal handlers as Ctrl-C's), so a regression fails instead of hashing zeros for years."""
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still working after {seconds} s: the claimed size was not refused up front")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _plant_sparse_blob(store: Store, sha: str, size: int) -> None:
@@ -77,14 +61,14 @@ def test_a_claim_past_the_file_size_limit_with_a_sparse_blob_to_match_is_refused
     claim = file_entry(size=HUGE, sha256=PLANTED, **({} if extents is None else {"extents": extents}))
     forge_manifest(store, "demo", 2, body(doc(claim)))
     started = time.monotonic()
-    with deadline(20), pytest.raises(ManifestLimitError) as caught:
+    with deadline(20, ": the claimed size was not refused up front"), pytest.raises(ManifestLimitError) as caught:
         store.download("demo", fast_tmp / "out", version=2)
     assert time.monotonic() - started < 5
     err = caught.value
     assert (err.limit, err.actual, err.setting) == (MAX_FILE_BYTES, HUGE, FILE_BYTES_SETTING)
     assert "'a'" in str(err) and FILE_BYTES_SETTING in str(err) and str(HUGE) in str(err)
     assert not (fast_tmp / "out").exists()
-    with deadline(20):
+    with deadline(20, ": the claimed size was not refused up front"):
         report = store.verify()
     assert not report.ok and [item for item in report.unreadable if "demo@2" in item and str(HUGE) in item], report
     store.download("demo", fast_tmp / "good", version=1)  # the store still works: only the claim is refused
@@ -123,7 +107,7 @@ def test_publish_refuses_a_source_file_over_the_limit_by_name_before_reading_it(
         os.ftruncate(handle.fileno(), MAX_FILE_BYTES + 1)  # sparse: tmpfs holds it for free
     before = store.list()
     started = time.monotonic()
-    with deadline(20), pytest.raises(ManifestLimitError) as caught:
+    with deadline(20, ": the claimed size was not refused up front"), pytest.raises(ManifestLimitError) as caught:
         store.publish(src, "big")
     assert time.monotonic() - started < 5
     err = caught.value

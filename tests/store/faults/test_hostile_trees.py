@@ -2,26 +2,24 @@
 rewritten, an object standing for another directory or naming an ancestor, bytes that decode but are not
 canonical, a split directory's index out of order, counts that lie, a chain deeper than any path, an object too
 large to read, a node under an object's name. Each is refused by a named error, on both engines (this directory's
-``engine``) and, where it is cheap, on a bucket too; a refused download leaves nothing at its destination and the
-store as it was.
+``engine``), downloaded whole and in parts and, where it is cheap, on a bucket too; a refused download leaves
+nothing at its destination and the store as it was.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from inotify_simple import INotify, flags
 
 from artifactkit import ArtifactRef, IntegrityError, Store
 from artifactkit.errors import ManifestLimitError, TreeTooDeepError
+from artifactkit.manifest import tree_parts
+from tests.support.deadline import deadline
 from tests.support.hostile_manifest import MESSAGE_LIMIT
 from tests.support.hostile_store import STORE_KINDS, blob_bytes, remove_blob, replace_blob, store_of_kind
 from tests.support.opened_files import files_opened
@@ -40,18 +38,15 @@ from tests.support.tree_objects import (
 )
 
 
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """``TimeoutError`` here after ``seconds``: a walk that loops, or an open that blocks on a FIFO, fails."""
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still working after {seconds} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+@pytest.fixture(autouse=True, params=["whole", "in-parts"])
+def download_shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case twice: downloaded whole, and in parts of one entry (issue 52's bounded download: the walk in path
+    order and each part's listing must hold every refusal a whole download makes). Parts of one entry down the
+    chain of 2,049 directories would parse two million ancestor lines before the path bound refuses the last, so
+    that chain is cut every 100 entries."""
+    if request.param == "in-parts":
+        deep = "deeper_than_any_path" in request.node.name
+        monkeypatch.setattr(tree_parts, "PART_ENTRIES", 100 if deep else 1)
 
 
 @pytest.fixture(params=STORE_KINDS)
