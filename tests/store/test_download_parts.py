@@ -68,7 +68,7 @@ def published(fast_tmp: Path) -> tuple[Store, Path]:
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
-@pytest.mark.parametrize("size", [1, 2, 3, 17, 150])
+@pytest.mark.parametrize("size", [1, 3, 17])
 def test_a_download_in_parts_restores_what_a_whole_one_does(
         published: tuple[Store, Path], use_engine: Callable[[str], None], monkeypatch: pytest.MonkeyPatch,
         engine: str, size: int) -> None:

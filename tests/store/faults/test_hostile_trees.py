@@ -40,8 +40,9 @@ from tests.support.tree_objects import (
 
 @pytest.fixture(autouse=True, params=["whole", "in-parts"])
 def download_shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every case twice: downloaded whole, and in parts of one entry (issue 52's bounded download: the walk in path
-    order and each part's listing must hold every refusal a whole download makes). Parts of one entry down the
+    """Every case downloaded whole, and in parts of one entry on the native engine and a local store (this
+    directory's conftest says why): the walk in path order and each part's listing must hold every refusal a whole
+    download makes. Parts of one entry down the
     chain of 2,049 directories would parse two million ancestor lines before the path bound refuses the last, so
     that chain is cut every 100 entries."""
     if request.param == "in-parts":
