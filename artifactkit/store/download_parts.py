@@ -73,13 +73,14 @@ def large_tree(opened: Opened, ref: ArtifactRef, read: tuple[bytes, str], dest: 
     if root.name != ref.name or root.entries <= tree_parts.PART_ENTRIES:
         return None  # a small tree, or another artifact's (the whole download's parse refuses it, naming both)
     check_manifest_digest(ref, body, where)
-    return LargeTree(ref, root, store_fetch(opened, {}))
+    return LargeTree(ref, root, store_fetch(opened, None))
 
 
 def download_in_parts(opened: Opened, tree: LargeTree, dest: str, *, engine: Engine,
                       progress: Reporter) -> tuple[str, ...]:
     """Make ``tree`` at ``dest`` (absent) a part at a time, exactly as :func:`~artifactkit.store.download.restore_tree`
-    makes a whole one; returns ``()`` (nothing is left unverified: no client cache is in the way)."""
+    makes a whole one; returns the fields left unverified: ``()``, as a download in parts is chosen only where no client
+    cache is (:data:`~artifactkit.store.fresh_looks.CACHED` should the mount have changed since)."""
     where = f"manifest of {tree.ref}"
 
     def fill(root_fd: int, engine: Engine, reporter: Reporter) -> None:

@@ -56,12 +56,12 @@ class VerifyReport:
         return self.ok and not self.orphaned
 
 
-def mark(opened: Opened, progress: Reporter | None = None, *,
-         broken: set[tuple[str, int]] | None = None) -> tuple[int, NeededBlobs, list[str], list[str]]:
+def mark(opened: Opened, progress: Reporter | None = None, *, broken: set[tuple[str, int]] | None = None,
+         listed: list[tuple[str, int]] | None = None) -> tuple[int, NeededBlobs, list[str], list[str]]:
     """Read every version (:func:`~artifactkit.store.version_needs.version_needs`): ``(versions read, the blobs and
     objects they need, each with the sizes recorded for it, corrupt, unreadable)``; the caller closes what is
     needed. Bytes that do not match their digest are corrupt; bytes that cannot be read or parsed as a manifest are
-    unreadable; ``broken`` gets the ``(name, version)`` of each."""
+    unreadable; ``broken`` gets the ``(name, version)`` of each. ``listed``: the versions, listed already."""
     needed = NeededBlobs()
     corrupt: list[str] = []
     unreadable: list[str] = []
@@ -80,7 +80,7 @@ def mark(opened: Opened, progress: Reporter | None = None, *,
         except (ArtifactkitError, OSError) as err:
             return pair, False, f"unreadable:{err}"
         return pair, True, ""
-    listed = opened.versions()
+    listed = opened.versions() if listed is None else listed
     progress = progress or Reporter(None)
     progress.phase("manifests", entries_total=len(listed))
     try:
@@ -139,7 +139,7 @@ def verify_store(opened: Opened, progress: Reporter | None = None) -> VerifyRepo
         progress = progress or Reporter(None)
         broken: set[tuple[str, int]] = set()
         listed = opened.versions()
-        versions, needed, corrupt, unreadable = mark(opened, progress, broken=broken)
+        versions, needed, corrupt, unreadable = mark(opened, progress, broken=broken, listed=listed)
         try:
             # What gc would keep for the grace is kept here too; the sizes are not walked: verify frees nothing.
             leftovers = [(f"blobs/{item.name}", item) for item in opened.blob_garbage(needed, measure=False)]

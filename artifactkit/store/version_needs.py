@@ -13,7 +13,7 @@ writing anything. A format 1 or 2 manifest is read whole, as ever: the manifest 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from artifactkit.errors import IntegrityError
 from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
@@ -26,7 +26,7 @@ from artifactkit.manifest.tree_stream import tree_objects
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.backend import Opened
 from artifactkit.store.manifest_file import check_name, verified_manifest
-from artifactkit.store.versions import each
+from artifactkit.store.versions import store_fetch
 
 #: What a tree object's user is called in verify's report (``name@version:(tree object)``).
 TREE_OBJECT = "(tree object)"
@@ -39,21 +39,18 @@ def version_needs(opened: Opened, ref: ArtifactRef) -> Iterator[tuple[str, str, 
     they are read; an object's own before its entries'. A defect anywhere is the error a download of it raises
     (after some of its needs may have been handed out: the caller then calls the version broken)."""
     body, where = opened.manifest_bytes(ref, check_digest=False)
-    check_manifest_digest(ref, body, where)
-    if not is_tree_manifest(body):
+    if not is_tree_manifest(body):  # its digest is checked as it is parsed
         for entry in verified_manifest(ref, body, where).files():
             assert entry.sha256 is not None
             yield entry.path, entry.sha256, entry.size
         return
+    check_manifest_digest(ref, body, where)
     named = f"manifest of {ref}"
     root = parse_root(body, where=named)
     check_name(ref, root.name, where)
     limit = file_size_limit()
     _entry(root.root_line, named, limit)
-
-    def fetch(digests: Sequence[str]) -> list[bytes]:
-        return list(each(opened, opened.tree_object, digests))
-    for digest, size, lines in tree_objects(root, fetch, where=named, at_once=opened.concurrency):
+    for digest, size, lines in tree_objects(root, store_fetch(opened, None), where=named, at_once=opened.concurrency):
         yield TREE_OBJECT, digest, size
         held = f"{named}: tree object {digest}"
         for path, line in lines:

@@ -69,11 +69,13 @@ class VersionTree:
     objects: dict[str, int]
 
 
-def store_fetch(opened: Opened, sizes: dict[str, int]) -> Fetch:
-    """Objects read through ``opened`` (at its concurrency), their sizes noted in ``sizes``."""
+def store_fetch(opened: Opened, sizes: dict[str, int] | None) -> Fetch:
+    """Objects read through ``opened`` (at its concurrency), their sizes noted in ``sizes`` (``None``: kept nowhere,
+    for a walk whose memory must not grow with the tree)."""
     def fetch(digests: Sequence[str]) -> list[bytes]:
         found = list(each(opened, opened.tree_object, digests))
-        sizes.update((digest, len(data)) for digest, data in zip(digests, found, strict=True))
+        if sizes is not None:
+            sizes.update((digest, len(data)) for digest, data in zip(digests, found, strict=True))
         return found
     return fetch
 
@@ -96,7 +98,7 @@ def proven_manifest(opened: Opened, ref: ArtifactRef) -> bytes:
     stored (a gc killed midway may have left some objects of a forgotten version and not others)."""
     body = opened.manifest_bytes(ref)[0]
     if is_tree_manifest(body):
-        read_tree(parse_root(body, where=f"manifest of {ref}"), store_fetch(opened, {}), where=f"manifest of {ref}")
+        read_tree(parse_root(body, where=f"manifest of {ref}"), store_fetch(opened, None), where=f"manifest of {ref}")
     return body
 
 
