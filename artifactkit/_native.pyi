@@ -54,11 +54,17 @@ class CapturedTree:
 def capture_tree(
     root: str, read_links: bool, on_progress: Callable[[int], None], threads: int = 1, split_min: int = ...,
 ) -> CapturedTree: ...
-def manifest_bytes(
-    head: bytes, entries: CapturedTree | list[FileMeta], found: list[Staged] | StageState, max_runs: int,
+def manifest_lines(
+    entries: CapturedTree | list[FileMeta], found: list[Staged] | StageState, max_runs: int,
     lines: list[tuple[str, str]] = ...,
     known: dict[int, tuple[str, int | None, tuple[tuple[int, int], ...] | None]] = ...,
-) -> bytes | None: ...
+) -> EncodedLines | None: ...
+class EncodedLines:
+    """A manifest's lines in order, a list of them at a time (``native/src/py/manifest_lines.rs``)."""
+
+    def __iter__(self) -> EncodedLines: ...
+    def __next__(self) -> list[str]: ...
+    def __len__(self) -> int: ...
 class ParsedTree:
     """A manifest the core parsed for a download, kept in the core (``native/src/py/parsed_tree.rs``)."""
 

@@ -3,7 +3,7 @@ door (:mod:`~artifactkit.engine.protocol`). ``ENGINES["native"]`` in :mod:`~arti
 :class:`NativeEngine`, so this module importing (the core built) is what makes it the default.
 
 One core function per job: ``capture_tree`` (scan), ``stage_files`` (read, hash, stage), ``rename_staged`` (the
-staged blobs into ``blobs/``), ``manifest_bytes`` (encode), ``parse_tree`` (parse), ``create_files`` (create,
+staged blobs into ``blobs/``), ``manifest_lines`` (encode), ``parse_tree`` (parse), ``create_files`` (create,
 verify, restore). What crosses back stays in the core, held by the door's types
 (:mod:`~artifactkit.engine.native_values`). A failure comes back as data (``NativeFailure(kind, position,
 fields)``) and is raised by :mod:`~artifactkit.engine.native_errors`. What the core does not do is the
@@ -45,7 +45,7 @@ from artifactkit.engine.reference.stage import stage_file
 from artifactkit.engine.values import CacheHits, CreateItem, Layout, Parsed, ScannedTree, Staged, StageItem, covered
 from artifactkit.errors import ManifestLimitError
 from artifactkit.manifest.artifact_ref import ArtifactRef
-from artifactkit.manifest.encode import manifest_head
+from artifactkit.manifest.encode import SortedLines
 from artifactkit.manifest.limits import MAX_EXTENTS, SIZE_LIMIT, file_size_limit
 from artifactkit.metadata.flags import COMPARED_FLAGS, RESTORABLE_FLAGS
 from artifactkit.metadata.model import SPECIAL_KINDS, FileMeta
@@ -123,23 +123,23 @@ class NativeEngine:
         # Through the module's attribute: the crash harness (tests/support/crash.py) counts it as a rename.
         rename_files(moves, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
-    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> SortedLines | None:
         # None where an entry holds a value only the reference encodes: assemble then encodes it all.
         kept = kept_state(found)
         all_noatime = tree.listed_noatime and (kept.all_noatime() if kept is not None else
                                                all(read.noatime for read in found))
-        entries, head = planned.entries, manifest_head(name, all_noatime)
+        entries = planned.entries
         try:
             if isinstance(entries, CapturedEntries) and not planned.lines and not planned.known:
                 reads = kept if kept is not None else list(found)
-                body = _native.manifest_bytes(head, entries.tree, reads, MAX_EXTENTS)
+                lines = _native.manifest_lines(entries.tree, reads, MAX_EXTENTS)
             else:
-                body = _native.manifest_bytes(head, list(entries), list(found), MAX_EXTENTS, list(planned.lines),
-                                              planned.known)
+                lines = _native.manifest_lines(list(entries), list(found), MAX_EXTENTS, list(planned.lines),
+                                               planned.known)
         except _native.NativeFailure as failure:
             kind, at, fields = failure.args
             errors.raise_encode(kind, fields, entries, at)
-        return body
+        return None if lines is None else SortedLines(name, all_noatime, lines)
 
     def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> Parsed:
         try:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from artifactkit.engine.ports import StagingTxn
     from artifactkit.engine.values import CacheHits, Layout, Parsed, ReadBatch, ScannedTree, Staged, StageItem
     from artifactkit.manifest.artifact_ref import ArtifactRef
+    from artifactkit.manifest.encode import SortedLines
 
 
 def usable_cores() -> int:
@@ -89,9 +90,9 @@ class Engine(Protocol):
         """``os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)`` for every pair, replacing what ``dst``
         names (a chunk of a :class:`~artifactkit.engine.values.ReadBatch`'s moves); may run on a thread of its own."""
 
-    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> SortedLines | None:
         """The manifest :func:`~artifactkit.store.publish.assemble` makes of a plan that records nothing, the same
-        bytes; or ``None``: assemble encodes it itself (the reference's encoder)."""
+        lines in the same order; or ``None``: assemble encodes it itself (the reference's encoder)."""
 
     def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> Parsed:
         """The manifest of ``ref`` from its bytes (read at ``where``): they must hash to its digest and parse."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
@@ -102,26 +103,45 @@ def encode_entry_by_json(entry: FileMeta) -> str:
     return _dumps(_entry_doc(entry))
 
 
-def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, str]]) -> bytes:
-    """The canonical manifest of ``(path, encoded entry)`` pairs (paths unique; sorted here). ``lines`` is
-    consumed: sorted, then emptied.
+@attrs.frozen
+class SortedLines:
+    """A manifest as its head's values and its canonical entry lines in order, a chunk at a time, never joined:
+    format 3 stores none of that text (:func:`~artifactkit.manifest.tree_write.write_tree` makes the tree's objects
+    of the lines), and joined it was the manifest's bytes again beside them (284 MB for a million files).
+    ``chunks`` is read once."""
 
-    The lines are joined by hand: ``indent=`` would force json's pure-Python encoder (a quarter of a
-    10,000-file publish).
-    """
+    name: str
+    source_read_noatime: bool
+    chunks: Iterable[Iterable[str]]
+
+    def lines(self) -> Iterator[str]:
+        return itertools.chain.from_iterable(self.chunks)
+
+    def joined(self) -> bytes:
+        """The format-2 text of the same lines (:func:`manifest_bytes`'), made by hand: ``indent=`` would force
+        json's pure-Python encoder (a quarter of a 10,000-file publish)."""
+        # The head and the tail go onto the first and last line, so the text is one join.
+        texts = list(self.lines()) or [""]
+        texts[0] = f"{_head(self.name, self.source_read_noatime)}{texts[0]}"
+        texts[-1] = f"{texts[-1]}\n]}}\n"
+        text = ",\n".join(texts)
+        del texts  # before the text is encoded: each is a manifest's worth of memory
+        return text.encode()
+
+
+def sorted_lines(name: str, source_read_noatime: bool, lines: list[tuple[str, str]]) -> SortedLines:
+    """The canonical manifest of ``(path, encoded entry)`` pairs (paths unique), as its lines sorted by path.
+    ``lines`` is consumed: sorted, then emptied."""
     lines.sort()
-    # The head and the tail go onto the first and last line, so the text is one join: joining the entries
-    # and then formatting them into the text copied its 4.5 MB once more for 10,000 entries.
-    texts = [line for _, line in lines] or [""]
+    texts = [line for _, line in lines]
     lines.clear()
-    texts[0] = f"{_head(name, source_read_noatime)}{texts[0]}"
-    texts[-1] = f"{texts[-1]}\n]}}\n"
-    text = ",\n".join(texts)
-    # The lines go before the text is encoded: each of the three is a manifest's worth of memory (29 MB for
-    # 100,000 files), and all three alive at once were the peak of a large publish.
-    del texts
-    # Not held to the manifest limit here: format 3 stores it as tree objects, each held to it (tree_write).
-    return text.encode()
+    return SortedLines(name, source_read_noatime, (texts,))
+
+
+def manifest_bytes(name: str, source_read_noatime: bool, lines: list[tuple[str, str]]) -> bytes:
+    """The canonical format-2 manifest of ``(path, encoded entry)`` pairs (:func:`sorted_lines`, joined); not held
+    to the manifest limit here: format 3 stores it as tree objects, each held to it (tree_write)."""
+    return sorted_lines(name, source_read_noatime, lines).joined()
 
 
 def _head(name: str, source_read_noatime: bool) -> str:

@@ -1,7 +1,7 @@
-"""A published tree's format-3 manifest and objects, made from its canonical format-2 text.
+"""A published tree's format-3 manifest and objects, made from its canonical format-2 lines.
 
-Both engines write the same format-2 lines byte for byte (the differential suites hold them to it); making the
-objects from those lines, in this one place, gives both engines the same objects by construction.
+Both engines write the same format-2 lines byte for byte, in the same order (the differential suites hold them
+to it); making the objects from those lines, in this one place, gives both engines the same objects by construction.
 
 One pass over the lines, in their (path) order, with a stack of the directories whose subtree it is in: the
 subtree of a directory is contiguous in path order, so a directory's object is made (and handed to the sink) as
@@ -18,6 +18,7 @@ from typing import Final
 import attrs
 
 from artifactkit.errors import ManifestLimitError
+from artifactkit.manifest.encode import SortedLines
 from artifactkit.manifest.limits import MANIFEST_BYTES_SETTING, manifest_size_limit
 from artifactkit.manifest.tree_format import (
     PATH_IN_LINE,
@@ -51,7 +52,9 @@ class TreeObjects:
 def split_manifest(body: bytes) -> TreeObjects:
     """The format-3 manifest and every object of a canonical format-2 manifest ``body`` (as both engines write it)."""
     objects: dict[str, bytes] = {}
-    root, digest = write_tree(body, objects.__setitem__)
+    head = json.loads(body[:body.index(b"\n")].decode("ascii")[:-1] + "}")
+    root, digest = write_tree(SortedLines(head["name"], head["source_read_noatime"], (_lines(body),)),
+                              objects.__setitem__)
     return TreeObjects(root, digest, objects)
 
 
@@ -125,14 +128,13 @@ def _lines(body: bytes) -> Iterator[str]:
         start = stop + 1
 
 
-def write_tree(body: bytes, sink: Sink) -> tuple[bytes, str]:
-    """Hand every object of the canonical format-2 manifest ``body`` to ``sink`` as it is made (a directory's after
-    its subdirectories'); return the format-3 manifest and its digest."""
-    head = json.loads(body[:body.index(b"\n")].decode("ascii")[:-1] + "}")
+def write_tree(listing: SortedLines, sink: Sink) -> tuple[bytes, str]:
+    """Hand every object of the canonical format-2 ``listing`` to ``sink`` as it is made (a directory's after its
+    subdirectories'); return the format-3 manifest and its digest."""
     walk = _Pass(sink)
     root_line = ""
     entries = files = file_bytes = 0
-    for line in _lines(body):
+    for line in listing.lines():
         entries += 1
         found = PATH_IN_LINE.search(line)
         if found is None:  # a bug in a writer, never input: the engines wrote these lines
@@ -150,6 +152,6 @@ def write_tree(body: bytes, sink: Sink) -> tuple[bytes, str]:
     while walk.stack:
         walk.close()
     tree = walk.made.get(".") or walk.directory(".", [])  # none made: a tree of nothing but its root
-    root = root_manifest(head["name"], head["source_read_noatime"], root_line, tree, entries=entries, files=files,
+    root = root_manifest(listing.name, listing.source_read_noatime, root_line, tree, entries=entries, files=files,
                          file_bytes=file_bytes)
     return root, digest_of_object(root)

@@ -29,7 +29,7 @@ from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import CacheHits, ReadBatch, Reads, ScannedTree, Staged, staging_name
 from artifactkit.errors import RepairedBlobsWarning
 from artifactkit.manifest.artifact_ref import ArtifactRef
-from artifactkit.manifest.encode import check_representable, encode_entry, file_line, manifest_bytes
+from artifactkit.manifest.encode import SortedLines, check_representable, encode_entry, file_line, sorted_lines
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.manifest.paths import LinkPolicy, check_artifact_name, check_link_policy, check_links_contained
 from artifactkit.manifest.tree_write import write_tree
@@ -170,14 +170,14 @@ def repaired_warning(repaired: set[str]) -> RepairedBlobsWarning:
 
 
 def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged], *,
-             encode: Encoder | None = None) -> tuple[bytes, list[Recorded]]:
-    """The manifest's bytes from what the scan captured, the plan knew and the reads found; and, when the plan
+             encode: Encoder | None = None) -> tuple[SortedLines, list[Recorded]]:
+    """The manifest's lines from what the scan captured, the plan knew and the reads found; and, when the plan
     asks for them (a stat cache records every entry), each entry with its line. ``encode``: the engine's
     :meth:`~artifactkit.engine.protocol.Engine.encode`, asked first where the plan records nothing."""
     if not planned.record and encode is not None:
-        body = encode(name, tree, planned, found)
-        if body is not None:
-            return body, []
+        encoded = encode(name, tree, planned, found)
+        if encoded is not None:
+            return encoded, []
     all_noatime = tree.listed_noatime
     content = dict(planned.known)  # index -> (sha, flags, extents)
     for read in found:
@@ -205,13 +205,13 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
         lines.append((entry.path, line))
         if planned.record:
             recorded.append((entry, line))
-    return manifest_bytes(name, all_noatime, lines), recorded
+    return sorted_lines(name, all_noatime, lines), recorded
 
 
 #: An entry as the manifest holds it, and its line: what a stat cache records.
 Recorded = tuple[FileMeta, str]
 #: :meth:`~artifactkit.engine.protocol.Engine.encode`.
-Encoder = Callable[[str, ScannedTree, Plan, Sequence[Staged]], "bytes | None"]
+Encoder = Callable[[str, ScannedTree, Plan, Sequence[Staged]], "SortedLines | None"]
 
 
 def claim_version(txn: PublishTxn, guard: Guard, name: str, body: bytes, digest: str) -> ArtifactRef:

@@ -61,9 +61,9 @@ class _Encoder:
     def manifest_bytes(self, name: str, noatime: bool, lines: list[tuple[str, str]], entries: list[FileMeta],
                        known: dict[int, Any] | None = None, *, found: list[Staged] | None = None) -> bytes | None:
         tree = ScannedTree("src", CapturedList(entries), {}, listed_noatime=noatime)
-        body: bytes | None = self.engine.encode(name, tree, Plan(lambda sha, size: False, entries, [], known or {},
-                                                                 lines), found or [])
-        return body
+        encoded = self.engine.encode(name, tree, Plan(lambda sha, size: False, entries, [], known or {}, lines),
+                                     found or [])
+        return None if encoded is None else encoded.joined()
 
 
 @pytest.fixture(scope="session")
@@ -153,8 +153,9 @@ def _assembled(monkeypatch: pytest.MonkeyPatch, engine: str, entries: list[FileM
     tree = ScannedTree("src", CapturedList(entries), {e.path: (1, i) for i, e in enumerate(entries)},
                        listed_noatime=True)
     try:
-        return assemble(tree, "tree", Plan(lambda sha, size: False, entries, [], known, []), found,
-                        encode=engine_for(None, "publish").encode)
+        listing, recorded = assemble(tree, "tree", Plan(lambda sha, size: False, entries, [], known, []), found,
+                                     encode=engine_for(None, "publish").encode)
+        return listing.joined(), recorded
     except KeyError as err:
         return KeyError, err.args
 

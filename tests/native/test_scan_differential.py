@@ -123,14 +123,14 @@ def test_a_publish_on_the_native_engine_captures_stages_and_encodes_in_the_core_
         noatime: Path, native: ModuleType, engines: pytest.MonkeyPatch) -> None:
     monkeypatch = engines
     core, calls = importlib.import_module("artifactkit._native"), []
-    for name in ("capture_tree", "stage_files", "manifest_bytes"):
+    for name in ("capture_tree", "stage_files", "manifest_lines"):
         real = getattr(core, name)
         monkeypatch.setattr(core, name, lambda *args, real=real, name=name: (calls.append(name), real(*args))[1])
     src = fresh(noatime, "src")
     build(src, [Node(0, b"f", "file", data=b"x")], PLAIN_DIRS)
     monkeypatch.setenv("ARTIFACTKIT_ENGINE", "native")
     Store(fresh(noatime, "store")).publish(src, "tree")
-    assert calls == ["capture_tree", "stage_files", "manifest_bytes"]
+    assert calls == ["capture_tree", "stage_files", "manifest_lines"]
     calls.clear()
     # The cache's questions are Python's: the reference's walk and assembly, the core's reads of its items.
     Store(fresh(noatime, "store")).publish(src, "tree", stat_cache=True)
@@ -150,7 +150,8 @@ def test_an_entry_only_the_reference_encodes_is_assembled_by_the_reference_on_th
     found = {}
     for engine in ("python", "native"):
         monkeypatch.setenv("ARTIFACTKIT_ENGINE", engine)
-        found[engine] = assemble(tree, "tree", plan, [], encode=engine_for(None, "publish").encode)
+        listing, recorded = assemble(tree, "tree", plan, [], encode=engine_for(None, "publish").encode)
+        found[engine] = (listing.joined(), recorded)
     assert found["native"] == found["python"]
     assert b'"flags": 8' in found["native"][0]  # json writes an IntFlag as its int
 

@@ -40,7 +40,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
             return real(first, *args, **kwargs)
         return call
     monkeypatch.setattr(scan, "read_xattrs", counted("xattrs", scan.read_xattrs))
-    monkeypatch.setattr(publish, "manifest_bytes", counted("manifest", publish.manifest_bytes))
+    monkeypatch.setattr(publish, "sorted_lines", counted("manifest", publish.sorted_lines))
     monkeypatch.setattr(stat_cache_file, "parse_rows", counted("lines", stat_cache_file.parse_rows))
     monkeypatch.setattr(stat_cache, "RACY_WINDOW_NS", 0)
     return seen

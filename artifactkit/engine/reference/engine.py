@@ -21,6 +21,7 @@ from artifactkit.engine.reference.scan import scan_tree
 from artifactkit.engine.reference.stage import stage_file
 from artifactkit.engine.values import CacheHits, CreateItem, Layout, ScannedTree, Staged, StageItem, covered
 from artifactkit.manifest.artifact_ref import ArtifactRef, check_manifest_digest
+from artifactkit.manifest.encode import SortedLines
 from artifactkit.manifest.parse import parse_manifest
 
 #: Files per batch: progress moves once a batch (a call per file would cost more than the file's own work on
@@ -55,7 +56,7 @@ class PythonEngine:
         for src, dst in moves:
             named("rename", os.rename, src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
-    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> bytes | None:
+    def encode(self, name: str, tree: ScannedTree, planned: Plan, found: Sequence[Staged]) -> SortedLines | None:
         return None  # assemble's own encoder is the reference
 
     def parse(self, ref: ArtifactRef, body: bytes, *, where: str) -> EntryList:

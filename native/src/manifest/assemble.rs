@@ -1,7 +1,7 @@
 //! A publish's manifest assembled from its entries as `publish.assemble` assembles it: each entry with what
 //! its read found (`with_content`), every later name of a hard link with its first name's (`fill_hardlinks`),
-//! each encoded (`manifest::encode_entry`), the lines sorted by `(path, line)` as Python sorts them and
-//! joined as `manifest_bytes` joins them.
+//! each encoded (`manifest::encode_entry`), the lines sorted by `(path, line)` as Python sorts them
+//! (`manifest.encode.sorted_lines`), handed over in that order, never joined into one text.
 //!
 //! Entries come in one at a time and are encoded a chunk at a time, and every line goes into one buffer:
 //! holding a whole tree's `Entry` values (0.8 KB each) and a `String` per line (grown to 512 bytes for a
@@ -62,30 +62,14 @@ impl Lines {
         });
     }
 
-    /// The length of the manifest of `head` (`manifest_head(name, source_read_noatime)`) and these lines.
-    pub fn body_len(&self, head: &[u8]) -> usize {
-        head.len() + self.total + 2 * self.index.len().saturating_sub(1) + 4
+    /// How many lines there are.
+    pub fn len(&self) -> usize {
+        self.index.len()
     }
 
-    /// `manifest_bytes`' text into `out` (exactly `body_len` bytes): the head, the lines in their order joined
-    /// by `",\n"`, the tail.
-    pub fn write_body(&self, out: &mut [u8], head: &[u8]) {
-        let mut at = 0;
-        let mut put = |bytes: &[u8]| {
-            // `body_len` counts these very bytes, so the slice is always there (and never a panic if not).
-            if let Some(place) = out.get_mut(at..at + bytes.len()) {
-                place.copy_from_slice(bytes);
-            }
-            at += bytes.len();
-        };
-        put(head);
-        for (i, (_, place)) in self.index.iter().enumerate() {
-            if i > 0 {
-                put(b",\n");
-            }
-            put(Self::line(&self.blocks, *place));
-        }
-        put(b"\n]}\n");
+    /// The `at`th line in their order (sorted once [`Lines::sort`] ran); empty past the last.
+    pub fn at(&self, at: usize) -> &[u8] {
+        self.index.get(at).map(|(_, place)| Self::line(&self.blocks, *place)).unwrap_or_default()
     }
 }
 
@@ -166,22 +150,22 @@ mod tests {
     }
 
     fn body(lines: &Lines) -> String {
-        let mut out = vec![0u8; lines.body_len(b"HEAD")];
-        lines.write_body(&mut out, b"HEAD");
-        String::from_utf8(out).unwrap_or_default()
+        let all: Vec<&[u8]> = (0..lines.len()).map(|at| lines.at(at)).collect();
+        String::from_utf8(all.join(&b",\n"[..])).unwrap_or_default()
     }
 
     #[test]
-    fn the_body_is_the_head_the_lines_sorted_and_joined_and_the_tail_in_exactly_its_length() {
+    fn the_lines_come_sorted_as_python_sorts_them_and_none_past_the_last() {
         let mut lines = Lines::default();
-        assert_eq!(body(&lines), "HEAD\n]}\n");
+        assert!(lines.len() == 0 && body(&lines).is_empty());
         lines.push(text("b"), "{\"b\": 1}");
         lines.push(text("a"), "{\"a\": 2}");
         lines.push(text("a"), "{\"a\": 1}"); // equal paths: by the line, as Python's tuples compare
         lines.push(Text::Points(vec![0xdcff]), "{}"); // U+DCFF (an undecodable byte) sorts before U+E000
         lines.push(text("\u{e000}"), "{\"e\": 0}");
         lines.sort();
-        assert_eq!(body(&lines), "HEAD{\"a\": 1},\n{\"a\": 2},\n{\"b\": 1},\n{},\n{\"e\": 0}\n]}\n");
+        assert_eq!(body(&lines), "{\"a\": 1},\n{\"a\": 2},\n{\"b\": 1},\n{},\n{\"e\": 0}");
+        assert_eq!((lines.len(), lines.at(5)), (5, &b""[..]));
     }
 
     fn file(path: &str, hardlink: Option<&str>, runs: usize) -> Entry {

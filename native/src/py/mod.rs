@@ -3,14 +3,14 @@
 //! the mapping of every failure to `NativeFailure(kind, at, fields)` (`failure.rs`), which
 //! `artifactkit/engine/native_errors.py` turns into the class and message the reference engine raises. The only
 //! PyO3 code of the crate. One function per job, each called by `artifactkit/engine/native.py`: `capture_tree`,
-//! `stage_files`, `rename_staged`, `manifest_bytes`, `parse_tree`, `create_files`.
+//! `stage_files`, `rename_staged`, `manifest_lines`, `parse_tree`, `create_files`.
 
 mod captured_tree;
 mod create_files;
 mod failure;
 mod file_metas;
 mod ints;
-mod manifest_bytes;
+mod manifest_lines;
 mod parsed_tree;
 mod paths;
 mod stage;
@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parsed_tree::parse_tree, m)?)?;
     m.add_class::<captured_tree::CapturedTree>()?;
     m.add_function(wrap_pyfunction!(captured_tree::capture_tree, m)?)?;
-    m.add_function(wrap_pyfunction!(manifest_bytes::manifest_bytes, m)?)?;
+    m.add_class::<manifest_lines::EncodedLines>()?;
+    m.add_function(wrap_pyfunction!(manifest_lines::manifest_lines, m)?)?;
     Ok(())
 }

@@ -172,45 +172,43 @@ fn all_reads<'py>(
     Ok(reads)
 }
 
-/// `assemble`'s manifest by the core: `head` (`manifest_head(name, noatime)`), then every entry with what the
-/// plan knew of it (`known`: index -> `(sha256, flags, extents)`) or its read found (`found`), and the `lines`
-/// already encoded, sorted and joined as `manifest_bytes` does. `entries`: a captured tree (its entries taken from
+/// `assemble`'s manifest's lines by the core, in order: every entry with what the plan knew of it (`known`:
+/// index -> `(sha256, flags, extents)`) or its read found (`found`), and the `lines` already encoded, sorted as
+/// `manifest.encode.sorted_lines` sorts them. `entries`: a captured tree (its entries taken from
 /// the core's capture, no `FileMeta` made; `found`: `Staged` tuples or the `StageState` that kept them) or any
 /// `FileMeta`s (`found`: `Staged` tuples). `None` if a value is not of an exact JSON type, a name or line is no
 /// UTF-8 or a hard link has no first name: the reference's turn.
 #[pyfunction]
-#[pyo3(signature = (head, entries, found, max_runs, lines=Vec::new(), known=None))]
-pub fn manifest_bytes<'py>(
+#[pyo3(signature = (entries, found, max_runs, lines=Vec::new(), known=None))]
+pub fn manifest_lines<'py>(
     py: Python<'py>,
-    head: &[u8],
     entries: Bound<'py, PyAny>,
     found: Bound<'py, PyAny>,
     max_runs: usize,
     lines: Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>,
     known: Option<Bound<'py, PyDict>>,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
+) -> PyResult<Option<EncodedLines>> {
     let known = known.unwrap_or_else(|| PyDict::new(py));
     if let Ok(tree) = entries.cast::<CapturedTree>() {
         if !lines.is_empty() || !known.is_empty() {
             return Err(PyValueError::new_err("a captured tree's manifest takes neither lines nor known facts"));
         }
         let tree = tree.try_borrow().map_err(|_| PyRuntimeError::new_err("the captured tree is in use"))?;
-        return of_captured(py, head, &tree, &found, max_runs);
+        return of_captured(py, &tree, &found, max_runs);
     }
     let (entries, found): (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyTuple>>) = (entries.extract()?, found.extract()?);
-    of_entries(py, head, &lines, &entries, &known, &found, max_runs)
+    of_entries(py, &lines, &entries, &known, &found, max_runs)
 }
 
-/// [`manifest_bytes`] of any `FileMeta`s, read off them a chunk at a time.
+/// [`manifest_lines`] of any `FileMeta`s, read off them a chunk at a time.
 fn of_entries<'py>(
     py: Python<'py>,
-    head: &[u8],
     lines: &[(Bound<'py, PyString>, Bound<'py, PyString>)],
     entries: &[Bound<'py, PyAny>],
     known: &Bound<'py, PyDict>,
     found: &[Bound<'py, PyTuple>],
     max_runs: usize,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
+) -> PyResult<Option<EncodedLines>> {
     let mut encoded = Lines::with_capacity(lines.len() + entries.len());
     for (path, line) in lines {
         let Ok(line) = line.to_str() else { return Ok(None) };
@@ -234,27 +232,53 @@ fn of_entries<'py>(
     let Some(lines) = py.detach(|| assembly.finish(max_runs)).map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
     };
-    Ok(Some(body_of(py, &lines, head)?))
+    Ok(Some(EncodedLines { lines, next: 0 }))
 }
 
-/// The manifest's bytes of its sorted `lines` after `head`, written straight into the bytes object: a second
-/// copy of a manifest cost more than its sort.
-fn body_of<'py>(py: Python<'py>, lines: &Lines, head: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, lines.body_len(head), |buf| {
-        lines.write_body(buf, head);
-        Ok(())
-    })
+/// A manifest's lines in their order, handed to Python a chunk at a time (`for chunk in lines`: lists of `str`):
+/// joined into one text they were the manifest's bytes again beside the lines (284 MB for a million files), and
+/// format 3 never stores that text (`manifest/tree_write.py` makes the tree's objects of the lines).
+#[pyclass(module = "artifactkit._native")]
+pub struct EncodedLines {
+    lines: Lines,
+    next: usize,
 }
 
-/// [`manifest_bytes`] of a captured tree (`py/captured_tree.rs`): the bytes it makes of the same entries as
+#[pymethods]
+impl EncodedLines {
+    fn __iter__(this: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        this
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Vec<Bound<'py, PyString>>>> {
+        let end = self.lines.len().min(self.next.saturating_add(CHUNK));
+        if self.next >= end {
+            return Ok(None);
+        }
+        let mut chunk = Vec::with_capacity(end - self.next);
+        for at in self.next..end {
+            // The encoder writes JSON with every non-ASCII character escaped: never anything but ASCII.
+            let text = std::str::from_utf8(self.lines.at(at))
+                .map_err(|_| PyRuntimeError::new_err("an encoded manifest line is not ASCII"))?;
+            chunk.push(PyString::new(py, text));
+        }
+        self.next = end;
+        Ok(Some(chunk))
+    }
+
+    fn __len__(&self) -> usize {
+        self.lines.len()
+    }
+}
+
+/// [`manifest_lines`] of a captured tree (`py/captured_tree.rs`): the lines it makes of the same entries as
 /// `FileMeta`s, with no `FileMeta` made.
 fn of_captured<'py>(
     py: Python<'py>,
-    head: &[u8],
     tree: &CapturedTree,
     found: &Bound<'py, PyAny>,
     max_runs: usize,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
+) -> PyResult<Option<EncodedLines>> {
     let count = tree.entries.len();
     let mut facts: Vec<Option<Facts>> = Vec::with_capacity(count);
     if let Ok(state) = found.cast::<StageState>() {
@@ -300,5 +324,5 @@ fn of_captured<'py>(
     let Some(lines) = assembled.map_err(|located| failure_to_py(py, located))? else {
         return Ok(None);
     };
-    Ok(Some(body_of(py, &lines, head)?))
+    Ok(Some(EncodedLines { lines, next: 0 }))
 }
