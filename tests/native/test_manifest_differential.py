@@ -6,6 +6,7 @@ turn — for a value of no exact JSON type."""
 from __future__ import annotations
 
 import enum
+import json
 from types import ModuleType
 from typing import Any
 
@@ -19,8 +20,9 @@ from artifactkit.engine.reference.lists import CapturedList
 from artifactkit.engine.select import engine_for
 from artifactkit.engine.values import ScannedTree, Staged
 from artifactkit.errors import ManifestLimitError
-from artifactkit.manifest.encode import encode_entry, manifest_bytes
+from artifactkit.manifest.encode import SortedLines, encode_entry, manifest_bytes
 from artifactkit.manifest.limits import MAX_EXTENTS
+from artifactkit.manifest.tree_write import split_manifest, write_tree
 from artifactkit.metadata.model import FileMeta
 from artifactkit.store.publish import assemble, with_content
 from tests.native.trees import same_error
@@ -194,3 +196,21 @@ def test_a_tree_larger_than_the_cores_chunks_and_buffers_is_the_references_manif
     native = encoder.manifest_bytes("tree", True, [], entries, {}, found=found)  # not None: not the reference's
     assert native is not None and native == _assembled(monkeypatch, "python", entries, {}, found)[0]
     assert native.count(b'"sha256": "' + f"{8502:064x}".encode()) == 2
+
+
+def test_lines_handed_over_a_chunk_at_a_time_make_the_same_tree_objects_as_the_joined_text(
+        encoder: _Encoder) -> None:
+    # 4,096 lines a chunk (native/src/py/manifest_lines.rs): two chunk boundaries, one inside a directory. A line
+    # lost, doubled or reordered at a boundary changes the objects, or the root's count of entries.
+    entries = [FileMeta(".", "dir", 0o755, 1, 2), FileMeta("d", "dir", 0o755, 1, 2),
+               *(FileMeta(f"d/f{i:05d}", "file", 0o644, 1, 2, 3, "0" * 64) for i in range(9_000))]
+    tree = ScannedTree("src", CapturedList(entries), {}, listed_noatime=True)
+    encoded = encoder.engine.encode("a", tree, Plan(lambda sha, size: False, entries, [], {}, []), [])
+    assert encoded is not None
+    chunks = [list(chunk) for chunk in encoded.chunks]
+    assert [len(chunk) for chunk in chunks] == [4096, 4096, 810]
+    objects: dict[str, bytes] = {}
+    root, digest = write_tree(SortedLines("a", True, chunks), objects.__setitem__)
+    whole = split_manifest(reference("a", True, entries))
+    assert (root, digest, objects) == (whole.root, whole.digest, whole.objects)
+    assert json.loads(root)["entries"] == len(entries)
