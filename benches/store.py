@@ -24,8 +24,9 @@ artifactkit.cli`` where no script is installed) under ``taskset`` (all the CPUs 
 ``time``, whose own process is tiny and fresh, so its ``%M`` is the CLI's peak RSS alone (``ru_maxrss`` of
 a child forked from this big parent would start at the parent's). The wall time is this parent's clock
 around the whole process: interpreter start, imports, the operation, exit. A round: a publish into a fresh
-store, a download of that version into a fresh destination, and ``cp -a`` (first in odd rounds, last in
-even ones); one untimed warm-up round first. The issue's figures for the code before it are kept as
+store, a download of that version into a fresh destination, and two ``cp -a``: one with the source alone resident,
+the publish's peer, and one beside the store, the download's (odd rounds: each copy before its operation; even
+rounds: after); one untimed warm-up round first. The issue's figures for the code before it are kept as
 :data:`TODAY`, the baseline the acceptance halves. ``--scale-only`` runs it alone, on either engine.
 """
 
@@ -71,7 +72,7 @@ REQUIRED_TOOLS: Final = ("cp", "rsync", "taskset", "/usr/bin/time")
 #: Issue 28's "today" (before the native core): whole CLI processes on the tmpfs of the machine it was filed on.
 TODAY: Final = {"publish": {"wall_s": 6.0, "peak_rss_mb": 223}, "download": {"wall_s": 4.8, "peak_rss_mb": 168},
                 "cp_a": {"wall_s": 3.8}}
-OPS: Final = ("publish", "download", "cp_a")
+OPS: Final = ("publish", "download", "cp_a", "cp_a_beside_store")
 
 
 def cli_command() -> list[str]:
@@ -115,7 +116,7 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
     cli = cli_command()
     commands = {"publish": [*cli, "publish", "--store", store, "--name", "bench", src],
                 "download": [*cli, "download", "--store", store, "bench@1", dest],
-                "cp_a": ["cp", "-a", src, copy]}
+                "cp_a": ["cp", "-a", src, copy], "cp_a_beside_store": ["cp", "-a", src, copy]}
     raw: dict[str, list[dict[str, Any]]] = {op: [] for op in OPS}
     loads = []
     try:
@@ -124,14 +125,21 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
             for path in (store, dest, copy):
                 if os.path.lexists(path):
                     shutil.rmtree(path)
-            order = ("cp_a", "publish", "download") if round_no % 2 else ("publish", "download", "cp_a")
+            # Each operation is paired with a `cp -a` made with the same files resident: the publish with the
+            # source alone, the download with the source and the store (on this VM a `cp -a` of a million files
+            # was more than twice as slow beside a store as without one). The order turns each round.
+            order = (("cp_a", "publish", "cp_a_beside_store", "download") if round_no % 2 else
+                     ("publish", "download", "cp_a_beside_store", "-store", "cp_a"))
             for op in order:
+                if op == "-store":
+                    shutil.rmtree(store)
+                    continue
                 got = timed_cli(commands[op], cores, env, os.path.join(base, "scale.time"))
                 if round_no:
                     raw[op].append(got)
                 # Off the clock, what no later op of the round reads goes at once: at a million files each tree
                 # is ~5 GB of tmpfs, and four at a time would not fit this machine's memory.
-                for path in {"cp_a": (copy,), "download": (dest, store)}.get(op, ()):
+                for path in {"cp_a": (copy,), "cp_a_beside_store": (copy,), "download": (dest,)}.get(op, ()):
                     shutil.rmtree(path)
         tree_ops = bench_tree_ops(base, src, cores, env) if trees else None
     finally:
@@ -142,9 +150,9 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
             "cores": cores,
             "engine": engine, **said, "cli": [os.path.basename(cli[0]), *cli[1:]], "loadavg_per_round": loads[1:],
             "ops": {op: _summary(raw[op]) for op in OPS},
-            "vs_cp_a": {op: round(statistics.median([a["wall_s"] / b["wall_s"] for a, b in zip(raw[op], raw["cp_a"],
+            "vs_cp_a": {op: round(statistics.median([a["wall_s"] / b["wall_s"] for a, b in zip(raw[op], raw[peer],
                                                                                        strict=True)]), 3)
-                        for op in ("publish", "download")},
+                        for op, peer in (("publish", "cp_a"), ("download", "cp_a_beside_store"))},
             "today": TODAY}
 
 
