@@ -53,7 +53,7 @@ impl Lines {
         blocks.get(at).and_then(|block| block.get(start..end)).unwrap_or_default()
     }
 
-    /// `manifest_bytes`' order: by `(path, line)` as Python compares them (a line is ASCII JSON, so its bytes'
+    /// `sorted_lines`' order: by `(path, line)` as Python compares them (a line is ASCII JSON, so its bytes'
     /// order is its code points'). Equal keys are equal lines: an unstable sort writes the same bytes.
     pub fn sort(&mut self) {
         let Self { blocks, index, .. } = self;

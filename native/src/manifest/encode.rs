@@ -1,11 +1,11 @@
-//! A manifest's bytes from its entries, exactly as `artifactkit/manifest/encode.py` writes them: each entry
+//! A manifest's lines from its entries, exactly as `artifactkit/manifest/encode.py` writes them: each entry
 //! as `json.JSONEncoder(sort_keys=True, ensure_ascii=True, separators=(", ", ": "))` encodes `_entry_doc`
 //! (`encode_entry`; its direct `file_line` is held to those bytes by the reference's own tests), the lines
-//! sorted by `(path, line)` as Python sorts `str`s (by code point), joined as `manifest_bytes` joins them.
+//! sorted by `(path, line)` as Python sorts `str`s (by code point), as `sorted_lines` sorts them.
 //!
-//! Values are only what JSON makes of exact Python types; the edge (`py/manifest_bytes.rs`) hands anything else
+//! Values are only what JSON makes of exact Python types; the edge (`py/manifest_lines.rs`) hands anything else
 //! back to the reference, so no value is ever encoded differently. Each entry first takes what its read found
-//! (`manifest/assemble.rs`, which also sorts and joins the lines).
+//! (`manifest/assemble.rs`, which also sorts the lines).
 
 use std::cmp::Ordering;
 

@@ -7,7 +7,7 @@
 //! scan as much CPU as its syscalls; here a `FileMeta` is made only when Python asks (`metas`): a seam that
 //! iterates the entries, a failure's message. What a publish asks of every entry is answered here: the files
 //! it reads and their bytes, the first time no manifest can carry, the entries as the manifest encodes them
-//! (`manifest_entry`, the values `py/file_metas.rs` gives a `FileMeta` and `py/manifest_bytes.rs` reads off it).
+//! (`manifest_entry`, the values `py/file_metas.rs` gives a `FileMeta` and `py/manifest_lines.rs` reads off it).
 
 use std::ffi::OsString;
 
@@ -65,7 +65,7 @@ impl CapturedTree {
         Some(self.reads.get(start..stop)?.iter().map(|&at| CapturedRead(at, &self.entries[at])).collect())
     }
 
-    /// Entry `at` as `manifest_bytes::entry_of` reads its `FileMeta`, and whether its link count is above one;
+    /// Entry `at` as `manifest_lines::entry_of` reads its `FileMeta`, and whether its link count is above one;
     /// `None` where a name is no UTF-8 (a `str` of lone surrogates: the reference's turn).
     pub(crate) fn manifest_entry(&self, at: usize) -> Option<(Doc, bool)> {
         let e = &self.entries[at];

@@ -2,7 +2,7 @@
 //! publish's calls share.
 //!
 //! A publish keeps its reads here, in its `StageState`, rather than handing 10,000 `Staged` tuples to Python: the
-//! manifest (`manifest_bytes`) and the moves into `blobs/` (`rename_staged`) take them straight from the state,
+//! manifest's lines (`manifest_lines`) and the moves into `blobs/` (`rename_staged`) take them straight from the state,
 //! and Python makes a `Staged` only of a read it asks for (`artifactkit/engine/native_values.py`'s `KeptReads`). Measured before this (`many`, 10,000 files): the tuples
 //! and the transaction's walk over them were 15-20 ms of the publishing thread a publish, on one thread or two.
 
