@@ -127,7 +127,7 @@ def bench_scale(base: str, files: int, rounds: int, cores: int, engine: str, *,
                     shutil.rmtree(path)
             # Each operation is paired with a `cp -a` made with the same files resident: the publish with the
             # source alone, the download with the source and the store (on this VM a `cp -a` of a million files
-            # took 2.3-2.8x as long beside 4 GiB more of resident tmpfs data, a store's or one file's: writing new
+            # took 2.2-2.9x as long beside 4 GiB more of resident tmpfs data, a store's or one file's: writing new
             # pages costs more the more is resident, and a download never runs without its store). The order
             # turns each round.
             order = (("cp_a", "publish", "cp_a_beside_store", "download") if round_no % 2 else
