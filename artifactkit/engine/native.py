@@ -134,8 +134,10 @@ class NativeEngine:
                 reads = kept if kept is not None else list(found)
                 lines = _native.manifest_lines(entries.tree, reads, MAX_EXTENTS)
             else:
-                lines = _native.manifest_lines(list(entries), list(found), MAX_EXTENTS, list(planned.lines),
-                                               planned.known)
+                # A part's reads are numbered after the parts before it (Plan.base); the core counts from its entries.
+                reads = [read._replace(position=read.position - planned.base) for read in found] if planned.base \
+                    else list(found)
+                lines = _native.manifest_lines(list(entries), reads, MAX_EXTENTS, list(planned.lines), planned.known)
         except _native.NativeFailure as failure:
             kind, at, fields = failure.args
             errors.raise_encode(kind, fields, entries, at)

@@ -46,6 +46,10 @@ class Plan:
     record: bool = False
     #: The bytes of ``reads``, for the progress totals.
     read_bytes: int = 0
+    #: The position of ``entries[0]`` among the publish's entries: a part of a publish in parts
+    #: (:mod:`~artifactkit.store.publish_parts`) numbers its reads after the parts before it, so no two of the
+    #: publish's reads stage under one name.
+    base: int = 0
 
 
 def plan_reads(tree: ScannedTree, name: str, txn: StagingTxn, cache: PlanCache | None, *,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import Final, Protocol
 
 import attrs
 
@@ -37,6 +37,19 @@ _LATER_NAME: Final = '"hardlink": '
 
 #: Takes each object as it is made: ``(digest, bytes)``.
 Sink = Callable[[str, bytes], None]
+
+
+class Listing(Protocol):
+    """A manifest's canonical lines in path order and its head's values: a :class:`SortedLines`, or a publish in
+    parts' (:mod:`~artifactkit.store.publish_parts`), whose ``source_read_noatime`` is known once its lines are read."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source_read_noatime(self) -> bool: ...
+
+    def lines(self) -> Iterator[str]: ...
 
 
 @attrs.frozen
@@ -128,9 +141,9 @@ def _lines(body: bytes) -> Iterator[str]:
         start = stop + 1
 
 
-def write_tree(listing: SortedLines, sink: Sink) -> tuple[bytes, str]:
+def write_tree(listing: Listing, sink: Sink) -> tuple[bytes, str]:
     """Hand every object of the canonical format-2 ``listing`` to ``sink`` as it is made (a directory's after its
-    subdirectories'); return the format-3 manifest and its digest."""
+    subdirectories'); return the format-3 manifest and its digest (its head's values asked once every line is read)."""
     walk = _Pass(sink)
     root_line = ""
     entries = files = file_bytes = 0

@@ -74,6 +74,10 @@ class PublishTxn(StagingTxn, Protocol):
         """Blobs this publish read and staged: a directory keeps them for :meth:`flush`, a bucket uploads them
         now, overlapping the reads still to come."""
 
+    def spill(self) -> None:
+        """Let go of what is held of the batches added so far (a publish in parts, after each part): a directory
+        keeps only their moves, in a file of its staging; a bucket, which sent them as they came, holds nothing."""
+
     def seal(self, move: Mover) -> None:
         """Every blob is added: a directory makes them durable now (one ``syncfs``, the barrier; none where no
         blob was staged) and starts

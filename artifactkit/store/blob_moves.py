@@ -9,12 +9,15 @@ the manifest is written.
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Final, Protocol
+
+import attrs
 
 from artifactkit.engine.protocol import usable_cores
-from artifactkit.engine.values import ReadBatch
 from artifactkit.store.backend import Mover
 
 #: Blobs one ``move_files`` call renames: a call's names are made just before it, so few are alive beside the
@@ -33,7 +36,7 @@ class Moving:
     movers only take turns. A failed chunk stops every mover at its next chunk; :meth:`wait` returns the first
     failure."""
 
-    def __init__(self, move: Mover, src_fd: int, dst_fd: int, held: Sequence[ReadBatch]) -> None:
+    def __init__(self, move: Mover, src_fd: int, dst_fd: int, held: Sequence[HeldMoves]) -> None:
         self._move, self._src_fd, self._dst_fd = move, src_fd, dst_fd
         self._pending = _chunks(held)
         self._lock = threading.Lock()  # the queue, and the first failure
@@ -89,7 +92,60 @@ class Moving:
         return self._failed
 
 
-def _chunks(held: Sequence[ReadBatch]) -> Iterator[Sequence[tuple[str, str]]]:
+def _chunks(held: Sequence[HeldMoves]) -> Iterator[Sequence[tuple[str, str]]]:
     """The moves in chunks of at most :data:`MOVES_PER_CALL`, none empty: each batch's own, in order."""
     for batch in held:
         yield from (chunk for chunk in batch.move_chunks(MOVES_PER_CALL) if len(chunk))
+
+
+class HeldMoves(Protocol):
+    """What a transaction holds until its barrier: a batch of reads (:class:`~artifactkit.engine.values.ReadBatch`)
+    or the moves of some, spilled (:class:`SpilledMoves`)."""
+
+    def staged_count(self) -> int: ...
+
+    def move_chunks(self, per_call: int) -> Iterator[Sequence[tuple[str, str]]]: ...
+
+
+@attrs.frozen
+class SpilledMoves:
+    """``count`` moves kept in the file ``name`` of the staging directory, ``staging-name digest`` a line."""
+
+    stage_fd: int
+    name: str
+    count: int
+
+    def staged_count(self) -> int:
+        return self.count
+
+    def move_chunks(self, per_call: int) -> Iterator[list[tuple[str, str]]]:
+        fd = os.open(self.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.stage_fd)
+        with os.fdopen(fd, encoding="ascii") as lines:
+            while chunk := [_pair(line) for line in itertools.islice(lines, per_call)]:
+                yield chunk
+
+
+def _pair(line: str) -> tuple[str, str]:
+    src, _, dst = line.rstrip("\n").partition(" ")
+    return src, dst
+
+
+def spill(stage_fd: int, held: list[HeldMoves]) -> list[HeldMoves]:
+    """``held`` with its batches' moves in a new file of staging (:class:`SpilledMoves`), the batches let go. Why: a
+    publish in parts (:mod:`~artifactkit.store.publish_parts`) holds every part's moves until its one barrier, and
+    the batches, as their engines hold them, keep each read's facts (100-200 bytes a file); a move in the file is
+    about 80 bytes of staging, none of memory. Only this process reads it back; a publish that dies leaves it in its
+    staging, which is removed with the rest (or by ``gc``)."""
+    spilled: list[HeldMoves] = [batch for batch in held if isinstance(batch, SpilledMoves)]
+    chunks = _chunks([batch for batch in held if not isinstance(batch, SpilledMoves)])
+    first = next(chunks, None)
+    if first is None:
+        return spilled
+    name = f"moves-from-{first[0][0]}"  # a staging name is in one batch only: the file's name is new
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=stage_fd)
+    count = 0
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        for chunk in itertools.chain((first,), chunks):
+            out.writelines(f"{src} {dst}\n" for src, dst in chunk)
+            count += len(chunk)
+    return [*spilled, SpilledMoves(stage_fd, name, count)]

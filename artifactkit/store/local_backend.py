@@ -26,7 +26,7 @@ from artifactkit.engine.values import ReadBatch
 from artifactkit.errors import UnsafeStoreError
 from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.store.backend import Garbage, Guard, Mover
-from artifactkit.store.blob_moves import Moving
+from artifactkit.store.blob_moves import HeldMoves, Moving, spill
 from artifactkit.store.cleanup import cleaning_up
 from artifactkit.store.layout import StoreLayout, check_commit, commit_name
 from artifactkit.store.local_forget import LocalForgetter, forgetting, held, highest_taken
@@ -215,7 +215,7 @@ class LocalTxn:
         self.blobs_fd = dirs.blobs
         # The batches as their engine holds them (one staged blob a content across the publish), their moves'
         # names made a chunk at a time (a name kept per file was 5.7 MiB of a 100,000-file publish's peak).
-        self._held: list[ReadBatch] | None = []
+        self._held: list[HeldMoves] | None = []
         self._moving: Moving | None = None
 
     def blob_lookup(self, lookups: int) -> HasBlob:
@@ -225,6 +225,12 @@ class LocalTxn:
         if self._held is None:
             raise RuntimeError("a blob added to a sealed transaction")  # a bug: it would never be moved
         self._held.append(staged)
+
+    def spill(self) -> None:
+        """The batches held so far let go, their moves kept in a file of staging (:func:`~.blob_moves.spill`)."""
+        if self._held is None:
+            raise RuntimeError("a sealed transaction spilled")
+        self._held = spill(self.stage_fd, self._held)
 
     def seal(self, move: Mover) -> None:
         if self._held is None:

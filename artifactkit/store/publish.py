@@ -76,8 +76,9 @@ def capture_source(src: str | os.PathLike[str], on_progress: Callable[[int], Non
 
 
 def fill_hardlinks(entries: list[FileMeta], read: dict[str, FileMeta]) -> list[FileMeta]:
-    """One inode, one read: the other names of a hard link share its content, flags and holes."""
-    return [entry if entry.hardlink is None or entry.kind != "file" else
+    """One inode, one read: the other names of a hard link share its content, flags and holes (a later name whose
+    first name was read in an earlier part of a publish in parts came with them)."""
+    return [entry if entry.hardlink is None or entry.kind != "file" or entry.sha256 is not None else
             attrs.evolve(entry, sha256=read[entry.hardlink].sha256, flags=read[entry.hardlink].flags,
                          extents=read[entry.hardlink].extents)
             for entry in entries]
@@ -186,7 +187,7 @@ def assemble(tree: ScannedTree, name: str, planned: Plan, found: Sequence[Staged
     lines = list(planned.lines)
     entries: list[FileMeta] = []
     read_entries: dict[str, FileMeta] = {}  # path -> entry with content facts, for the other names of a hard link
-    for index, captured in enumerate(planned.entries):
+    for index, captured in enumerate(planned.entries, planned.base):
         facts = content.get(index)
         if facts is None:
             entries.append(captured)

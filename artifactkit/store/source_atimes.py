@@ -37,6 +37,10 @@ class MovedAtimes:
     def total(self) -> int:
         return self.symlinks + self.files + self.directories
 
+    def __add__(self, other: MovedAtimes) -> MovedAtimes:
+        return MovedAtimes(self.symlinks + other.symlinks, self.files + other.files,
+                           self.directories + other.directories)
+
     def as_json(self) -> dict[str, int]:
         return {"symlinks": self.symlinks, "files": self.files, "directories": self.directories, "total": self.total}
 
@@ -64,10 +68,11 @@ def _moved(tree: ScannedTree, positions: list[int]) -> int:
     return count
 
 
-def moved_atimes(tree: ScannedTree, reads: Iterable[ReadBatch]) -> MovedAtimes:
+def moved_atimes(tree: ScannedTree, reads: Iterable[ReadBatch], base: int = 0) -> MovedAtimes:
     """The source atimes moved since ``tree`` was captured, among the entries a read may have moved: every symlink,
-    the files of ``reads`` read without ``O_NOATIME``, and every directory if a listing went without it."""
-    files = [at for batch in reads for at in batch.read_with_atime()]
+    the files of ``reads`` read without ``O_NOATIME``, and every directory if a listing went without it. ``base``:
+    the position the reads number the tree's first entry (a part's: :attr:`~artifactkit.engine.plan.Plan.base`)."""
+    files = [at - base for batch in reads for at in batch.read_with_atime()]
     directories = tree.entries.positions_of("dir") if not tree.listed_noatime else []
     return MovedAtimes(symlinks=_moved(tree, tree.entries.positions_of("symlink")), files=_moved(tree, files),
                        directories=_moved(tree, directories))

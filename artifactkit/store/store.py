@@ -34,6 +34,7 @@ from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import parse_ref
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
+from artifactkit.store.publish_parts import capture_parts, publish_in_parts
 from artifactkit.store.stat_cache import inode_clock_ns
 from artifactkit.store.verify import VerifyReport, verify_store
 from artifactkit.store.versions import each, read_entries, read_manifest
@@ -109,6 +110,11 @@ class Store:
         with closing(engine_for(workers, "publish")) as engine:
             # A source whose scan fails creates no store (one whose read fails later leaves the new store empty).
             reporter.phase("scan")
+            if cache is None and links == "as-is":  # the default: a part of the tree in memory at a time
+                parts = capture_parts(src, on_progress=reporter.reached)
+                with self._open(create=True) as opened:
+                    return publish_in_parts(opened, parts, name, engine=engine, progress=reporter)
+            # A stat cache answers for a whole tree's listings; links="contained" names every link that leaves it.
             tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links, engine=engine)
             with self._open(create=True) as opened:
                 ref = publish_tree(opened, tree, name, engine=engine, cache=cache, progress=reporter)

@@ -70,11 +70,16 @@ def scan_tree(src: str | os.PathLike[str], *, read_links: bool = True,
     except OSError as err:
         if err.errno != errno.ENAMETOOLONG:
             raise
-        where = os.fsdecode(err.filename) if err.filename is not None else os.fspath(src)
-        raise TreeTooDeepError(
-            f"source {os.fspath(src)!r} is nested deeper than a path the kernel accepts (PATH_MAX, "
-            f"{os.pathconf('/', 'PC_PATH_MAX')} bytes) at {where[:120]!r}...; artifacts hold trees whose "
-            "every path fits", path=where) from err
+        raise too_deep(os.fspath(src), err) from err
+
+
+def too_deep(src: str, err: OSError) -> TreeTooDeepError:
+    """The refusal of a tree nested deeper than ``PATH_MAX`` (``err``: the ``ENAMETOOLONG`` that found it)."""
+    where = os.fsdecode(err.filename) if err.filename is not None else src
+    return TreeTooDeepError(
+        f"source {src!r} is nested deeper than a path the kernel accepts (PATH_MAX, "
+        f"{os.pathconf('/', 'PC_PATH_MAX')} bytes) at {where[:120]!r}...; artifacts hold trees whose "
+        "every path fits", path=where)
 
 
 def _ignore(count: int) -> None:
@@ -129,7 +134,7 @@ class _Scan:
             hit = entry_line(relpath, st)
             if hit is None:
                 try:
-                    meta = meta_from_stat(relpath, st, owners=True, xattrs=_source_xattrs(f"{top}/{name}"))
+                    meta = meta_from_stat(relpath, st, owners=True, xattrs=source_xattrs(f"{top}/{name}"))
                 except UnsupportedFileType:
                     self.refused.append(relpath)  # the rest is scanned so that the error names every one
                     continue
@@ -169,7 +174,7 @@ def _scan_tree(root: str, *, read_links: bool, on_progress: Callable[[int], None
     firsts = {meta.path: meta for meta in metas if meta.path in first_names}
     # Link targets only after every lstat: readlink moves the link's own atime.
     finished = []
-    reader = _LinkReader(root, identities)
+    reader = LinkReader(root, identities)
     try:
         for meta in metas:
             first = firsts.get(links[meta.path]) if meta.path in links else None
@@ -197,7 +202,7 @@ def capture_again(tree: ScannedTree, path: str) -> FileMeta:
     full = f"{tree.root}/{path}"
     now = named("lstat", os.lstat, full)
     _same_inode(tree, path, now)
-    meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=_source_xattrs(full))
+    meta = meta_from_stat(path, tree.kept.get(path, now), owners=True, xattrs=source_xattrs(full))
     if meta.kind == "symlink":
         return attrs.evolve(meta, target=read_target(full, None, tree.kept.get(path, now), path, tree.root))
     if meta.kind == "dir":
@@ -220,7 +225,7 @@ def _same_inode(tree: ScannedTree, path: str, st: os.stat_result) -> None:
 
 # The scan's refusals, written once for this walk and the native core's (:mod:`~artifactkit.engine.native_errors`).
 
-def _source_xattrs(path: str) -> Xattrs:
+def source_xattrs(path: str) -> Xattrs:
     try:
         return read_xattrs(path)
     except OSError as err:
@@ -269,7 +274,7 @@ def link_changed(root: str, path: str) -> SourceChangedError:
                               "published; publish again once it is stable", path=path)
 
 
-class _LinkReader:
+class LinkReader:
     """Link targets through their directory's fd, opened once per directory (a directory's entries are
     consecutive in a scan) and checked to be the directory the scan listed."""
 

@@ -93,6 +93,9 @@ class BucketTxn:
                 del pending[future]
                 future.result()
 
+    def spill(self) -> None:
+        """Nothing held: each batch's uploads were sent as it was added."""
+
     def seal(self, move: Mover) -> None:
         """Nothing to move: every upload lands under its final key."""
 
