@@ -35,7 +35,14 @@ from artifactkit.manifest.paths import check_artifact_name
 from artifactkit.manifest.tree_write import write_tree
 from artifactkit.store.backend import Opened, PublishTxn
 from artifactkit.store.progress import Reporter
-from artifactkit.store.publish import StagedObjects, assemble, claim_version, repaired_warning, stage_object
+from artifactkit.store.publish import (
+    StagedObjects,
+    assemble,
+    capture_source,
+    claim_version,
+    repaired_warning,
+    stage_object,
+)
 from artifactkit.store.source_atimes import MovedAtimes, moved_atimes
 
 #: Entries a part holds at most (more only while a directory's entry waits for its listing). A part costs about
@@ -71,6 +78,28 @@ def capture_parts(src: str | os.PathLike[str], on_progress: Callable[[int], None
     first = _checked(next(parts))  # the root's entry, at least, is in the first part
     reporting[0] = None
     return PartedCapture(first, (_checked(part) for part in parts), content)
+
+
+class _OverAPartError(Exception):
+    """A whole capture stopped: the tree has more entries than a part holds."""
+
+
+def capture_source_or_parts(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
+                            engine: Engine) -> ScannedTree | PartedCapture:
+    """The default publish's capture: whole (``engine``'s, as :func:`~artifactkit.store.publish.capture_source`
+    takes it) if the tree has at most :data:`PART_ENTRIES` entries, else in parts. Why both: a whole capture is the
+    engine's own and its fastest (the native core captures, plans and encodes a tree without a Python object an
+    entry); in parts, one part is in memory however large the tree. The whole capture stops after the directory
+    that takes it past a part (its links unread: ``readlink`` comes last); the walk in parts starts again."""
+    def counting(count: int) -> None:
+        if count > PART_ENTRIES:
+            raise _OverAPartError
+        if on_progress is not None:
+            on_progress(count)
+    try:
+        return capture_source(src, on_progress=counting, engine=engine)
+    except _OverAPartError:
+        return capture_parts(src, on_progress)
 
 
 def _checked(part: ScannedTree) -> ScannedTree:

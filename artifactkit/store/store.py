@@ -34,7 +34,7 @@ from artifactkit.store.gc import GcReport, collect_garbage
 from artifactkit.store.layout import parse_ref
 from artifactkit.store.progress import ProgressCallback, Reporter
 from artifactkit.store.publish import capture_source, publish_tree
-from artifactkit.store.publish_parts import capture_parts, publish_in_parts
+from artifactkit.store.publish_parts import PartedCapture, capture_source_or_parts, publish_in_parts
 from artifactkit.store.stat_cache import inode_clock_ns
 from artifactkit.store.verify import VerifyReport, verify_store
 from artifactkit.store.versions import each, read_entries, read_manifest
@@ -110,13 +110,13 @@ class Store:
         with closing(engine_for(workers, "publish")) as engine:
             # A source whose scan fails creates no store (one whose read fails later leaves the new store empty).
             reporter.phase("scan")
-            if cache is None and links == "as-is":  # the default: a part of the tree in memory at a time
-                parts = capture_parts(src, on_progress=reporter.reached)
-                with self._open(create=True) as opened:
-                    return publish_in_parts(opened, parts, name, engine=engine, progress=reporter)
-            # A stat cache answers for a whole tree's listings; links="contained" names every link that leaves it.
-            tree = capture_source(src, on_progress=reporter.reached, cached=cache, links=links, engine=engine)
+            # The default publish takes a large tree in parts; a stat cache answers for a whole tree's listings, and
+            # links="contained" names every link that leaves it before anything is read.
+            tree = capture_source_or_parts(src, reporter.reached, engine=engine) if cache is None and links == "as-is" \
+                else capture_source(src, on_progress=reporter.reached, cached=cache, links=links, engine=engine)
             with self._open(create=True) as opened:
+                if isinstance(tree, PartedCapture):
+                    return publish_in_parts(opened, tree, name, engine=engine, progress=reporter)
                 ref = publish_tree(opened, tree, name, engine=engine, cache=cache, progress=reporter)
                 if cache is not None:
                     opened.save_stat_cache(cache, ref, list(tree.identities))

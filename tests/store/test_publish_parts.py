@@ -1,7 +1,7 @@
-"""A publish in parts (the default: ``store/publish_parts.py``) makes the objects one whole capture makes, whatever the
-part size: parts of 1, 3 and 17 entries against ``capture_source`` + ``publish_tree``, on both engines, over a tree
-whose path order is not a walk's in name order (``a.b`` < ``a/x`` < ``a0``), with hard links whose first name comes
-out in a later directory and a later part, links, a FIFO, empty and nested directories."""
+"""A publish in parts (the default over a part: ``store/publish_parts.py``) makes the objects one whole capture makes,
+whatever the part size: parts of 1, 3 and 17 entries against ``capture_source`` + ``publish_tree``, on both engines,
+over a tree whose path order is not a walk's in name order (``a.b`` < ``a/x`` < ``a0``), with hard links whose first
+name comes out in a later directory and a later part, links, a FIFO, empty and nested directories."""
 
 from __future__ import annotations
 
@@ -81,3 +81,16 @@ def test_a_part_needing_a_first_names_read_that_is_missing_is_a_bug_said_as_such
     src = _tricky_tree(tmp_path)
     with pytest.raises(KeyError):
         list(scan_parts(src, part_entries=1, content={}))
+
+
+@pytest.mark.parametrize(("part_entries", "walked_in_parts"), [(100, False), (17, True)])
+def test_the_default_publish_takes_a_tree_over_a_part_in_parts_and_one_within_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part_entries: int, walked_in_parts: bool) -> None:
+    src = _tricky_tree(tmp_path)  # 25 entries
+    monkeypatch.setattr(publish_parts, "PART_ENTRIES", part_entries)
+    walks: list[int] = []
+    real = publish_parts.scan_parts
+    monkeypatch.setattr(publish_parts, "scan_parts", lambda *args, **kw: (walks.append(1), real(*args, **kw))[1])
+    ref = Store(tmp_path / "store").publish(src, "tree")
+    assert bool(walks) == walked_in_parts
+    assert ref.digest == _whole(Store(tmp_path / "whole"), src, "tree")
