@@ -19,6 +19,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import attrs
@@ -26,13 +27,15 @@ import attrs
 from artifactkit.engine.blob_check import HasBlob
 from artifactkit.engine.plan import Content, Plan
 from artifactkit.engine.protocol import Engine, StageJob
-from artifactkit.engine.reference.scan_parts import Identity, scan_parts
+from artifactkit.engine.reference.lists import CapturedList
+from artifactkit.engine.reference.scan_parts import Identity, PartWalk, scan_parts
 from artifactkit.engine.values import Reads, ScannedTree
 from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import check_representable
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.manifest.paths import check_artifact_name
 from artifactkit.manifest.tree_write import write_tree
+from artifactkit.metadata.model import FileMeta
 from artifactkit.store.backend import Opened, PublishTxn
 from artifactkit.store.progress import Reporter
 from artifactkit.store.publish import (
@@ -45,20 +48,24 @@ from artifactkit.store.publish import (
 )
 from artifactkit.store.source_atimes import MovedAtimes, moved_atimes
 
-#: Entries a part holds at most (more only while a directory's entry waits for its listing). A part costs about
-#: 1 KB an entry in this process (its captures, reads and lines): 20,000 keep it near 20 MiB, while each part still
-#: gives the native core's threads thousands of files to read at once.
+#: Entries a part holds (the last fewer). A part costs about 1 KB an entry in this process (its captures, reads and
+#: lines): 20,000 keep it near 20 MiB, while each part still gives the native core's threads thousands of files.
 PART_ENTRIES: Final = 20_000
+#: Entries a tree may have and still publish whole. Whole, the native core captures, plans and encodes it without a
+#: Python object an entry, as fast as ``cp -a``; in parts the walk is Python's, about 1.5x slower (200,000 files).
+#: Whole, 100,000 files peak at about 130 MiB, in parts any tree at about 90 (docs/store.md).
+WHOLE_UP_TO: Final = 100_000
 
 
 @attrs.define
 class PartedCapture:
     """A source captured a part at a time, the first part taken already (a source whose scan fails at once creates
-    no store), and the reads of its hard links' first names, which their later names in later parts take."""
+    no store); and the reads of its hard links' first names, which their later names in later parts take."""
 
+    walk: PartWalk
     first: ScannedTree
     rest: Iterator[ScannedTree]
-    content: dict[Identity, Content]
+    content: dict[Identity, Content] = attrs.field(factory=dict)
 
     def __iter__(self) -> Iterator[ScannedTree]:
         yield self.first
@@ -71,13 +78,13 @@ def capture_parts(src: str | os.PathLike[str], on_progress: Callable[[int], None
     captured; each part refused as :func:`~artifactkit.store.publish.capture_source` refuses a tree.
     ``on_progress(entries so far)`` while the first part is captured (then the reads report)."""
     manifest_size_limit()  # a setting that is no limit is refused before anything is read
-    content: dict[Identity, Content] = {}
     reporting = [on_progress]
-    parts = scan_parts(src, part_entries=part_entries or PART_ENTRIES, content=content,
-                       on_progress=lambda count: reporting[0] and reporting[0](count))
+    walk = scan_parts(src, part_entries=part_entries or PART_ENTRIES,
+                      on_progress=lambda count: reporting[0] and reporting[0](count))
+    parts = iter(walk)
     first = _checked(next(parts))  # the root's entry, at least, is in the first part
-    reporting[0] = None
-    return PartedCapture(first, (_checked(part) for part in parts), content)
+    reporting[0] = None  # later parts are captured while the reads report, on a thread of their own
+    return PartedCapture(walk, first, (_checked(part) for part in parts))
 
 
 class _OverAPartError(Exception):
@@ -87,12 +94,11 @@ class _OverAPartError(Exception):
 def capture_source_or_parts(src: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None, *,
                             engine: Engine) -> ScannedTree | PartedCapture:
     """The default publish's capture: whole (``engine``'s, as :func:`~artifactkit.store.publish.capture_source`
-    takes it) if the tree has at most :data:`PART_ENTRIES` entries, else in parts. Why both: a whole capture is the
-    engine's own and its fastest (the native core captures, plans and encodes a tree without a Python object an
-    entry); in parts, one part is in memory however large the tree. The whole capture stops after the directory
-    that takes it past a part (its links unread: ``readlink`` comes last); the walk in parts starts again."""
+    takes it) if the tree has at most :data:`WHOLE_UP_TO` entries, else in parts (one part in memory however large
+    the tree). The whole capture stops after the directory that takes it past that (its links unread: ``readlink``
+    comes last); the walk in parts starts again."""
     def counting(count: int) -> None:
-        if count > PART_ENTRIES:
+        if count > WHOLE_UP_TO:
             raise _OverAPartError
         if on_progress is not None:
             on_progress(count)
@@ -153,13 +159,15 @@ class PartLines:
 
     def lines(self) -> Iterator[str]:
         base = 0
-        for part in self.capture:
-            planned = self.read(part, base)
-            yield from planned
-            base += len(part.entries)
+        with ThreadPoolExecutor(1, thread_name_prefix="artifactkit-capture") as ahead:
+            for part in _captured_ahead(iter(self.capture), ahead):
+                yield from self.read(part, base)
+                base += len(part.entries)
+        self.moved += MovedAtimes(directories=self.capture.walk.moved_dirs)
 
     def read(self, part: ScannedTree, base: int) -> Iterator[str]:
         """Read and stage ``part`` (its reads numbered from ``base``) and make its lines; only the lines are kept."""
+        part = self.with_first_reads(part)
         reads, read_bytes = part.entries.planned_reads(part.identities)
         planned = Plan(self.has_blob, part.entries, [(base + at, entry, identity) for at, entry, identity in reads],
                        {}, [], read_bytes=read_bytes, base=base)
@@ -174,6 +182,35 @@ class PartLines:
                 self.capture.content[identity] = (read.sha256, read.flags, read.extents)
         listing, _ = assemble(part, self.name, planned, found, encode=self.engine.encode)
         self.noatime = self.noatime and listing.source_read_noatime
-        self.moved += moved_atimes(part, found.batches, base)
+        # Its directories' atimes were looked at as they were listed (PartWalk.moved_dirs), maybe in a later part.
+        self.moved += moved_atimes(attrs.evolve(part, listed_noatime=True), found.batches, base)
         self.txn.spill()
         return listing.lines()
+
+    def with_first_reads(self, part: ScannedTree) -> ScannedTree:
+        """``part`` with the content of its hard links' later names whose first name was read in an earlier part."""
+        def earlier(entry: FileMeta) -> bool:
+            return entry.kind == "file" and entry.hardlink is not None and entry.hardlink not in part.identities
+        if not any(earlier(entry) for entry in part.entries):
+            return part
+        content = self.capture.content
+        return attrs.evolve(part, entries=CapturedList(
+            _with_read(entry, content[part.identities[entry.path]]) if earlier(entry) else entry
+            for entry in part.entries))
+
+
+def _with_read(entry: FileMeta, read: Content) -> FileMeta:
+    sha, flags, extents = read
+    return attrs.evolve(entry, sha256=sha, flags=flags, extents=extents)
+
+
+def _captured_ahead(parts: Iterator[ScannedTree], pool: ThreadPoolExecutor) -> Iterator[ScannedTree]:
+    """``parts``, the next captured on ``pool`` while the caller reads this one: the native core reads with the GIL
+    released, so the walk's Python runs beside it (the two cores of a 200,000-file publish: 9.3 s without, ...).
+    A capture of the next part meanwhile moves nothing of this one's: they share no entry, and a later name of a
+    hard link takes its first name's capture."""
+    part = next(parts, None)
+    while part is not None:
+        following = pool.submit(next, parts, None)
+        yield part
+        part = following.result()

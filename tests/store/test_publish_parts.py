@@ -5,7 +5,6 @@ name comes out in a later directory and a later part, links, a FIFO, empty and n
 
 from __future__ import annotations
 
-import collections
 import os
 from pathlib import Path
 
@@ -53,6 +52,7 @@ def test_parts_make_the_objects_a_whole_capture_makes(tmp_path: Path, monkeypatc
                                                       part_entries: int) -> None:
     src = _tricky_tree(tmp_path)
     monkeypatch.setattr(publish_parts, "PART_ENTRIES", part_entries)
+    monkeypatch.setattr(publish_parts, "WHOLE_UP_TO", part_entries)
     with running_on(engine):
         store = Store(tmp_path / "store")
         in_parts = store.publish(src, "tree")
@@ -65,8 +65,7 @@ def test_parts_make_the_objects_a_whole_capture_makes(tmp_path: Path, monkeypatc
 
 def test_parts_come_out_in_path_order_and_hold_no_more_than_asked(tmp_path: Path) -> None:
     src = _tricky_tree(tmp_path)
-    read = collections.defaultdict(lambda: ("0" * 64, None, None))  # the publish's reads, as if made
-    parts = list(scan_parts(src, part_entries=3, content=read))
+    parts = list(scan_parts(src, part_entries=3))
     paths = [entry.path for part in parts for entry in part.entries]
     assert paths == sorted(paths)
     assert len(paths) == len(set(paths)) == len(capture_source(src).entries)
@@ -75,19 +74,11 @@ def test_parts_come_out_in_path_order_and_hold_no_more_than_asked(tmp_path: Path
     assert [len(part.entries) for part in parts] == [3] * whole + ([rest] if rest else [])
 
 
-def test_a_part_needing_a_first_names_read_that_is_missing_is_a_bug_said_as_such(tmp_path: Path) -> None:
-    """The walk takes a later name's content from the reads of earlier parts: one never recorded is a KeyError, never
-    a line without its digest."""
+@pytest.mark.parametrize(("below", "walked_in_parts"), [(0, False), (1, True)])
+def test_the_default_publish_takes_a_tree_whole_up_to_its_limit_and_in_parts_over_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, below: int, walked_in_parts: bool) -> None:
     src = _tricky_tree(tmp_path)
-    with pytest.raises(KeyError):
-        list(scan_parts(src, part_entries=1, content={}))
-
-
-@pytest.mark.parametrize(("part_entries", "walked_in_parts"), [(100, False), (17, True)])
-def test_the_default_publish_takes_a_tree_over_a_part_in_parts_and_one_within_it_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, part_entries: int, walked_in_parts: bool) -> None:
-    src = _tricky_tree(tmp_path)  # 25 entries
-    monkeypatch.setattr(publish_parts, "PART_ENTRIES", part_entries)
+    monkeypatch.setattr(publish_parts, "WHOLE_UP_TO", len(capture_source(src).entries) - below)
     walks: list[int] = []
     real = publish_parts.scan_parts
     monkeypatch.setattr(publish_parts, "scan_parts", lambda *args, **kw: (walks.append(1), real(*args, **kw))[1])

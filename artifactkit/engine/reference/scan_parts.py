@@ -9,14 +9,14 @@ listed with the whole scan's calls in its order (open with ``O_NOATIME``, check 
 ``lstat`` each name, read each entry's xattrs); what differs is when, and the manifest does not:
 
 - a hard link's first name is its smallest path, so the first of its names to come out. Its later names take that
-  capture, taken before any read of the inode as the whole scan's are, and, in a later part, the content its read
-  found (``content``, which the publish fills in after each part's reads);
+  capture, taken before any read of the inode as the whole scan's are (and the publish gives one in a later part
+  the content its first name's read found);
 - a directory's flags are read as its entry comes out (opened with ``O_NOATIME``, checked to be the inode listed),
   not when it is listed: that may be a whole subtree later (``a`` < ``a.bak/...`` < ``a/``);
 - link targets are read once the part's ``lstat``\\ s are taken (``readlink`` moves a link's atime).
 
 What it holds: one part, the directories being walked (what of their listing has not come out yet), and one capture
-and content per inode with more than one name.
+per inode with more than one name.
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 import attrs
 
 from artifactkit._fsutil import naming
-from artifactkit._os_calls import named
+from artifactkit._os_calls import calling, named
 from artifactkit._syscalls import open_noatime
-from artifactkit.engine.plan import Content
 from artifactkit.engine.reference.lists import CapturedList
 from artifactkit.engine.reference.scan import (
     LinkReader,
@@ -46,7 +45,7 @@ from artifactkit.engine.values import ScannedTree
 from artifactkit.errors import UnsupportedFileType
 from artifactkit.manifest.limits import file_size_limit, file_too_large
 from artifactkit.metadata.extended import read_flags
-from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, meta_from_stat
+from artifactkit.metadata.model import LINKABLE_KINDS, ROOT, FileMeta, Xattrs, meta_from_stat
 
 #: An inode: ``(st_dev, st_ino)``.
 Identity = tuple[int, int]
@@ -64,29 +63,42 @@ class _Dir:
 
 
 @attrs.define
-class _Walk:
+class PartWalk:
+    """One walk of a source in parts (:func:`scan_parts`); iterating it walks."""
+
     root: str
     part_entries: int
     read_links: bool
     on_progress: Callable[[int], None]
-    content: Mapping[Identity, Content]
     size_limit: int = attrs.field(factory=file_size_limit)  # a setting that is no limit is refused before a read
     part: list[FileMeta] = attrs.field(factory=list)
     identities: list[Identity] = attrs.field(factory=list)  # the part's, entry by entry
     link_stats: dict[str, os.stat_result] = attrs.field(factory=dict)  # links captured, their targets not read
     link_dirs: dict[str, Identity] = attrs.field(factory=dict)  # the directories of the part's links
-    firsts: dict[Identity, tuple[int, FileMeta]] = attrs.field(factory=dict)  # inode -> (its part, its capture)
+    firsts: dict[Identity, FileMeta] = attrs.field(factory=dict)  # a linked inode -> its first name's capture
     refused: list[str] = attrs.field(factory=list)
     oversized: tuple[str, int] | None = None
     listed_noatime: bool = True
     captured: int = 0
-    parts: int = 0
+    #: Directories not listed yet -> their captured atime; and how many a listing without ``O_NOATIME`` moved (the
+    #: publish counts them here, right after each listing: a part's may be listed in the next part's walk).
+    dir_atimes: dict[str, int] = attrs.field(factory=dict)
+    moved_dirs: int = 0
+
+    def __iter__(self) -> Iterator[ScannedTree]:
+        try:
+            yield from self.walk()
+        except OSError as err:
+            if err.errno != errno.ENAMETOOLONG:
+                raise
+            raise too_deep(self.root, err) from err
 
     def walk(self) -> Iterator[ScannedTree]:
         st = named("lstat", os.lstat, self.root)
         if not stat.S_ISDIR(st.st_mode):
             raise not_a_directory(self.root)
         identity = (st.st_dev, st.st_ino)
+        self.dir_atimes[""] = st.st_atime_ns
         top, flags = self.list_dir("", identity)
         # Its xattrs from "root/.": a directory, whatever the form of root; listed at once, so its flags are known.
         root = meta_from_stat(ROOT, st, owners=True, xattrs=source_xattrs(f"{self.root}/{ROOT}"))
@@ -122,9 +134,11 @@ class _Walk:
             flags = named("ioctl", read_flags, fd, top) if not rel else None  # the others' as their entry came out
             with naming(top):
                 names = sorted(named("listdir", os.listdir, fd))
+                after = named("fstat", os.fstat, fd).st_atime_ns if not noatime else 0
             prefix = f"{rel}/" if rel else ""
             try:
-                stats = [named("lstat", os.lstat, name, dir_fd=fd) for name in names]
+                with calling("lstat"):  # one block a directory, not one a name: a tenth of the walk's time
+                    stats = [os.lstat(name, dir_fd=fd) for name in names]
             except FileNotFoundError as err:  # listed, then gone: a race with whoever writes the source
                 raise vanished(self.root, prefix + os.fsdecode(err.filename) if err.filename is not None
                                else rel or ROOT) from err
@@ -132,6 +146,8 @@ class _Walk:
         finally:
             os.close(fd)
         self.listed_noatime = self.listed_noatime and noatime
+        captured = self.dir_atimes.pop(rel)
+        self.moved_dirs += not noatime and after != captured
         self.on_progress(self.captured)
         pending.sort(reverse=True)
         return _Dir(rel, identity, pending), flags
@@ -159,7 +175,7 @@ class _Walk:
             if st.st_size > self.size_limit and self.oversized is None and stat.S_ISREG(st.st_mode):
                 self.oversized = (relpath, st.st_size)
             try:
-                meta = meta_from_stat(relpath, st, owners=True, xattrs=source_xattrs(f"{top}/{name}"))
+                meta = meta_from_stat(relpath, st, owners=True, xattrs=_xattrs(f"{top}/{name}"))
             except UnsupportedFileType:
                 self.refused.append(relpath)  # the rest is scanned so that the error names every one
                 continue
@@ -167,6 +183,7 @@ class _Walk:
             pending.append((name, meta, relpath, identity))
             if stat.S_ISDIR(st.st_mode):
                 pending.append((f"{name}/", None, relpath, identity))
+                self.dir_atimes[relpath] = st.st_atime_ns
             elif stat.S_ISLNK(st.st_mode):
                 self.link_stats[relpath] = st
         return pending
@@ -174,16 +191,9 @@ class _Walk:
     def take(self, entry: FileMeta, identity: Identity, here: _Dir) -> None:
         """``entry`` into the part, a later name of a hard link as its first name's capture."""
         if entry.kind in LINKABLE_KINDS and entry.nlink is not None and entry.nlink > 1:
-            known = self.firsts.get(identity)
-            if known is None:
-                self.firsts[identity] = (self.parts, entry)
-            else:
-                part, first = known
-                later = attrs.evolve(first, path=entry.path, hardlink=first.path)
-                if part != self.parts and later.kind == "file":  # its first name's read is done: its facts
-                    sha, flags, extents = self.content[identity]
-                    later = attrs.evolve(later, sha256=sha, flags=flags, extents=extents)
-                entry = later
+            first = self.firsts.setdefault(identity, entry)
+            if first is not entry:
+                entry = attrs.evolve(first, path=entry.path, hardlink=first.path)
         if entry.kind == "symlink":
             self.link_dirs[here.rel or ROOT] = here.identity
         elif entry.kind == "dir" and entry.path != ROOT:
@@ -209,26 +219,30 @@ class _Walk:
         finally:
             reader.close()
         self.part, self.identities, self.link_dirs = [], [], {}
-        self.parts += 1
         return ScannedTree(root=self.root, entries=CapturedList(part),
                            identities={entry.path: identity for entry, identity in zip(part, identities, strict=True)},
                            listed_noatime=self.listed_noatime)
 
 
-def scan_parts(src: str | os.PathLike[str], *, part_entries: int, content: Mapping[Identity, Content],
-               read_links: bool = True, on_progress: Callable[[int], None] | None = None) -> Iterator[ScannedTree]:
-    """The capture of the tree at ``src`` (a directory), part by part: each at most ``part_entries`` entries (more only
-    where a directory's entry waits for its listing), in path order, each part's refusals raised before it is
-    yielded. ``content``: the reads of hard links' first names so far, by inode (the caller adds a part's before it
-    asks for the next). Its ``listed_noatime`` is of every listing so far; ``on_progress``: entries captured so far."""
-    walk = _Walk(os.fspath(src), max(1, part_entries), read_links, on_progress or _ignore, content)
-    try:
-        yield from walk.walk()
-    except OSError as err:
-        if err.errno != errno.ENAMETOOLONG:
-            raise
-        raise too_deep(os.fspath(src), err) from err
+def scan_parts(src: str | os.PathLike[str], *, part_entries: int, read_links: bool = True,
+               on_progress: Callable[[int], None] | None = None) -> PartWalk:
+    """The capture of the tree at ``src`` (a directory), part by part, ``part_entries`` entries each (the last fewer),
+    in path order, each part's refusals raised before it is yielded. A later name of a hard link whose first name is
+    in an earlier part has no content (``sha256`` ``None``). Its ``listed_noatime`` is of every listing so far;
+    ``on_progress``: entries captured so far."""
+    return PartWalk(os.fspath(src), max(1, part_entries), read_links, on_progress or _ignore)
 
 
 def _ignore(count: int) -> None:
     pass
+
+
+def _xattrs(path: str) -> Xattrs:
+    """:func:`~.scan.source_xattrs`, asked again only where an entry has xattrs or ``listxattr`` failed (the usual
+    entry has none: its one call, unwrapped, is a tenth of the walk's time)."""
+    try:
+        if not os.listxattr(path, follow_symlinks=False):
+            return ()
+    except OSError:
+        pass  # asked again below, named and refused as the whole scan refuses it
+    return source_xattrs(path)
