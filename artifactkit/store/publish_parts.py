@@ -27,15 +27,13 @@ import attrs
 from artifactkit.engine.blob_check import HasBlob
 from artifactkit.engine.plan import Content, Plan
 from artifactkit.engine.protocol import Engine, StageJob
-from artifactkit.engine.reference.lists import CapturedList
-from artifactkit.engine.reference.scan_parts import Identity, PartWalk, scan_parts
+from artifactkit.engine.reference.scan_parts import Identity, PartWalk, scan_parts, with_first_reads
 from artifactkit.engine.values import Reads, ScannedTree
 from artifactkit.manifest.artifact_ref import ArtifactRef
 from artifactkit.manifest.encode import check_representable
 from artifactkit.manifest.limits import manifest_size_limit
 from artifactkit.manifest.paths import check_artifact_name
 from artifactkit.manifest.tree_write import write_tree
-from artifactkit.metadata.model import FileMeta
 from artifactkit.store.backend import Opened, PublishTxn
 from artifactkit.store.progress import Reporter
 from artifactkit.store.publish import (
@@ -189,19 +187,7 @@ class PartLines:
 
     def with_first_reads(self, part: ScannedTree) -> ScannedTree:
         """``part`` with the content of its hard links' later names whose first name was read in an earlier part."""
-        def earlier(entry: FileMeta) -> bool:
-            return entry.kind == "file" and entry.hardlink is not None and entry.hardlink not in part.identities
-        if not any(earlier(entry) for entry in part.entries):
-            return part
-        content = self.capture.content
-        return attrs.evolve(part, entries=CapturedList(
-            _with_read(entry, content[part.identities[entry.path]]) if earlier(entry) else entry
-            for entry in part.entries))
-
-
-def _with_read(entry: FileMeta, read: Content) -> FileMeta:
-    sha, flags, extents = read
-    return attrs.evolve(entry, sha256=sha, flags=flags, extents=extents)
+        return with_first_reads(part, self.capture.content)
 
 
 def _captured_ahead(parts: Iterator[ScannedTree], pool: ThreadPoolExecutor) -> Iterator[ScannedTree]:

@@ -5,16 +5,22 @@ name comes out in a later directory and a later part, links, a FIFO, empty and n
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from artifactkit import Store
+from artifactkit.engine.reference import scan
+from artifactkit.engine.reference import scan_parts as scan_parts_module
 from artifactkit.engine.reference.scan_parts import scan_parts
+from artifactkit.errors import SourceAtimesMovedWarning
 from artifactkit.store import publish_parts
 from artifactkit.store.publish import capture_source, publish_tree
-from tests.support.engines import ENGINE_NAMES, running_on
+from tests.support.engines import ENGINE_NAMES, require_engine, running_on
 
 #: Later than any clock here: ``relatime`` moves no atime that is newer than the mtime and ctime, so the two
 #: publishes of one source (whose link targets are read) capture the same times.
@@ -85,3 +91,59 @@ def test_the_default_publish_takes_a_tree_whole_up_to_its_limit_and_in_parts_ove
     ref = Store(tmp_path / "store").publish(src, "tree")
     assert bool(walks) == walked_in_parts
     assert ref.digest == _whole(Store(tmp_path / "whole"), src, "tree")
+
+
+_CHILD = """
+import json, os, sys, tracemalloc
+from artifactkit import Store
+from artifactkit.store import local_backend, publish_parts
+publish_parts.PART_ENTRIES = publish_parts.WHOLE_UP_TO = 500
+if sys.argv[3] == "unspilled":  # the guard taken away: every part's batches held until the barrier
+    local_backend.LocalTxn.spill = lambda self: None
+tracemalloc.start()
+Store(sys.argv[2]).publish(sys.argv[1], "tree")
+print(json.dumps(tracemalloc.get_traced_memory()[1]))
+"""
+
+
+def _traced_peak(root: Path, files: int, engine: str, spill: str) -> int:
+    src = root / f"src-{files}"
+    for at in range(files):
+        (src / f"d{at // 100:03}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{at // 100:03}" / f"f{at:05}").write_bytes(b"%08d" % at * 32)
+    env = {**os.environ, "ARTIFACTKIT_ENGINE": engine}
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(root / f"store-{files}-{spill}"), spill],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return int(json.loads(out))
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_publish_in_parts_holds_a_part_not_the_tree(fast_tmp: Path, engine: str) -> None:
+    """Parts of 500 entries: 8,000 files peak within 1 MB of 2,000 (whole, each entry is about 1.5 KB: 9 MB more);
+    without the spill of each part's batches, every read's ``Staged`` stays until the barrier, and it fails."""
+    require_engine(engine)
+    small, large = (_traced_peak(fast_tmp, files, engine, "spilled") for files in (2000, 8000))
+    assert large - small < 1_000_000, f"{small:,} bytes at 2,000 files, {large:,} at 8,000"
+    if engine == "python":  # the native engine's batches are the core's, which tracemalloc does not see
+        assert _traced_peak(fast_tmp, 8000, engine, "unspilled") - small > 1_000_000
+
+
+@pytest.mark.parametrize("in_parts", [False, True])
+def test_listings_without_o_noatime_are_counted_in_parts_as_whole(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  in_parts: bool) -> None:
+    """A reader refused ``O_NOATIME`` moves each directory's atime by listing it (fresh: relatime moves an atime no
+    newer than the mtime); in parts a directory may be listed after its part was read, so the walk looks right after
+    each listing. Both ways the warning counts every directory, the root too."""
+    src = fast_tmp / "src"
+    for at in range(12):
+        (src / f"d{at % 4}" / "sub").mkdir(parents=True, exist_ok=True)
+        (src / f"d{at % 4}" / "sub" / f"f{at}").write_bytes(b"x")
+    refused = lambda path, flags: (os.open(path, flags), False)  # noqa: E731 - a reader who may not use O_NOATIME
+    monkeypatch.setattr(scan_parts_module if in_parts else scan, "open_noatime", refused)
+    if in_parts:
+        monkeypatch.setattr(publish_parts, "WHOLE_UP_TO", 3)
+        monkeypatch.setattr(publish_parts, "PART_ENTRIES", 3)
+    with running_on("python"), pytest.warns(SourceAtimesMovedWarning) as warned:
+        Store(fast_tmp / "store").publish(src, "tree")
+    assert [(w.message.directories, w.message.files) for w in warned  # type: ignore[union-attr]
+            if isinstance(w.message, SourceAtimesMovedWarning)] == [(9, 0)]

@@ -13,7 +13,7 @@ import pytest
 from artifactkit import Store
 from artifactkit.engine.content import IN_MEMORY_LIMIT
 from artifactkit.errors import IntegrityError
-from tests.support.capability import require_loop_devices
+from tests.support.capability import require_loop_devices, require_tool
 from tests.support.fiemap import shared_bytes
 from tests.support.mounts import Mounts
 
@@ -23,6 +23,7 @@ SIZE = IN_MEMORY_LIMIT + (8 << 20)  # above the in-memory limit: copied by the k
 @pytest.fixture(params=["xfs", "btrfs"])
 def cloning_fs(request: pytest.FixtureRequest, mounts: Mounts) -> Iterator[Path]:
     require_loop_devices()
+    require_tool(*(("mkfs.xfs", "xfsprogs") if request.param == "xfs" else ("mkfs.btrfs", "btrfs-progs")))
     yield mounts.xfs() if request.param == "xfs" else mounts.btrfs(size_mb=256)
 
 

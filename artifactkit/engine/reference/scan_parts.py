@@ -24,13 +24,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
 from artifactkit._fsutil import naming
 from artifactkit._os_calls import calling, named
 from artifactkit._syscalls import open_noatime
+from artifactkit.engine.plan import Content
 from artifactkit.engine.reference.lists import CapturedList
 from artifactkit.engine.reference.scan import (
     LinkReader,
@@ -246,3 +247,20 @@ def _xattrs(path: str) -> Xattrs:
     except OSError:
         pass  # asked again below, named and refused as the whole scan refuses it
     return source_xattrs(path)
+
+
+def with_first_reads(part: ScannedTree, content: Mapping[Identity, Content]) -> ScannedTree:
+    """``part`` with the content of each later name of a hard link whose first name is in an earlier part: what its
+    read found (``content``, by inode)."""
+    def earlier(entry: FileMeta) -> bool:
+        return entry.kind == "file" and entry.hardlink is not None and entry.hardlink not in part.identities
+    if not any(earlier(entry) for entry in part.entries):
+        return part
+    return attrs.evolve(part, entries=CapturedList(
+        _with_read(entry, content[part.identities[entry.path]]) if earlier(entry) else entry
+        for entry in part.entries))
+
+
+def _with_read(entry: FileMeta, read: Content) -> FileMeta:
+    sha, flags, extents = read
+    return attrs.evolve(entry, sha256=sha, flags=flags, extents=extents)
