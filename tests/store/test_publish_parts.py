@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from artifactkit import Store
 from artifactkit.engine.reference import scan
 from artifactkit.engine.reference import scan_parts as scan_parts_module
 from artifactkit.engine.reference.scan_parts import scan_parts
-from artifactkit.errors import SourceAtimesMovedWarning
+from artifactkit.errors import SourceAtimesMovedWarning, UnsupportedFileType
 from artifactkit.store import publish_parts
 from artifactkit.store.publish import capture_source, publish_tree
 from tests.support.engines import ENGINE_NAMES, require_engine, running_on
@@ -147,3 +148,14 @@ def test_listings_without_o_noatime_are_counted_in_parts_as_whole(fast_tmp: Path
         Store(fast_tmp / "store").publish(src, "tree")
     assert [(w.message.directories, w.message.files) for w in warned  # type: ignore[union-attr]
             if isinstance(w.message, SourceAtimesMovedWarning)] == [(9, 0)]
+
+
+@pytest.mark.parametrize("part_entries", [1, 2, 3])
+def test_a_socket_in_the_last_directory_is_refused_wherever_the_parts_end(tmp_path: Path, part_entries: int) -> None:
+    src = tmp_path / "src"
+    (src / "z").mkdir(parents=True)
+    (src / "a").write_bytes(b"a")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(src / "z" / "sock"))
+        with pytest.raises(UnsupportedFileType, match="sock"):
+            list(scan_parts(src, part_entries=part_entries))

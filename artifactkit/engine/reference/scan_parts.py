@@ -118,7 +118,7 @@ class PartWalk:
                 self.take(entry, identity, here)
                 if len(self.part) >= self.part_entries:
                     yield self.finish()
-        if self.part:
+        if self.part or self.refused or self.oversized:  # a refusal found after the last cut is raised too
             yield self.finish()
 
     def list_dir(self, rel: str, identity: Identity) -> tuple[_Dir, int | None]:
