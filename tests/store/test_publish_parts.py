@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from artifactkit import Store
+from artifactkit import Store, assert_metadata_equal, capture_tree
 from artifactkit.engine.reference import scan
 from artifactkit.engine.reference import scan_parts as scan_parts_module
 from artifactkit.engine.reference.scan_parts import scan_parts
@@ -22,6 +22,7 @@ from artifactkit.errors import SourceAtimesMovedWarning, UnsupportedFileType
 from artifactkit.store import publish_parts
 from artifactkit.store.publish import capture_source, publish_tree
 from tests.support.engines import ENGINE_NAMES, require_engine, running_on
+from tests.support.stores import staging_names
 
 #: Later than any clock here: ``relatime`` moves no atime that is newer than the mtime and ctime, so the two
 #: publishes of one source (whose link targets are read) capture the same times.
@@ -96,7 +97,7 @@ def test_the_default_publish_takes_a_tree_whole_up_to_its_limit_and_in_parts_ove
 
 _CHILD = """
 import json, os, sys, tracemalloc
-from artifactkit import Store
+from artifactkit import Store, assert_metadata_equal, capture_tree
 from artifactkit.store import local_backend, publish_parts
 publish_parts.PART_ENTRIES = publish_parts.WHOLE_UP_TO = 500
 if sys.argv[3] == "unspilled":  # the guard taken away: every part's batches held until the barrier
@@ -159,3 +160,16 @@ def test_a_socket_in_the_last_directory_is_refused_wherever_the_parts_end(tmp_pa
         listening.bind(str(src / "z" / "sock"))
         with pytest.raises(UnsupportedFileType, match="sock"):
             list(scan_parts(src, part_entries=part_entries))
+
+
+def test_a_publish_in_parts_into_either_backend_makes_the_whole_captures_objects_and_downloads_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, any_store: Store) -> None:
+    """A bucket's transaction sends each part's blobs as they come (its ``spill`` holds nothing); a directory's
+    keeps their moves in its staging until the barrier, and nothing is left there after."""
+    src = _tricky_tree(tmp_path)
+    monkeypatch.setattr(publish_parts, "PART_ENTRIES", 3)
+    monkeypatch.setattr(publish_parts, "WHOLE_UP_TO", 3)
+    ref = any_store.publish(src, "tree")
+    assert ref.digest == _whole(any_store, src, "tree") and staging_names(any_store) == []
+    any_store.download(ref, tmp_path / "back")
+    assert_metadata_equal(capture_tree(src), capture_tree(tmp_path / "back"), stage="download")
