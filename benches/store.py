@@ -293,8 +293,8 @@ def scale_only(args: argparse.Namespace, argv: list[str]) -> int:
     with tmpfs_base(f"{max(4, files * 4 * 8 // (1 << 20) + 1)}g") as (tmpfs, note):
         base = tempfile.mkdtemp(prefix="ak-scale-", dir=tmpfs)
         try:
+            env = environment(tmpfs, note)  # first: a missing tool it asks for fails before the run, not after it
             scale = bench_scale(base, files, args.scale_rounds or 3, cores, args.engine, trees=args.trees)
-            env = environment(tmpfs, note)
         finally:
             shutil.rmtree(base, ignore_errors=True)
     doc = {"schema": "artifactkit.bench_scale/1", "command": command_line(argv), "environment": env, "scale": scale}
