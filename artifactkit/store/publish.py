@@ -10,7 +10,7 @@ answered). Only then is a version claimed, by :func:`claim_version`, the one loo
 claim runs under. A visible name therefore always refers to stored bytes (git's ``fsyncMethod=batch``).
 
 This is a publish of a whole capture: with a stat cache, with ``links="contained"``, and of a tree of up to
-100,000 entries. A larger one goes in parts (:mod:`~artifactkit.store.publish_parts`), with the same stages.
+150,000 entries. A larger one goes in parts (:mod:`~artifactkit.store.publish_parts`), with the same stages.
 """
 
 from __future__ import annotations

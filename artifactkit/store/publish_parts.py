@@ -50,9 +50,11 @@ from artifactkit.store.source_atimes import MovedAtimes, moved_atimes
 #: lines): 20,000 keep it near 20 MiB, while each part still gives the native core's threads thousands of files.
 PART_ENTRIES: Final = 20_000
 #: Entries a tree may have and still publish whole. Whole, the native core captures, plans and encodes it without a
-#: Python object an entry, as fast as ``cp -a``; in parts the walk is Python's, about 1.5x slower (200,000 files).
-#: Whole, 100,000 files peak at about 130 MiB, in parts any tree at about 90 (docs/store.md).
-WHOLE_UP_TO: Final = 100_000
+#: Python object an entry, as fast as ``cp -a``; in parts the walk is Python's, about 1.5x slower at 200,000 files.
+#: Whole, 100,000 files peaked at 157.9 MB and 200,000 at 238.7 MiB; in parts 200,000 and 1,000,000 at 87.4 and 94.5
+#: MiB (docs/performance.md, diagnostics/results/bench-publish-memory-*.json). A limit of 100,000 sent the scale
+#: run's 100,000 files (and the interrupt tests') through parts: a root suite 20-40 s longer.
+WHOLE_UP_TO: Final = 150_000
 
 
 @attrs.define
